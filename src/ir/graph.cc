@@ -1,0 +1,204 @@
+#include "ir/graph.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "support/check.h"
+
+namespace kiln {
+
+std::vector<TensorType> Node::input_types() const {
+  std::vector<TensorType> types;
+  types.reserve(inputs_.size());
+  for (const Value* v : inputs_) types.push_back(v->type());
+  return types;
+}
+
+std::vector<TensorType> Node::output_types() const {
+  std::vector<TensorType> types;
+  types.reserve(outputs_.size());
+  for (const Value* v : outputs_) types.push_back(v->type());
+  return types;
+}
+
+Graph::Graph(std::string name) : name_(std::move(name)) {}
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+Graph::~Graph() = default;
+
+std::string Graph::fresh_name(std::string_view requested) {
+  if (!requested.empty() && !values_by_name_.contains(std::string(requested))) {
+    return std::string(requested);
+  }
+  if (!requested.empty()) {
+    for (int suffix = 1;; ++suffix) {
+      std::string candidate = fmt::format("{}.{}", requested, suffix);
+      if (!values_by_name_.contains(candidate)) return candidate;
+    }
+  }
+  while (true) {
+    std::string candidate = std::to_string(next_auto_name_++);
+    if (!values_by_name_.contains(candidate)) return candidate;
+  }
+}
+
+Value* Graph::add_input(TensorType type, std::string_view name) {
+  auto value = std::unique_ptr<Value>(
+      new Value(next_value_id_++, fresh_name(name), std::move(type), nullptr, -1));
+  Value* raw = value.get();
+  values_by_name_.emplace(raw->name(), raw);
+  values_.push_back(std::move(value));
+  inputs_.push_back(raw);
+  return raw;
+}
+
+Expected<Node*> Graph::add_node(Op op, std::vector<Value*> inputs, const Attrs& attrs,
+                                std::span<const std::string> output_names) {
+  const OpDef& def = op_def(op);
+  std::vector<TensorType> input_types;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr || !owns(inputs[i])) {
+      return Status::errorf("op '{}': input {} is not a value of graph '{}'", def.name, i, name_);
+    }
+    input_types.push_back(inputs[i]->type());
+  }
+  KILN_ASSIGN_OR_RETURN(Attrs canonical, canonicalize_attrs(def, attrs));
+  KILN_ASSIGN_OR_RETURN(std::vector<TensorType> output_types,
+                        infer_types(def, input_types, canonical));
+
+  auto node = std::unique_ptr<Node>(new Node(next_node_id_++, op, std::move(inputs),
+                                             std::move(canonical)));
+  Node* raw = node.get();
+  for (Value* input : raw->inputs_) input->users_.push_back(raw);
+  for (size_t i = 0; i < output_types.size(); ++i) {
+    const std::string_view requested =
+        i < output_names.size() ? std::string_view(output_names[i]) : std::string_view();
+    auto value = std::unique_ptr<Value>(new Value(next_value_id_++, fresh_name(requested),
+                                                  std::move(output_types[i]), raw,
+                                                  static_cast<int>(i)));
+    values_by_name_.emplace(value->name(), value.get());
+    raw->outputs_.push_back(value.get());
+    values_.push_back(std::move(value));
+  }
+  nodes_storage_.push_back(std::move(node));
+  node_order_.push_back(raw);
+  return raw;
+}
+
+void Graph::set_outputs(std::vector<Value*> outputs) {
+  for (const Value* v : outputs) KILN_CHECK(v != nullptr && owns(v), "foreign graph output");
+  outputs_ = std::move(outputs);
+}
+
+Status Graph::replace_all_uses(Value* from, Value* to) {
+  KILN_CHECK(owns(from) && owns(to), "replace_all_uses across graphs");
+  if (from->type() != to->type()) {
+    return Status::errorf("cannot replace %{} ({}) with %{} ({}): types differ", from->name(),
+                          from->type().to_string(), to->name(), to->type().to_string());
+  }
+  if (from == to) return Status::ok();
+  for (Node* user : node_order_) {
+    for (Value*& input : user->inputs_) {
+      if (input != from) continue;
+      input = to;
+      to->users_.push_back(user);
+    }
+  }
+  from->users_.clear();
+  for (Value*& output : outputs_) {
+    if (output == from) output = to;
+  }
+  return sort_topologically();
+}
+
+void Graph::erase_node(Node* node) {
+  for (Value* output : node->outputs_) {
+    KILN_CHECK(output->users_.empty(), "erasing node whose output %{} is still used",
+               output->name());
+    KILN_CHECK(std::find(outputs_.begin(), outputs_.end(), output) == outputs_.end(),
+               "erasing node whose output %{} is a graph output", output->name());
+  }
+  for (Value* input : node->inputs_) {
+    auto& users = input->users_;
+    users.erase(std::find(users.begin(), users.end(), node));
+  }
+  for (Value* output : node->outputs_) values_by_name_.erase(output->name());
+  std::erase_if(values_, [node](const std::unique_ptr<Value>& v) { return v->producer_ == node; });
+  std::erase(node_order_, node);
+  std::erase_if(nodes_storage_, [node](const std::unique_ptr<Node>& n) { return n.get() == node; });
+}
+
+Status Graph::sort_topologically() {
+  // Kahn's algorithm, always taking the earliest ready node in the current order, so an order
+  // that is already topological is left unchanged.
+  std::unordered_map<const Node*, int> pending;
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < node_order_.size(); ++i) position[node_order_[i]] = i;
+  for (const Node* node : node_order_) {
+    int count = 0;
+    for (const Value* input : node->inputs_) count += input->producer_ != nullptr;
+    pending[node] = count;
+  }
+  std::vector<Node*> ready;
+  for (Node* node : node_order_) {
+    if (pending[node] == 0) ready.push_back(node);
+  }
+  auto later = [&](const Node* a, const Node* b) { return position[a] > position[b]; };
+  std::make_heap(ready.begin(), ready.end(), later);
+  std::vector<Node*> sorted;
+  sorted.reserve(node_order_.size());
+  while (!ready.empty()) {
+    std::pop_heap(ready.begin(), ready.end(), later);
+    Node* node = ready.back();
+    ready.pop_back();
+    sorted.push_back(node);
+    for (const Value* output : node->outputs_) {
+      for (Node* user : output->users_) {
+        if (--pending[user] == 0) {
+          ready.push_back(user);
+          std::push_heap(ready.begin(), ready.end(), later);
+        }
+      }
+    }
+  }
+  if (sorted.size() != node_order_.size()) {
+    return Status::errorf("graph '{}' has a cycle", name_);
+  }
+  node_order_ = std::move(sorted);
+  return Status::ok();
+}
+
+Value* Graph::find_value(std::string_view name) const {
+  auto it = values_by_name_.find(std::string(name));
+  return it == values_by_name_.end() ? nullptr : it->second;
+}
+
+bool Graph::owns(const Value* value) const {
+  if (value == nullptr) return false;
+  Value* found = find_value(value->name());
+  return found == value;
+}
+
+Graph Graph::clone() const {
+  Graph copy(name_);
+  std::unordered_map<const Value*, Value*> mapping;
+  for (const Value* input : inputs_) mapping[input] = copy.add_input(input->type(), input->name());
+  for (const Node* node : node_order_) {
+    std::vector<Value*> inputs;
+    for (const Value* v : node->inputs_) inputs.push_back(mapping.at(v));
+    std::vector<std::string> names;
+    for (const Value* v : node->outputs_) names.push_back(v->name());
+    Expected<Node*> cloned = copy.add_node(node->op_, std::move(inputs), node->attrs_, names);
+    KILN_CHECK(cloned.has_value(), "cloning a valid node failed: {}", cloned.status().message());
+    for (size_t i = 0; i < node->outputs_.size(); ++i) {
+      mapping[node->outputs_[i]] = (*cloned)->outputs_[i];
+    }
+  }
+  std::vector<Value*> outputs;
+  for (const Value* v : outputs_) outputs.push_back(mapping.at(v));
+  copy.set_outputs(std::move(outputs));
+  copy.next_auto_name_ = next_auto_name_;
+  return copy;
+}
+
+}  // namespace kiln

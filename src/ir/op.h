@@ -1,0 +1,112 @@
+// The op registry: one record per op holding everything Kiln knows about it.
+//
+// An OpDef names the op, documents its inputs, declares its attribute schema (with defaults),
+// its fusion kind, and three functions: type inference, cost and reference evaluation. Later
+// subsystems add fields here (gradient rule, lowering) rather than keeping side tables, so
+// adding an op touches: ops.def, its family file in ops/, its ONNX mapping and its tests.
+// tests/unit/ir/registry_test.cc fails when a record lacks a field.
+//
+// Semantics shared by all records:
+//  - Type inference receives the input types and the node's canonical attributes (every schema
+//    attribute present, defaults filled) and returns the output types or an error naming the
+//    offending input or attribute. There is no implicit dtype promotion.
+//  - Reference evaluation receives f64 Arrays (see ir/array.h), the attributes, and the output
+//    types already inferred; it returns arrays rounded to the output dtypes. It may fail only on
+//    data-dependent errors (an index out of range).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/array.h"
+#include "ir/attribute.h"
+#include "ir/shape.h"
+#include "support/status.h"
+
+namespace kiln {
+
+enum class Op : uint16_t {
+#define KILN_OP(id, text) id,
+#include "ir/ops.def"
+#undef KILN_OP
+};
+
+inline constexpr int kNumOps = 0
+#define KILN_OP(id, text) +1
+#include "ir/ops.def"
+#undef KILN_OP
+    ;
+
+// How an op may fuse with its neighbours, after TVM's op patterns.
+enum class FusionKind {
+  elementwise,  // out[i] = f(in[i]), same shapes
+  broadcast,    // out[i] = f(in[broadcast(i)]), NumPy broadcasting
+  injective,    // each output element reads one input element (layout, gather)
+  reduction,    // reduces over axes or windows (sum, softmax, pooling)
+  contraction,  // matmul, convolution: compute bound, library inner block
+  opaque,       // anything else (scatter, gradients of windows)
+};
+
+std::string_view fusion_kind_name(FusionKind kind);
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  std::optional<AttrValue> default_value;  // none: the attribute is required
+  std::string doc;
+};
+
+// Work an op does: arithmetic operations and bytes of its inputs read and outputs written,
+// assuming each is touched once (the unfused baseline the cost model refines).
+struct Cost {
+  double flops = 0;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+};
+
+using InferFn =
+    std::function<Expected<std::vector<TensorType>>(std::span<const TensorType>, const Attrs&)>;
+using CostFn = std::function<Cost(std::span<const TensorType> inputs,
+                                  std::span<const TensorType> outputs, const Attrs&)>;
+using EvalFn = std::function<Expected<std::vector<Array>>(
+    std::span<const Array> inputs, const Attrs&, std::span<const TensorType> outputs)>;
+
+inline constexpr int kVariadic = -1;
+
+struct OpDef {
+  Op op{};
+  std::string name;
+  std::string summary;  // one line, shown by `kiln ops`
+  FusionKind fusion_kind = FusionKind::opaque;
+  // Input names, for documentation and error messages. A variadic op lists one name and sets
+  // max_inputs = kVariadic.
+  std::vector<std::string> input_names;
+  int min_inputs = 0;
+  int max_inputs = 0;
+  std::vector<AttrSpec> attrs;
+  InferFn infer;
+  CostFn cost;
+  EvalFn eval;
+
+  const AttrSpec* find_attr(std::string_view attr_name) const;
+};
+
+const OpDef& op_def(Op op);
+const OpDef* find_op(std::string_view name);  // nullptr if unknown
+std::span<const OpDef> all_op_defs();         // in ops.def order
+
+// Validates `given` against the op's schema: unknown names and wrong kinds are errors, required
+// attributes must be present, defaults are filled in. The result lists the schema's attributes
+// in schema order.
+Expected<Attrs> canonicalize_attrs(const OpDef& def, const Attrs& given);
+
+// Checks arity, then runs the op's inference. `attrs` must be canonical.
+Expected<std::vector<TensorType>> infer_types(const OpDef& def, std::span<const TensorType> inputs,
+                                              const Attrs& attrs);
+
+}  // namespace kiln

@@ -1,0 +1,7 @@
+#include "ir/ops/op_family.h"
+
+namespace kiln::ops {
+
+void register_composite_ops(OpTable& /*table*/) {}
+
+}  // namespace kiln::ops
