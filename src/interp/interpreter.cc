@@ -1,1 +1,75 @@
-// placeholder
+#include "interp/interpreter.h"
+
+#include <unordered_map>
+
+#include "ir/printer.h"
+
+namespace kiln {
+
+Expected<std::vector<Array>> interpret(const Graph& graph, std::span<const Array> inputs,
+                                       const InterpreterOptions& options) {
+  if (inputs.size() != graph.inputs().size()) {
+    return Status::errorf("graph '{}' takes {} inputs, got {}", graph.name(),
+                          graph.inputs().size(), inputs.size());
+  }
+  std::unordered_map<const Value*, Array> live;
+  int64_t live_elements = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value* input = graph.inputs()[i];
+    if (inputs[i].type() != input->type()) {
+      return Status::errorf("input %{} expects {}, got {}", input->name(),
+                            input->type().to_string(), inputs[i].type().to_string());
+    }
+    live.emplace(input, inputs[i]);
+    live_elements += inputs[i].size();
+  }
+
+  // Remaining uses of each value; graph outputs hold one extra use so they are never released.
+  std::unordered_map<const Value*, int> remaining_uses;
+  for (const Node* node : graph.nodes()) {
+    for (const Value* input : node->inputs()) ++remaining_uses[input];
+  }
+  for (const Value* output : graph.outputs()) ++remaining_uses[output];
+
+  for (const Node* node : graph.nodes()) {
+    int64_t new_elements = 0;
+    for (const Value* output : node->outputs()) new_elements += output->shape().num_elements();
+    if (live_elements + new_elements > options.max_live_elements) {
+      return Status::errorf(
+          "node %{} ({}): the reference interpreter would hold {} elements at once, above its "
+          "limit of {}",
+          node->output()->name(), node->op_name(), live_elements + new_elements,
+          options.max_live_elements);
+    }
+    std::vector<Array> args;
+    args.reserve(node->inputs().size());
+    for (const Value* input : node->inputs()) args.push_back(live.at(input));
+    const std::vector<TensorType> output_types = node->output_types();
+    Expected<std::vector<Array>> results = node->def().eval(args, node->attrs(), output_types);
+    if (!results) {
+      return results.status().with_context(fmt::format("node {}", print_node(*node)));
+    }
+    for (int i = 0; i < node->num_outputs(); ++i) {
+      live.emplace(node->output(i), std::move((*results)[static_cast<size_t>(i)]));
+    }
+    live_elements += new_elements;
+    for (const Value* input : node->inputs()) {
+      if (--remaining_uses[input] == 0) {
+        live_elements -= live.at(input).size();
+        live.erase(input);
+      }
+    }
+    for (const Value* output : node->outputs()) {
+      if (remaining_uses[output] == 0) {
+        live_elements -= live.at(output).size();
+        live.erase(output);
+      }
+    }
+  }
+
+  std::vector<Array> outputs;
+  for (const Value* output : graph.outputs()) outputs.push_back(live.at(output));
+  return outputs;
+}
+
+}  // namespace kiln

@@ -1,7 +1,229 @@
+// Reductions over axes: sum, mean, max, min, prod (attribute `axes`) and argmax / argmin
+// (attribute `axis`), each with `keepdims`.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "ir/ops/op_family.h"
 
 namespace kiln::ops {
+namespace {
 
-void register_reduction_ops(OpTable& /*table*/) {}
+enum class Domain { floating, numeric };
+
+Status check_domain(const TensorType& x, Domain domain) {
+  if (domain == Domain::floating) return require_floating(x, "x");
+  if (x.dtype == DType::boolean) {
+    return Status::errorf("input 'x' must be numeric, got {}", x.to_string());
+  }
+  return Status::ok();
+}
+
+// Which axes of `x` are reduced, from the attribute `axes`: an empty list means every axis, as
+// ONNX (with noop_with_empty_axes=0) and NumPy's axis=None. Negative axes count from the end.
+Expected<std::vector<bool>> reduced_axes(const TensorType& x, const std::vector<int64_t>& axes) {
+  const int rank = x.shape.rank();
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+  for (int64_t axis : axes) {
+    Expected<int> normalized = normalize_axis(axis, rank);
+    if (!normalized) {
+      return Status::errorf("attribute 'axes': {} (input 'x' is {})", normalized.status().message(),
+                            x.to_string());
+    }
+    if (reduced[static_cast<size_t>(*normalized)]) {
+      return Status::errorf("attribute 'axes' lists axis {} more than once (input 'x' is {})",
+                            *normalized, x.to_string());
+    }
+    reduced[static_cast<size_t>(*normalized)] = true;
+  }
+  return reduced;
+}
+
+// The shape of `x` with every reduced axis set to 1 (keepdims) or dropped.
+Shape reduced_shape(const Shape& x, const std::vector<bool>& reduced, bool keepdims) {
+  std::vector<int64_t> dims;
+  for (int axis = 0; axis < x.rank(); ++axis) {
+    if (!reduced[static_cast<size_t>(axis)]) {
+      dims.push_back(x.dim(axis));
+    } else if (keepdims) {
+      dims.push_back(1);
+    }
+  }
+  return Shape(std::move(dims));
+}
+
+// flops = one per input element; per_element_cost would count output elements instead.
+Cost reduction_cost(std::span<const TensorType> inputs, std::span<const TensorType> outputs,
+                    const Attrs&) {
+  Cost cost;
+  cost.flops = static_cast<double>(inputs[0].shape.num_elements());
+  cost.bytes_read = inputs[0].size_bytes();
+  cost.bytes_written = outputs[0].size_bytes();
+  return cost;
+}
+
+enum class Kind { sum, mean, max, min, prod };
+
+double initial_value(Kind kind) {
+  switch (kind) {
+    case Kind::sum:
+    case Kind::mean: return 0.0;
+    case Kind::prod: return 1.0;
+    case Kind::max: return -std::numeric_limits<double>::infinity();
+    case Kind::min: return std::numeric_limits<double>::infinity();
+  }
+  return 0.0;
+}
+
+// Folds one element into an accumulator; max and min propagate NaN, as numpy.max / numpy.min.
+double accumulate(Kind kind, double acc, double v) {
+  switch (kind) {
+    case Kind::sum:
+    case Kind::mean: return acc + v;
+    case Kind::prod: return acc * v;
+    case Kind::max: return std::isnan(v) || v > acc ? v : acc;  // a NaN acc compares false
+    case Kind::min: return std::isnan(v) || v < acc ? v : acc;
+  }
+  return acc;
+}
+
+void define_reduce(OpTable& table, Op op, std::string summary, Kind kind, Domain domain) {
+  OpDef& def = table.define(op);
+  def.summary = std::move(summary);
+  def.fusion_kind = FusionKind::reduction;
+  def.input_names = {"x"};
+  def.min_inputs = def.max_inputs = 1;
+  def.attrs = {
+      {"axes", AttrKind::ints, AttrValue(std::vector<int64_t>{}),
+       "axes to reduce, negative counting from the end; empty reduces every axis"},
+      {"keepdims", AttrKind::boolean, AttrValue(false), "keep reduced axes with extent 1"},
+  };
+  def.infer = [kind, domain](std::span<const TensorType> in,
+                             const Attrs& attrs) -> Expected<std::vector<TensorType>> {
+    KILN_RETURN_IF_ERROR(check_domain(in[0], domain));
+    KILN_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_axes(in[0], attrs.get_ints("axes")));
+    // max and min have no identity element, so an empty reduced extent has no answer (NumPy
+    // raises too). sum, prod and mean use 0, 1 and 0 / 0 = NaN.
+    if (kind == Kind::max || kind == Kind::min) {
+      for (int axis = 0; axis < in[0].shape.rank(); ++axis) {
+        if (reduced[static_cast<size_t>(axis)] && in[0].shape.dim(axis) == 0) {
+          return Status::errorf("cannot reduce over axis {} of input 'x' ({}): it is empty", axis,
+                                in[0].to_string());
+        }
+      }
+    }
+    const Shape shape = reduced_shape(in[0].shape, reduced, attrs.get_bool("keepdims"));
+    return std::vector<TensorType>{{in[0].dtype, shape}};
+  };
+  def.cost = &reduction_cost;
+  def.eval = [kind](std::span<const Array> in, const Attrs& attrs,
+                    std::span<const TensorType> out) -> Expected<std::vector<Array>> {
+    const Array& x = in[0];
+    KILN_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                          reduced_axes(x.type(), attrs.get_ints("axes")));
+    // With reduced axes kept at extent 1, broadcast_offset maps an input index to its output.
+    const Shape kept = reduced_shape(x.shape, reduced, /*keepdims=*/true);
+    Array result(out[0].dtype, out[0].shape);
+    for (double& v : result.data) v = initial_value(kind);
+    int64_t i = 0;
+    for_each_index(x.shape, [&](std::span<const int64_t> index) {
+      double& acc = result[broadcast_offset(kept, index)];
+      acc = accumulate(kind, acc, x[i++]);
+    });
+    if (kind == Kind::mean) {
+      // An empty reduced extent gives 0 / 0 = NaN, as NumPy.
+      double count = 1;
+      for (int axis = 0; axis < x.shape.rank(); ++axis) {
+        if (reduced[static_cast<size_t>(axis)]) count *= static_cast<double>(x.shape.dim(axis));
+      }
+      for (double& v : result.data) v /= count;
+    }
+    result.round_to_dtype();
+    return std::vector<Array>{std::move(result)};
+  };
+}
+
+// Whether `v`, met after `best` along the axis, becomes the new arg extremum.
+bool replaces_best(double v, double best, bool is_max, bool select_last) {
+  if (std::isnan(best)) return select_last && std::isnan(v);
+  if (std::isnan(v)) return true;
+  return (is_max ? v > best : v < best) || (select_last && v == best);
+}
+
+// argmax / argmin. NaN counts as the extremum, as NumPy: the first NaN along the axis wins
+// (the last one with select_last_index, which treats equal extrema, NaNs included, as ties).
+void define_arg_reduce(OpTable& table, Op op, std::string summary, bool is_max) {
+  OpDef& def = table.define(op);
+  def.summary = std::move(summary);
+  def.fusion_kind = FusionKind::reduction;
+  def.input_names = {"x"};
+  def.min_inputs = def.max_inputs = 1;
+  def.attrs = {
+      {"axis", AttrKind::integer, AttrValue(0), "axis to reduce, negative counting from the end"},
+      {"keepdims", AttrKind::boolean, AttrValue(false), "keep the reduced axis with extent 1"},
+      {"select_last_index", AttrKind::boolean, AttrValue(false),
+       "on ties, return the last index instead of the first"},
+  };
+  def.infer = [](std::span<const TensorType> in,
+                 const Attrs& attrs) -> Expected<std::vector<TensorType>> {
+    KILN_RETURN_IF_ERROR(check_domain(in[0], Domain::numeric));
+    Expected<int> axis = normalize_axis(attrs.get_int("axis"), in[0].shape.rank());
+    if (!axis) {
+      return Status::errorf("attribute 'axis': {} (input 'x' is {})", axis.status().message(),
+                            in[0].to_string());
+    }
+    if (in[0].shape.dim(*axis) == 0) {
+      return Status::errorf("cannot reduce over axis {} of input 'x' ({}): it is empty", *axis,
+                            in[0].to_string());
+    }
+    std::vector<bool> reduced(static_cast<size_t>(in[0].shape.rank()), false);
+    reduced[static_cast<size_t>(*axis)] = true;
+    return std::vector<TensorType>{
+        {DType::i64, reduced_shape(in[0].shape, reduced, attrs.get_bool("keepdims"))}};
+  };
+  def.cost = &reduction_cost;
+  def.eval = [is_max](std::span<const Array> in, const Attrs& attrs,
+                      std::span<const TensorType> out) -> Expected<std::vector<Array>> {
+    const Array& x = in[0];
+    KILN_ASSIGN_OR_RETURN(int axis, normalize_axis(attrs.get_int("axis"), x.shape.rank()));
+    const bool last = attrs.get_bool("select_last_index");
+    std::vector<bool> reduced(static_cast<size_t>(x.shape.rank()), false);
+    reduced[static_cast<size_t>(axis)] = true;
+    const Shape kept = reduced_shape(x.shape, reduced, /*keepdims=*/true);
+    Array result(out[0].dtype, out[0].shape);
+    std::vector<double> best(static_cast<size_t>(result.size()));
+    std::vector<bool> seen(static_cast<size_t>(result.size()), false);
+    // Row-major order visits each output's candidates in increasing index along `axis`.
+    int64_t i = 0;
+    for_each_index(x.shape, [&](std::span<const int64_t> index) {
+      const int64_t o = broadcast_offset(kept, index);
+      const double v = x[i++];
+      if (!seen[static_cast<size_t>(o)] ||
+          replaces_best(v, best[static_cast<size_t>(o)], is_max, last)) {
+        seen[static_cast<size_t>(o)] = true;
+        best[static_cast<size_t>(o)] = v;
+        result[o] = static_cast<double>(index[static_cast<size_t>(axis)]);
+      }
+    });
+    result.round_to_dtype();
+    return std::vector<Array>{std::move(result)};
+  };
+}
+
+}  // namespace
+
+void register_reduction_ops(OpTable& table) {
+  define_reduce(table, Op::reduce_sum, "sum over axes", Kind::sum, Domain::numeric);
+  define_reduce(table, Op::reduce_mean, "mean over axes", Kind::mean, Domain::floating);
+  define_reduce(table, Op::reduce_max, "maximum over axes; NaN propagates", Kind::max,
+                Domain::numeric);
+  define_reduce(table, Op::reduce_min, "minimum over axes; NaN propagates", Kind::min,
+                Domain::numeric);
+  define_reduce(table, Op::reduce_prod, "product over axes", Kind::prod, Domain::numeric);
+  define_arg_reduce(table, Op::argmax, "index of the maximum along `axis`", /*is_max=*/true);
+  define_arg_reduce(table, Op::argmin, "index of the minimum along `axis`", /*is_max=*/false);
+}
 
 }  // namespace kiln::ops

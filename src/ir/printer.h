@@ -1,0 +1,29 @@
+// The IR text form: how graphs are printed for people, golden tests and `kiln` commands.
+//
+//   graph @ffn(%x: f32[8,64], %w: f32[64,256]) {
+//     %0 = matmul(%x, %w) : f32[8,256]
+//     %h = gelu(%0) {approximate = "tanh"} : f32[8,256]
+//     %a, %b = split(%h) {axis = 1, sizes = [128, 128]} : f32[8,128], f32[8,128]
+//     return %a, %b
+//   }
+//
+// Nodes print in graph order; attributes print in schema order and only where they differ
+// from the schema's default. Floats print in the shortest form that reads back to the same
+// double, so parse(print(g)) prints identically. Names that are not plain identifiers
+// ([A-Za-z0-9_.]) print quoted: %"encoder/layer.0:out". The grammar is in ir/parser.h.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+
+namespace kiln {
+
+std::string print_graph(const Graph& graph);
+// One node as its statement line, without indentation or newline.
+std::string print_node(const Node& node);
+std::string print_attr_value(const AttrValue& value);
+// "%name", quoted when needed.
+std::string print_value_ref(const Value& value);
+
+}  // namespace kiln
