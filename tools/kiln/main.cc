@@ -23,10 +23,16 @@ namespace kiln {
 namespace {
 
 constexpr int kUserError = 1;
+constexpr int kUsageError = 2;
 
 int report(const Status& status) {
   std::fprintf(stderr, "kiln: error: %s\n", status.message().c_str());
   return kUserError;
+}
+
+// "1 node", "3 nodes".
+std::string count_noun(size_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
 }
 
 Expected<Graph> load_graph(const std::string& path) {
@@ -43,8 +49,9 @@ struct CheckOptions {
 int run_check(const CheckOptions& options) {
   Expected<Graph> graph = load_graph(options.file);
   if (!graph) return report(graph.status());
-  fmt::print("{}: graph @{}: {} inputs, {} nodes, {} outputs; verified\n", options.file,
-             graph->name(), graph->inputs().size(), graph->num_nodes(), graph->outputs().size());
+  fmt::print("{}: graph @{}: {}, {}, {}; verified\n", options.file, graph->name(),
+             count_noun(graph->inputs().size(), "input"), count_noun(static_cast<size_t>(graph->num_nodes()), "node"),
+             count_noun(graph->outputs().size(), "output"));
   const std::vector<Array> inputs =
       random_inputs(*graph, {.seed = options.seed, .int_range = options.int_range});
   Expected<std::vector<Array>> outputs = interpret(*graph, inputs);
@@ -94,6 +101,7 @@ int run_ops(const std::string& name) {
 int run(int argc, char** argv) {
   CLI::App app{"Kiln: a deep-learning compiler that fuses operators.", "kiln"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln 0.1");
   app.set_help_all_flag("--help-all", "Show help for all subcommands");
 
   CheckOptions check;
@@ -121,12 +129,13 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // 0 for --help, 2 (usage) otherwise
+    // --help and --version print and succeed; every other parse failure is a usage error.
+    return app.exit(e) == 0 ? 0 : kUsageError;
   }
   if (check_cmd->parsed()) return run_check(check);
   if (print_cmd->parsed()) return run_print(print_file);
   if (ops_cmd->parsed()) return run_ops(op_name);
-  return 2;
+  return kUsageError;
 }
 
 }  // namespace

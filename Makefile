@@ -1,0 +1,47 @@
+# Kiln's two everyday commands, and the builds behind them.
+#
+#   make demo        install dependencies, build, run Kiln on the built-in example model
+#   make test        install dependencies, build, run the whole test suite
+#   make test-asan   the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer build
+#
+# Builds live in build/ (Release) and build-asan/ (Asan). WERROR=ON turns warnings into
+# errors (CI sets it). JOBS sets build and test parallelism (default: all cores).
+
+BUILD_DIR ?= build
+ASAN_BUILD_DIR ?= build-asan
+WERROR ?= OFF
+JOBS ?= $(shell nproc)
+DEMO_MODEL ?= examples/encoder_layer.kiln
+
+KILN := $(BUILD_DIR)/tools/kiln/kiln
+
+.PHONY: all deps build build-asan demo test test-asan clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+# Configuring is cheap when nothing changed, so every build re-runs it: a changed WERROR or a
+# new source file is always picked up.
+build: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=$(WERROR) \
+	  > $(BUILD_DIR).configure.log || { cat $(BUILD_DIR).configure.log; exit 1; }
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+build-asan: deps
+	@cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Asan -DKILN_WERROR=$(WERROR) \
+	  > $(ASAN_BUILD_DIR).configure.log || { cat $(ASAN_BUILD_DIR).configure.log; exit 1; }
+	@cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+
+demo: build
+	$(KILN) check $(DEMO_MODEL)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(BUILD_DIR).configure.log $(ASAN_BUILD_DIR).configure.log

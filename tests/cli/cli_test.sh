@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `kiln` command line: exit codes (0 success, 1 user error, 2 usage
+# error), messages that name the file and position, and --help on every subcommand.
+# Usage: cli_test.sh KILN_BINARY SOURCE_DIR
+set -uo pipefail
+
+kiln=$1
+source_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+passed=0
+failed=0
+
+# expect NAME EXIT_CODE PATTERN -- COMMAND...: runs COMMAND, checks its exit code and that its
+# combined output matches the extended regex PATTERN.
+expect() {
+  local name=$1 want_code=$2 pattern=$3
+  shift 4
+  local output code
+  output=$("$@" 2>&1)
+  code=$?
+  if [[ $code -ne $want_code ]]; then
+    echo "FAIL $name: exit code $code, want $want_code"; echo "$output" | head -20
+    failed=$((failed + 1))
+  elif ! grep -Eq -- "$pattern" <<<"$output"; then
+    echo "FAIL $name: output does not match /$pattern/"; echo "$output" | head -20
+    failed=$((failed + 1))
+  else
+    passed=$((passed + 1))
+  fi
+}
+
+example=$source_dir/examples/encoder_layer.kiln
+
+expect check-example 0 '%y f32\[2,16,64\]: min .* max .* mean .* std' -- "$kiln" check "$example"
+expect check-seed-changes-values 0 'seed 7' -- "$kiln" check --seed 7 "$example"
+expect print-example 0 '^graph @encoder_layer\(' -- "$kiln" print "$example"
+expect ops-list 0 '^[0-9]+ ops$' -- "$kiln" ops
+expect ops-one 0 'transpose_b : bool = false' -- "$kiln" ops matmul
+expect ops-unknown 1 "unknown op 'no_such_op'" -- "$kiln" ops no_such_op
+
+# Printing is canonical: printing the printed form gives the same text.
+"$kiln" print "$example" >"$work/once.kiln"
+expect print-is-a-fixed-point 0 '' -- bash -c "'$kiln' print '$work/once.kiln' | cmp - '$work/once.kiln'"
+
+# User errors: exit 1, message names the file and line:column.
+printf 'graph @g(%%x: f32[2]) {\n  %%y = exp(%%x) : f32[3]\n  return %%y\n}\n' >"$work/bad_type.kiln"
+expect wrong-type 1 'bad_type.kiln:2:[0-9]+: .*f32\[3\].*f32\[2\]|bad_type.kiln:2:[0-9]+: .*f32\[2\].*f32\[3\]' \
+  -- "$kiln" check "$work/bad_type.kiln"
+printf 'graph @g(%%x: f32[2]) {\n  %%y = frobnicate(%%x) : f32[2]\n  return %%y\n}\n' >"$work/bad_op.kiln"
+expect unknown-op 1 "bad_op.kiln:2:[0-9]+: .*frobnicate" -- "$kiln" check "$work/bad_op.kiln"
+head -c 40 "$example" >"$work/truncated.kiln"
+expect truncated 1 'truncated.kiln:[0-9]+:[0-9]+: ' -- "$kiln" check "$work/truncated.kiln"
+: >"$work/empty.kiln"
+expect empty-file 1 'empty.kiln:1:1: ' -- "$kiln" print "$work/empty.kiln"
+expect missing-file 1 'no_such_file.kiln: no such file' -- "$kiln" check "$work/no_such_file.kiln"
+expect directory 1 'is a directory' -- "$kiln" check "$work"
+
+# Usage errors: exit 2.
+expect no-subcommand 2 'subcommand is required' -- "$kiln"
+expect unknown-option 2 'nope' -- "$kiln" check --nope "$example"
+expect missing-argument 2 'file is required' -- "$kiln" check
+expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
+
+# Help on the program and every subcommand.
+expect help 0 'Subcommands:' -- "$kiln" --help
+for subcommand in check print ops; do
+  expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
+done
+
+echo "cli: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
