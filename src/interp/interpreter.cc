@@ -12,6 +12,13 @@ Expected<std::vector<Array>> interpret(const Graph& graph, std::span<const Array
     return Status::errorf("graph '{}' takes {} inputs, got {}", graph.name(),
                           graph.inputs().size(), inputs.size());
   }
+  // Remaining uses of each value; graph outputs hold one extra use so they are never released.
+  std::unordered_map<const Value*, int> remaining_uses;
+  for (const Node* node : graph.nodes()) {
+    for (const Value* input : node->inputs()) ++remaining_uses[input];
+  }
+  for (const Value* output : graph.outputs()) ++remaining_uses[output];
+
   std::unordered_map<const Value*, Array> live;
   int64_t live_elements = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -20,16 +27,10 @@ Expected<std::vector<Array>> interpret(const Graph& graph, std::span<const Array
       return Status::errorf("input %{} expects {}, got {}", input->name(),
                             input->type().to_string(), inputs[i].type().to_string());
     }
+    if (remaining_uses[input] == 0) continue;  // unused: never held
     live.emplace(input, inputs[i]);
     live_elements += inputs[i].size();
   }
-
-  // Remaining uses of each value; graph outputs hold one extra use so they are never released.
-  std::unordered_map<const Value*, int> remaining_uses;
-  for (const Node* node : graph.nodes()) {
-    for (const Value* input : node->inputs()) ++remaining_uses[input];
-  }
-  for (const Value* output : graph.outputs()) ++remaining_uses[output];
 
   for (const Node* node : graph.nodes()) {
     int64_t new_elements = 0;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "support/check.h"
+
 namespace kiln {
 namespace {
 
@@ -25,6 +27,7 @@ class SplitMix64 {
 }  // namespace
 
 Array random_array(const TensorType& type, uint64_t seed, int64_t int_range) {
+  KILN_CHECK(int_range > 0, "random_array: int_range must be positive, got {}", int_range);
   SplitMix64 rng(seed);
   Array array(type.dtype, type.shape);
   for (double& v : array.data) {

@@ -16,7 +16,7 @@ namespace kiln {
 
 struct RandomInputOptions {
   uint64_t seed = 0;
-  int64_t int_range = 4;
+  int64_t int_range = 4;  // integers are drawn from [0, int_range); must be positive
 };
 
 Array random_array(const TensorType& type, uint64_t seed, int64_t int_range = 4);

@@ -11,7 +11,6 @@ ArrayStatistics compute_statistics(const Array& array) {
   ArrayStatistics stats;
   stats.count = array.size();
   int64_t finite = 0;
-  double sum = 0;
   for (double v : array.data) {
     if (std::isnan(v)) {
       ++stats.nan_count;
@@ -20,17 +19,28 @@ ArrayStatistics compute_statistics(const Array& array) {
     } else {
       stats.min = finite == 0 ? v : std::min(stats.min, v);
       stats.max = finite == 0 ? v : std::max(stats.max, v);
-      sum += v;
       ++finite;
     }
   }
-  if (finite == 0) return stats;
-  stats.mean = sum / static_cast<double>(finite);
+  const double largest = std::max(std::abs(stats.min), std::abs(stats.max));
+  if (largest == 0) return stats;
+  // The sums run over the elements scaled by a power of two into (-1, 1), so that finite
+  // elements near the top of the double range cannot overflow them (for any element not
+  // negligible beside the largest, the scaling is exact).
+  const int exponent = std::ilogb(largest) + 1;
+  double sum = 0;
+  for (double v : array.data) {
+    if (std::isfinite(v)) sum += std::scalbn(v, -exponent);
+  }
+  const double scaled_mean = sum / static_cast<double>(finite);
   double squares = 0;
   for (double v : array.data) {
-    if (std::isfinite(v)) squares += (v - stats.mean) * (v - stats.mean);
+    if (!std::isfinite(v)) continue;
+    const double deviation = std::scalbn(v, -exponent) - scaled_mean;
+    squares += deviation * deviation;
   }
-  stats.stddev = std::sqrt(squares / static_cast<double>(finite));
+  stats.mean = std::scalbn(scaled_mean, exponent);
+  stats.stddev = std::scalbn(std::sqrt(squares / static_cast<double>(finite)), exponent);
   return stats;
 }
 

@@ -16,7 +16,12 @@ Value* GraphBuilder::input(std::string_view name, DType dtype, Shape shape) {
 
 std::vector<Value*> GraphBuilder::apply(Op op, const std::vector<Value*>& inputs,
                                         const Attrs& attrs) {
-  if (!ok() || std::ranges::find(inputs, nullptr) != inputs.end()) return {};
+  if (!ok()) return {};
+  // Every failed call records an error, so a null input here did not come from this builder.
+  if (auto null = std::ranges::find(inputs, nullptr); null != inputs.end()) {
+    status_ = Status::errorf("op '{}': input {} is null", op_def(op).name, null - inputs.begin());
+    return {};
+  }
   Expected<Node*> node = graph_.add_node(op, inputs, attrs);
   if (!node) {
     status_ = node.status();
@@ -50,6 +55,11 @@ Value* GraphBuilder::fill(Shape shape, double value, DType dtype) {
 
 Value* GraphBuilder::gelu(Value* x, bool tanh_approximation) {
   return apply1(Op::gelu, {x}, {{"approximate", tanh_approximation ? "tanh" : "none"}});
+}
+
+Value* GraphBuilder::mul_scalar(Value* x, double factor) {
+  // Without x there is no dtype for the factor; mul then reports the null input.
+  return mul(x, x == nullptr ? nullptr : scalar(factor, x->dtype()));
 }
 
 Value* GraphBuilder::sum(Value* x, std::vector<int64_t> axes, bool keepdims) {
@@ -134,8 +144,9 @@ Value* GraphBuilder::cross_entropy(Value* logits, Value* labels, std::string_vie
 
 void GraphBuilder::output(Value* value) {
   if (!ok()) return;
-  if (value == nullptr) {
-    status_ = Status::error("output of a failed builder call");
+  if (value == nullptr || !graph_.owns(value)) {
+    status_ = Status::errorf("graph '{}': output {} is {}", graph_.name(), outputs_.size(),
+                             value == nullptr ? "null" : "not a value of this builder");
     return;
   }
   outputs_.push_back(value);

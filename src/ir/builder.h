@@ -2,8 +2,9 @@
 //
 // Builder calls return Value* and never fail on the spot. The first error (a shape mismatch,
 // a bad attribute) is recorded with the op that raised it; from then on every call returns
-// nullptr, and `finish()` returns that first error. This keeps model code linear, as XLA's
-// XlaBuilder does:
+// nullptr, and `finish()` returns that first error. (A null input or output given while no
+// error is recorded, or a value of another graph, is itself such an error.) This keeps model
+// code linear, as XLA's XlaBuilder does:
 //
 //   GraphBuilder b("ffn");
 //   Value* x = b.input("x", DType::f32, {8, 64});
@@ -55,7 +56,11 @@ class GraphBuilder {
   Value* div(Value* a, Value* b) { return apply1(Op::div, {a, b}); }
   Value* max(Value* a, Value* b) { return apply1(Op::max, {a, b}); }
   Value* min(Value* a, Value* b) { return apply1(Op::min, {a, b}); }
-  Value* where(Value* condition, Value* x, Value* y) { return apply1(Op::where, {condition, x, y}); }
+  Value* where(Value* condition, Value* x, Value* y) {
+    return apply1(Op::where, {condition, x, y});
+  }
+  // x * factor, with the factor a scalar constant of x's dtype (as 1/sqrt(d) in attention).
+  Value* mul_scalar(Value* x, double factor);
 
   // Reductions.
   Value* sum(Value* x, std::vector<int64_t> axes, bool keepdims = false);
@@ -73,7 +78,11 @@ class GraphBuilder {
   Value* gather(Value* data, Value* indices, int64_t axis = 0);
 
   // Contractions.
+  // Batched when either operand has rank above 2: leading dims broadcast, as NumPy's matmul.
   Value* matmul(Value* a, Value* b, bool transpose_a = false, bool transpose_b = false);
+  // A dense layer on the last axis: x [..., in] times weight [in, out], plus bias [out].
+  Value* linear(Value* x, Value* weight) { return matmul(x, weight); }
+  Value* linear(Value* x, Value* weight, Value* bias) { return add(linear(x, weight), bias); }
   Value* conv(Value* x, Value* w, std::vector<int64_t> strides = {}, std::vector<int64_t> pads = {},
               std::vector<int64_t> dilations = {}, int64_t groups = 1);
 

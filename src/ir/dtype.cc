@@ -61,7 +61,7 @@ double saturate_to_integer(double value) {
       std::trunc(std::nextafter(static_cast<double>(std::numeric_limits<Int>::max()) + 1.0, 0.0));
   if (truncated < lo) return lo;
   if (truncated > hi) return hi;
-  return truncated;
+  return truncated + 0.0;  // integers have no negative zero: trunc(-0.5) is -0.0, this is +0.0
 }
 
 }  // namespace

@@ -90,6 +90,29 @@ void Graph::set_outputs(std::vector<Value*> outputs) {
   outputs_ = std::move(outputs);
 }
 
+namespace {
+
+// A user of `from` that `to` is computed from (directly or through other nodes), or nullptr.
+const Node* user_reached_from(const Value* from, const Value* to) {
+  if (to->is_graph_input() || from->users().empty()) return nullptr;
+  const std::unordered_set<const Node*> users(from->users().begin(), from->users().end());
+  std::unordered_set<const Node*> seen = {to->producer()};
+  std::vector<const Node*> stack = {to->producer()};
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    if (users.contains(node)) return node;
+    for (const Value* input : node->inputs()) {
+      if (!input->is_graph_input() && seen.insert(input->producer()).second) {
+        stack.push_back(input->producer());
+      }
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Status Graph::replace_all_uses(Value* from, Value* to) {
   KILN_CHECK(owns(from) && owns(to), "replace_all_uses across graphs");
   if (from->type() != to->type()) {
@@ -97,6 +120,15 @@ Status Graph::replace_all_uses(Value* from, Value* to) {
                           from->type().to_string(), to->name(), to->type().to_string());
   }
   if (from == to) return Status::ok();
+  // Moving the uses of `from` onto `to` closes a cycle exactly when `to` is computed from one of
+  // those users; refuse before changing anything. Otherwise any order problem (typically `to`
+  // built after the users) is repaired by the sort below.
+  if (const Node* user = user_reached_from(from, to)) {
+    return Status::errorf(
+        "cannot replace %{} with %{}: %{} is computed from node %{} ({}), a user of %{}",
+        from->name(), to->name(), to->name(), user->output()->name(), user->op_name(),
+        from->name());
+  }
   for (Node* user : node_order_) {
     for (Value*& input : user->inputs_) {
       if (input != from) continue;
@@ -108,10 +140,14 @@ Status Graph::replace_all_uses(Value* from, Value* to) {
   for (Value*& output : outputs_) {
     if (output == from) output = to;
   }
-  return sort_topologically();
+  const Status sorted = sort_topologically();
+  KILN_CHECK(sorted.is_ok(), "replace_all_uses made a cycle: {}", sorted.message());
+  return Status::ok();
 }
 
 void Graph::erase_node(Node* node) {
+  KILN_CHECK(std::ranges::find(node_order_, node) != node_order_.end(),
+             "erasing a node that is not in graph '{}'", name_);
   for (Value* output : node->outputs_) {
     KILN_CHECK(output->users_.empty(), "erasing node whose output %{} is still used",
                output->name());
@@ -164,7 +200,8 @@ Status Graph::sort_topologically() {
   if (sorted.size() != node_order_.size()) {
     return Status::errorf("graph '{}' has a cycle", name_);
   }
-  node_order_ = std::move(sorted);
+  // Copied into the existing buffer so that a caller iterating `nodes()` keeps valid memory.
+  std::ranges::copy(sorted, node_order_.begin());
   return Status::ok();
 }
 
@@ -199,6 +236,15 @@ Graph Graph::clone() const {
   copy.set_outputs(std::move(outputs));
   copy.next_auto_name_ = next_auto_name_;
   return copy;
+}
+
+const std::string& Graph::rename_value(Value* value, std::string_view name) {
+  KILN_CHECK(owns(value), "renaming a value of another graph");
+  if (value->name_ == name) return value->name_;
+  values_by_name_.erase(value->name_);
+  value->name_ = fresh_name(name);
+  values_by_name_.emplace(value->name_, value);
+  return value->name_;
 }
 
 }  // namespace kiln

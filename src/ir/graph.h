@@ -123,6 +123,10 @@ class Graph {
   // Error if the graph has a cycle.
   Status sort_topologically();
 
+  // Renames `value` to `name`, or to a fresh variant of it ("name.1") when another value has
+  // that name. Returns the name given.
+  const std::string& rename_value(Value* value, std::string_view name);
+
   Value* find_value(std::string_view name) const;  // nullptr if none
   bool owns(const Value* value) const;
 

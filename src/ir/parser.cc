@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <optional>
-#include <cmath>
 #include <limits>
-#include <unordered_map>
+#include <optional>
+#include <string_view>
 
 #include "ir/verifier.h"
 
@@ -70,9 +69,14 @@ class Lexer {
       token.kind = c == '%' ? TokenKind::value_name : TokenKind::graph_name;
       if (pos_ < text_.size() && text_[pos_] == '"') {
         KILN_ASSIGN_OR_RETURN(token.text, read_string());
-      } else {
-        token.text = read_while(is_name_char);
+        // A graph may be named "" (the printer writes @""); a value may not, since the Graph
+        // replaces an empty value name with a generated one.
+        if (c == '%' && token.text.empty()) {
+          return error_at(token, "a value name must not be empty");
+        }
+        return token;
       }
+      token.text = read_while(is_name_char);
       if (token.text.empty()) return error_at(token, fmt::format("expected a name after '{}'", c));
       return token;
     }
@@ -219,13 +223,17 @@ class Parser {
   Expected<Graph> parse() {
     advance();
     KILN_RETURN_IF_ERROR(expect_keyword("graph"));
-    if (token_.kind != TokenKind::graph_name) return error("expected graph name '@name'");
+    if (token_.kind != TokenKind::graph_name) {
+      return error(fmt::format("expected graph name '@name', found {}", describe_token()));
+    }
     Graph graph(token_.text);
     advance();
     KILN_RETURN_IF_ERROR(parse_params(graph));
     KILN_RETURN_IF_ERROR(expect_punct("{"));
     while (!is_keyword("return")) {
-      if (token_.kind == TokenKind::end) return error("expected 'return' before end of input");
+      if (token_.kind == TokenKind::end || is_punct("}")) {
+        return error(fmt::format("missing 'return' before {}", describe_token()));
+      }
       KILN_RETURN_IF_ERROR(parse_statement(graph));
     }
     advance();
@@ -282,40 +290,74 @@ class Parser {
   }
 
   Expected<int64_t> parse_int() {
+    const Token start = token_;
     const bool negative = is_punct("-");
     if (negative) advance();
     if (token_.kind != TokenKind::integer) {
       return error(fmt::format("expected an integer, found {}", describe_token()));
     }
-    KILN_ASSIGN_OR_RETURN(int64_t value, integer_value(negative));
+    KILN_ASSIGN_OR_RETURN(int64_t value, integer_value(start, negative));
     advance();
     return value;
   }
 
-  Expected<int64_t> integer_value(bool negative) const {
+  // The value of the current integer token, negated if `negative`; errors are located at
+  // `start`, where the number's text begins.
+  Expected<int64_t> integer_value(const Token& start, bool negative) const {
     uint64_t magnitude = 0;
     const char* begin = token_.text.data();
     const char* end = begin + token_.text.size();
     auto [ptr, ec] = std::from_chars(begin, end, magnitude);
     const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
     if (ec != std::errc() || ptr != end || magnitude > limit) {
-      return error(fmt::format("integer {}{} is out of range", negative ? "-" : "", token_.text));
+      return lexer_.error_at(
+          start, fmt::format("integer {}{} is out of range", negative ? "-" : "", token_.text));
     }
     return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
   }
 
-  Expected<double> float_value(bool negative) const {
+  // The value of the current floating token, as integer_value.
+  Expected<double> float_value(const Token& start, bool negative) const {
     double value = 0;
     const char* begin = token_.text.data();
     const char* end = begin + token_.text.size();
     auto [ptr, ec] = std::from_chars(begin, end, value);
     if (ec == std::errc::result_out_of_range) {
-      // Overflow reads as infinity, underflow as zero, as strtod does.
-      value = std::fabs(value) > 1 ? std::numeric_limits<double>::infinity() : 0.0;
+      // Overflow reads as infinity and underflow as zero, as strtod does (from_chars leaves
+      // `value` unset).
+      value = beyond_double_range_upward(token_.text) ? std::numeric_limits<double>::infinity()
+                                                      : 0.0;
     } else if (ec != std::errc() || ptr != end) {
-      return error(fmt::format("malformed number '{}'", token_.text));
+      return lexer_.error_at(start, fmt::format("malformed number '{}'", token_.text));
     }
     return negative ? -value : value;
+  }
+
+  // For a non-zero literal `digits [. digits] [e [+-] digits]` outside the range of double:
+  // whether it is too large (rather than too small), that is whether the decimal exponent of
+  // its leading non-zero digit is positive.
+  static bool beyond_double_range_upward(std::string_view text) {
+    const size_t e = text.find('e');
+    int64_t exponent = 0;
+    if (e != std::string_view::npos) {
+      const bool negative = text[e + 1] == '-';
+      // Saturates far beyond any digit count the text could offset it by.
+      for (char c : text.substr(e + 1)) {
+        if (is_digit(c) && exponent < (int64_t{1} << 40)) exponent = exponent * 10 + (c - '0');
+      }
+      if (negative) exponent = -exponent;
+    }
+    const std::string_view mantissa = text.substr(0, e);
+    const std::string_view whole = mantissa.substr(0, mantissa.find('.'));
+    const size_t lead = whole.find_first_not_of('0');
+    if (lead != std::string_view::npos) {
+      return static_cast<int64_t>(whole.size() - lead - 1) + exponent > 0;
+    }
+    const std::string_view fraction =
+        whole.size() < mantissa.size() ? mantissa.substr(whole.size() + 1) : std::string_view();
+    const size_t first = fraction.find_first_not_of('0');
+    if (first == std::string_view::npos) return false;
+    return exponent - static_cast<int64_t>(first + 1) > 0;
   }
 
   // A number as an attribute or tensor element; integers keep their exact int64 value.
@@ -325,14 +367,15 @@ class Parser {
   };
 
   Expected<Number> parse_number(bool allow_bool) {
+    const Token start = token_;
     const bool negative = is_punct("-");
     if (negative) advance();
     Number number;
     if (token_.kind == TokenKind::integer) {
-      KILN_ASSIGN_OR_RETURN(int64_t v, integer_value(negative));
+      KILN_ASSIGN_OR_RETURN(int64_t v, integer_value(start, negative));
       number = {static_cast<double>(v), v};
     } else if (token_.kind == TokenKind::floating) {
-      KILN_ASSIGN_OR_RETURN(number.value, float_value(negative));
+      KILN_ASSIGN_OR_RETURN(number.value, float_value(start, negative));
     } else if (is_keyword("inf")) {
       number.value = negative ? -std::numeric_limits<double>::infinity()
                               : std::numeric_limits<double>::infinity();
@@ -472,7 +515,9 @@ class Parser {
     return AttrValue(Array(type.dtype, type.shape, std::move(values)));
   }
 
-  Expected<Attrs> parse_attrs() {
+  // Attributes of a node of `def`. Names and kinds are checked against its schema here, so that
+  // errors point at the attribute; add_node checks the rest (required attributes, values).
+  Expected<Attrs> parse_attrs(const OpDef& def) {
     Attrs attrs;
     if (!accept_punct("{")) return attrs;
     do {
@@ -481,10 +526,20 @@ class Parser {
       }
       std::string name = token_.text;
       if (attrs.contains(name)) return error(fmt::format("attribute '{}' given twice", name));
+      const AttrSpec* spec = def.find_attr(name);
+      if (spec == nullptr) {
+        return error(fmt::format("op '{}' has no attribute '{}'", def.name, name));
+      }
       advance();
       KILN_RETURN_IF_ERROR(expect_punct("="));
+      const Token value_token = token_;
       KILN_ASSIGN_OR_RETURN(AttrValue value, parse_attr_value());
-      attrs.set(name, std::move(value));
+      Expected<AttrValue> coerced = coerce_attr(value, spec->kind);
+      if (!coerced) {
+        return lexer_.error_at(value_token, fmt::format("attribute '{}' of op '{}': {}", name,
+                                                        def.name, coerced.status().message()));
+      }
+      attrs.set(name, std::move(*coerced));
     } while (accept_punct(","));
     KILN_RETURN_IF_ERROR(expect_punct("}"));
     return attrs;
@@ -494,9 +549,10 @@ class Parser {
     const Token start = token_;
     std::vector<std::string> names;
     do {
+      const Token name_token = token_;
       KILN_ASSIGN_OR_RETURN(std::string name, parse_value_definition(graph));
-      for (const std::string& earlier : names) {
-        if (earlier == name) return lexer_.error_at(start, fmt::format("value %{} is defined twice", name));
+      if (std::ranges::find(names, name) != names.end()) {
+        return lexer_.error_at(name_token, fmt::format("value %{} is defined twice", name));
       }
       names.push_back(std::move(name));
     } while (accept_punct(","));
@@ -517,7 +573,7 @@ class Parser {
       } while (accept_punct(","));
     }
     KILN_RETURN_IF_ERROR(expect_punct(")"));
-    KILN_ASSIGN_OR_RETURN(Attrs attrs, parse_attrs());
+    KILN_ASSIGN_OR_RETURN(Attrs attrs, parse_attrs(*def));
     KILN_RETURN_IF_ERROR(expect_punct(":"));
     std::vector<std::pair<Token, TensorType>> annotated;
     do {

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/dtype.h"
+
 namespace kiln {
 namespace {
 
@@ -53,10 +55,13 @@ std::string print_float(double value) {
   return text;
 }
 
+// An element as its dtype stores it. Arrays hold rounded values, but one filled through `data`
+// may not; rounding first also keeps the integer conversion defined for NaN and huge values.
 std::string print_element(double value, DType dtype) {
-  if (dtype == DType::boolean) return value != 0 ? "true" : "false";
-  if (is_integer(dtype)) return fmt::format("{}", static_cast<int64_t>(value));
-  return print_float(value);
+  const double stored = round_to_dtype(value, dtype);
+  if (dtype == DType::boolean) return stored != 0 ? "true" : "false";
+  if (is_integer(dtype)) return fmt::format("{}", static_cast<int64_t>(stored));
+  return print_float(stored);
 }
 
 template <typename T, typename Fn>
@@ -115,10 +120,12 @@ std::string print_node(const Node& node) {
   out += ")";
   std::string attrs;
   for (const AttrSpec& spec : node.def().attrs) {
-    const AttrValue& value = node.attrs().get(spec.name);
-    if (spec.default_value && *spec.default_value == value) continue;
+    const std::string value = print_attr_value(node.attrs().get(spec.name));
+    // Compared as text, not with ==: -0.0 == 0.0, yet leaving out "-0.0" would read back as
+    // the default 0.0.
+    if (spec.default_value && print_attr_value(*spec.default_value) == value) continue;
     if (!attrs.empty()) attrs += ", ";
-    attrs += fmt::format("{} = {}", spec.name, print_attr_value(value));
+    attrs += fmt::format("{} = {}", spec.name, value);
   }
   if (!attrs.empty()) out += " {" + attrs + "}";
   return out + " : " + print_type_list(node.outputs());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -55,11 +56,13 @@ Status verify_types(const Node& node) {
 
 Status verify(const Graph& graph) {
   std::unordered_set<const Value*> defined;
+  std::vector<const Value*> definition_order;  // so that the first violation is deterministic
   std::unordered_set<std::string_view> names;
   auto define = [&](const Value* value) -> Status {
     if (!defined.insert(value).second) {
       return Status::errorf("value %{} is defined twice", value->name());
     }
+    definition_order.push_back(value);
     if (!names.insert(value->name()).second) {
       return Status::errorf("value name %{} is used twice", value->name());
     }
@@ -97,7 +100,7 @@ Status verify(const Graph& graph) {
     }
   }
 
-  for (const Value* value : defined) {
+  for (const Value* value : definition_order) {
     std::vector<const Node*> recorded(value->users().begin(), value->users().end());
     std::vector<const Node*> actual = uses[value];
     auto by_id = [](const Node* a, const Node* b) { return a->id() < b->id(); };

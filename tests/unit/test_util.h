@@ -1,0 +1,31 @@
+// Small helpers shared by the unit tests: checking error messages by the parts that matter.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string_view>
+
+#include "support/status.h"
+
+namespace kiln::testing {
+
+// Passes when `text` contains every one of `parts`; on failure shows the whole text.
+inline ::testing::AssertionResult contains_all(std::string_view text,
+                                               std::initializer_list<std::string_view> parts) {
+  for (std::string_view part : parts) {
+    if (text.find(part) == std::string_view::npos) {
+      return ::testing::AssertionFailure() << "\"" << text << "\" lacks \"" << part << "\"";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Passes when `status` is an error whose message contains every one of `parts`.
+inline ::testing::AssertionResult is_error_with(const Status& status,
+                                                std::initializer_list<std::string_view> parts) {
+  if (status.is_ok()) return ::testing::AssertionFailure() << "succeeded; expected an error";
+  return contains_all(status.message(), parts);
+}
+
+}  // namespace kiln::testing
