@@ -44,12 +44,14 @@ Array random_array(const TensorType& type, uint64_t seed, int64_t int_range) {
   return array;
 }
 
+Array random_input(const Graph& graph, size_t index, const RandomInputOptions& options) {
+  const uint64_t seed = options.seed * 0x100000001B3ull + index;
+  return random_array(graph.inputs().at(index)->type(), seed, options.int_range);
+}
+
 std::vector<Array> random_inputs(const Graph& graph, const RandomInputOptions& options) {
   std::vector<Array> arrays;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    const uint64_t seed = options.seed * 0x100000001B3ull + i;
-    arrays.push_back(random_array(graph.inputs()[i]->type(), seed, options.int_range));
-  }
+  for (size_t i = 0; i < graph.inputs().size(); ++i) arrays.push_back(random_input(graph, i, options));
   return arrays;
 }
 

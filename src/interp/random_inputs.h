@@ -20,7 +20,9 @@ struct RandomInputOptions {
 };
 
 Array random_array(const TensorType& type, uint64_t seed, int64_t int_range = 4);
-// One array per graph input; input i uses seed (options.seed, i).
+// The random value of graph input `index` (seeded by (options.seed, index)).
+Array random_input(const Graph& graph, size_t index, const RandomInputOptions& options = {});
+// One array per graph input, each as random_input gives it.
 std::vector<Array> random_inputs(const Graph& graph, const RandomInputOptions& options = {});
 
 }  // namespace kiln

@@ -5,12 +5,17 @@
 // Status values, and any escaping exception is reported as an internal error (exit 3).
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "driver/compare.h"
+#include "driver/conformance.h"
+#include "driver/model_io.h"
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
 #include "interp/statistics.h"
@@ -35,6 +40,20 @@ std::string count_noun(size_t count, std::string_view noun) {
   return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
 }
 
+// Random inputs are made whole before the interpreter's own memory limit applies, so a graph
+// whose inputs alone exceed that limit is refused up front.
+Status check_input_size(const Graph& graph) {
+  int64_t total = 0;
+  for (const Value* input : graph.inputs()) total += input->shape().num_elements();
+  const int64_t limit = InterpreterOptions{}.max_live_elements;
+  if (total > limit) {
+    return Status::errorf("the graph's inputs hold {} elements, more than the reference "
+                          "interpreter's limit of {}",
+                          total, limit);
+  }
+  return Status::ok();
+}
+
 Expected<Graph> load_graph(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string text, read_file(path));
   return parse_graph(text, path);
@@ -52,6 +71,7 @@ int run_check(const CheckOptions& options) {
   fmt::print("{}: graph @{}: {}, {}, {}; verified\n", options.file, graph->name(),
              count_noun(graph->inputs().size(), "input"), count_noun(static_cast<size_t>(graph->num_nodes()), "node"),
              count_noun(graph->outputs().size(), "output"));
+  if (Status size = check_input_size(*graph); !size) return report(size);
   const std::vector<Array> inputs =
       random_inputs(*graph, {.seed = options.seed, .int_range = options.int_range});
   Expected<std::vector<Array>> outputs = interpret(*graph, inputs);
@@ -69,6 +89,124 @@ int run_print(const std::string& file) {
   Expected<Graph> graph = load_graph(file);
   if (!graph) return report(graph.status());
   fmt::print("{}", print_graph(*graph));
+  return 0;
+}
+
+struct RunOptions {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::vector<std::string> expected;
+  std::vector<std::string> shapes;
+  std::string output_file;
+  uint64_t seed = 0;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+};
+
+// The model's data inputs: given ones by name, the rest random (and said so).
+Expected<std::vector<Array>> gather_inputs(const ImportedModel& model, const RunOptions& options) {
+  KILN_ASSIGN_OR_RETURN(auto given, load_named_tensors(options.inputs));
+  std::vector<Array> arrays;
+  for (int i = 0; i < model.num_data_inputs; ++i) {
+    const Value& input = *model.graph.inputs()[static_cast<size_t>(i)];
+    auto it = given.find(input.name());
+    if (it == given.end()) {
+      fmt::print("input {} {}: random (seed {})\n", print_value_ref(input),
+                 input.type().to_string(), options.seed);
+      arrays.push_back(random_input(model.graph, static_cast<size_t>(i), {.seed = options.seed}));
+      continue;
+    }
+    if (it->second.type() != input.type()) {
+      return Status::errorf("input '{}' is {} in the model, the file gives {}", input.name(),
+                            input.type().to_string(), it->second.type().to_string());
+    }
+    arrays.push_back(std::move(it->second));
+    given.erase(it);
+  }
+  if (!given.empty()) {
+    return Status::errorf("the model has no input named '{}'", given.begin()->first);
+  }
+  return arrays;
+}
+
+int run_run(const RunOptions& options) {
+  OnnxImportOptions import_options;
+  for (const std::string& spec : options.shapes) {
+    const size_t equals = spec.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return report(Status::errorf("--shape '{}': expected NAME=DIMS, e.g. x=1x128", spec));
+    }
+    Expected<std::vector<int64_t>> dims = parse_dims(spec.substr(equals + 1));
+    if (!dims) return report(dims.status().with_context("--shape"));
+    import_options.input_shapes[spec.substr(0, equals)] = std::move(*dims);
+  }
+  Expected<ImportedModel> model = load_model(options.model, import_options);
+  if (!model) return report(model.status());
+  fmt::print("{}: graph @{}: {}, {} weights, {}\n", options.model, model->graph.name(),
+             count_noun(static_cast<size_t>(model->num_data_inputs), "input"),
+             model->weights.size(), count_noun(static_cast<size_t>(model->graph.num_nodes()), "node"));
+  if (Status size = check_input_size(model->graph); !size) return report(size);
+  Expected<std::vector<Array>> inputs = gather_inputs(*model, options);
+  if (!inputs) return report(inputs.status());
+  for (Array& weight : model->weights) inputs->push_back(std::move(weight));
+  Expected<std::vector<Array>> outputs = interpret(model->graph, *inputs);
+  if (!outputs) return report(outputs.status());
+
+  Expected<std::map<std::string, Array>> expected = load_named_tensors(options.expected);
+  if (!expected) return report(expected.status());
+  bool all_match = true;
+  std::vector<NamedArray> named_outputs;
+  fmt::print("outputs (reference interpreter, f64):\n");
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const Value& value = *model->graph.outputs()[i];
+    fmt::print("  {} {}: {}\n", print_value_ref(value), value.type().to_string(),
+               format_statistics(compute_statistics((*outputs)[i])));
+    auto it = expected->find(value.name());
+    if (it != expected->end()) {
+      const Comparison comparison =
+          compare_arrays((*outputs)[i], it->second, {.atol = options.atol, .rtol = options.rtol});
+      fmt::print("    vs expected: max abs error {:.3g}, max rel error {:.3g}: {}\n",
+                 comparison.max_abs_error, comparison.max_rel_error,
+                 comparison.matches ? "within tolerance" : "MISMATCH, " + comparison.mismatch);
+      all_match = all_match && comparison.matches;
+      expected->erase(it);
+    }
+    named_outputs.push_back({value.name(), std::move((*outputs)[i])});
+  }
+  if (!expected->empty()) {
+    return report(Status::errorf("expected values given for '{}', which is not an output",
+                                 expected->begin()->first));
+  }
+  if (!options.output_file.empty()) {
+    Status written = write_npz(options.output_file, named_outputs);
+    if (!written) return report(written);
+    fmt::print("wrote {}\n", options.output_file);
+  }
+  if (!all_match) {
+    std::fprintf(stderr, "kiln: outputs differ from the expected values beyond tolerance\n");
+    return kUserError;
+  }
+  return 0;
+}
+
+int run_conformance(const std::string& dir, const std::string& filter, bool verbose) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    return report(Status::errorf("{}: not a directory", dir));
+  }
+  int counts[3] = {0, 0, 0};
+  for (const CaseResult& result : run_conformance_suite(dir)) {
+    if (result.name.find(filter) == std::string::npos) continue;
+    ++counts[static_cast<int>(result.outcome)];
+    if (result.outcome == CaseOutcome::failed ||
+        (verbose && result.outcome == CaseOutcome::unsupported)) {
+      fmt::print("{:<12} {}: {}\n", outcome_name(result.outcome), result.name, result.detail);
+    }
+  }
+  fmt::print("conformance: {} passed, {} failed, {} unsupported\n",
+             counts[static_cast<int>(CaseOutcome::passed)],
+             counts[static_cast<int>(CaseOutcome::failed)],
+             counts[static_cast<int>(CaseOutcome::unsupported)]);
   return 0;
 }
 
@@ -121,6 +259,37 @@ int run(int argc, char** argv) {
       "print", "Parse and verify an IR text file and print it in canonical form.");
   print_cmd->add_option("file", print_file, "IR text file (.kiln)")->required();
 
+  RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Run a model (ONNX file or IR text) with the reference interpreter and print its "
+             "outputs; compare them with expected values if given.");
+  run_cmd->add_option("model", run.model, "Model file (.onnx, or IR text)")->required();
+  run_cmd->add_option("--input", run.inputs,
+                      "Input tensor: NAME=FILE (.npy or TensorProto .pb) or FILE.npz; inputs "
+                      "not given are random");
+  run_cmd->add_option("--expected", run.expected,
+                      "Expected outputs, as for --input; the run fails beyond tolerance");
+  run_cmd->add_option("--shape", run.shapes,
+                      "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
+  run_cmd->add_option("--output", run.output_file, "Write the outputs to this .npz file");
+  run_cmd->add_option("--seed", run.seed, "Seed for random inputs")->capture_default_str();
+  run_cmd->add_option("--atol", run.atol, "Absolute tolerance against --expected")
+      ->capture_default_str();
+  run_cmd->add_option("--rtol", run.rtol, "Relative tolerance against --expected")
+      ->capture_default_str();
+
+  std::string conformance_dir;
+  std::string conformance_filter;
+  bool conformance_verbose = false;
+  CLI::App* conformance_cmd = app.add_subcommand(
+      "conformance", "Run ONNX backend test cases (folders holding model.onnx and "
+                     "test_data_set_0/) and print a pass/fail/unsupported summary.");
+  conformance_cmd->add_option("dir", conformance_dir, "Folder of test case folders")->required();
+  conformance_cmd->add_option("--filter", conformance_filter,
+                              "Only cases whose name contains this text");
+  conformance_cmd->add_flag("--verbose,-v", conformance_verbose,
+                            "Also list unsupported cases with the reason");
+
   std::string op_name;
   CLI::App* ops_cmd =
       app.add_subcommand("ops", "List the ops Kiln knows, or show one op's inputs and attributes.");
@@ -135,6 +304,10 @@ int run(int argc, char** argv) {
   if (check_cmd->parsed()) return run_check(check);
   if (print_cmd->parsed()) return run_print(print_file);
   if (ops_cmd->parsed()) return run_ops(op_name);
+  if (run_cmd->parsed()) return run_run(run);
+  if (conformance_cmd->parsed()) {
+    return run_conformance(conformance_dir, conformance_filter, conformance_verbose);
+  }
   return kUsageError;
 }
 

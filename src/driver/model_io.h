@@ -1,0 +1,26 @@
+// Loading models and their input and expected-output tensors for `kiln run` and the tests.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "frontend/onnx_import.h"
+#include "frontend/tensor_io.h"
+#include "ir/array.h"
+#include "support/status.h"
+
+namespace kiln {
+
+// An ONNX file (by its .onnx extension) or an IR text file (anything else). For IR text, every
+// graph input is a data input and there are no weights.
+Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOptions& options = {});
+
+// Tensors named on the command line: "name=FILE" with FILE a .npy or a TensorProto .pb, or a
+// bare .npz FILE whose members are named. Later entries replace earlier ones of the same name.
+Expected<std::map<std::string, Array>> load_named_tensors(const std::vector<std::string>& specs);
+
+// "1x3x224x224" -> {1, 3, 224, 224}; "" -> {} (a scalar).
+Expected<std::vector<int64_t>> parse_dims(const std::string& text);
+
+}  // namespace kiln

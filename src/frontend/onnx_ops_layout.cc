@@ -1,0 +1,431 @@
+// ONNX layout and shape ops: Reshape, Flatten, (Un)Squeeze, Transpose, Expand, Tile, Slice,
+// Concat, Split, Pad, Gather, OneHot, DepthToSpace/SpaceToDepth, and the shape-computing ops
+// (Shape, Size, ConstantOfShape, Range) that become constants because shapes are static.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/ranges.h>
+
+#include "frontend/onnx_converter.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+Array i64_vector(const std::vector<int64_t>& values) {
+  return Array(DType::i64, Shape{static_cast<int64_t>(values.size())},
+               std::vector<double>(values.begin(), values.end()));
+}
+
+Expected<Operand> reshape(NodeContext& ctx, const Operand& x, std::vector<int64_t> dims) {
+  return ctx.emit(Op::reshape, {x}, {{"shape", std::move(dims)}});
+}
+
+int64_t product(std::span<const int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
+}
+
+// Axes from an attribute (before `input_opset`) or from input 1 (from it on), as the opset
+// history of Squeeze, Unsqueeze, Reduce* and Split goes. Empty when neither is given.
+Expected<std::vector<int64_t>> axes_attr_or_input(NodeContext& ctx, int input_opset,
+                                                  std::string_view what, int input = 1) {
+  if (ctx.opset() < input_opset) return ctx.attr_ints("axes", std::vector<int64_t>{});
+  if (!ctx.has_input(input)) return std::vector<int64_t>{};
+  return ctx.ints_input(input, what);
+}
+
+// Resolves each axis against `rank`; duplicates are an error.
+Expected<std::vector<int>> normalize_axes(const std::vector<int64_t>& axes, int rank) {
+  std::vector<int> result;
+  for (int64_t axis : axes) {
+    KILN_ASSIGN_OR_RETURN(int resolved, normalize_axis(axis, rank));
+    if (std::find(result.begin(), result.end(), resolved) != result.end()) {
+      return Status::errorf("axis {} is repeated in {}", axis, fmt::join(axes, ", "));
+    }
+    result.push_back(resolved);
+  }
+  return result;
+}
+
+Status convert_reshape(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  std::vector<int64_t> dims;
+  if (ctx.opset() < 5) {
+    KILN_ASSIGN_OR_RETURN(dims, ctx.attr_ints("shape"));
+  } else {
+    KILN_ASSIGN_OR_RETURN(dims, ctx.ints_input(1, "the target shape"));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t allow_zero, ctx.attr_int("allowzero", 0));
+  if (allow_zero == 0) {
+    // A 0 copies the input's extent at the same position.
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] != 0) continue;
+      if (static_cast<int>(i) >= x.rank()) {
+        return Status::errorf("shape entry {} is 0 but the input has rank {}", i, x.rank());
+      }
+      dims[i] = x.shape().dim(static_cast<int>(i));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, x, std::move(dims)));
+  return ctx.set_output(0, y);
+}
+
+Status convert_flatten(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attr_int("axis", 1));
+  // Flatten's axis may equal the rank (everything in the outer dimension); negative counts from
+  // the end as for any axis.
+  const int64_t axis = axis_attr < 0 ? axis_attr + x.rank() : axis_attr;
+  if (axis < 0 || axis > x.rank()) {
+    return Status::errorf("axis {} is out of range for rank {}", axis_attr, x.rank());
+  }
+  const std::span<const int64_t> dims = x.shape().dims();
+  const int64_t outer = product(dims.subspan(0, static_cast<size_t>(axis)));
+  const int64_t inner = product(dims.subspan(static_cast<size_t>(axis)));
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, x, {outer, inner}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_unsqueeze(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_attr_or_input(ctx, 13, "axes"));
+  if (axes.empty()) return Status::error("Unsqueeze needs at least one axis");
+  const int out_rank = x.rank() + static_cast<int>(axes.size());
+  KILN_ASSIGN_OR_RETURN(std::vector<int> resolved, normalize_axes(axes, out_rank));
+  std::vector<int64_t> dims;
+  size_t next = 0;
+  for (int i = 0; i < out_rank; ++i) {
+    const bool inserted = std::find(resolved.begin(), resolved.end(), i) != resolved.end();
+    dims.push_back(inserted ? 1 : x.shape().dim(static_cast<int>(next++)));
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, x, std::move(dims)));
+  return ctx.set_output(0, y);
+}
+
+Status convert_squeeze(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_attr_or_input(ctx, 13, "axes"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int> resolved, normalize_axes(axes, x.rank()));
+  std::vector<int64_t> dims;
+  for (int i = 0; i < x.rank(); ++i) {
+    const int64_t dim = x.shape().dim(i);
+    const bool listed = std::find(resolved.begin(), resolved.end(), i) != resolved.end();
+    if (listed && dim != 1) {
+      return Status::errorf("cannot squeeze axis {} of extent {}", i, dim);
+    }
+    if (listed || (resolved.empty() && dim == 1)) continue;
+    dims.push_back(dim);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, x, std::move(dims)));
+  return ctx.set_output(0, y);
+}
+
+Status convert_transpose(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ctx.attr_ints("perm", std::vector<int64_t>{}));
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::transpose, {x}, {{"perm", std::move(perm)}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_expand(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ints_input(1, "the target shape"));
+  KILN_ASSIGN_OR_RETURN(Shape target, Shape::make(std::move(dims)));
+  // Expand broadcasts both ways: a 1 in `shape` keeps the input's extent.
+  KILN_ASSIGN_OR_RETURN(Shape out, broadcast_shapes(x.shape(), target));
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::broadcast_to, {x}, {{"shape", out.dims()}}));
+  return ctx.set_output(0, y);
+}
+
+// Tile: x [d0, d1, ...] is viewed as [1, d0, 1, d1, ...], broadcast to [r0, d0, r1, d1, ...] and
+// merged back to [r0*d0, r1*d1, ...], so that out[i] = x[i mod d] on every axis.
+Status convert_tile(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ctx.ints_input(1, "repeats"));
+  if (static_cast<int>(repeats.size()) != x.rank()) {
+    return Status::errorf("repeats has {} entries for an input of rank {}", repeats.size(),
+                          x.rank());
+  }
+  std::vector<int64_t> interleaved_ones, interleaved, merged;
+  for (int i = 0; i < x.rank(); ++i) {
+    const int64_t repeat = repeats[static_cast<size_t>(i)];
+    if (repeat < 0) return Status::errorf("repeats has a negative entry {}", repeat);
+    const int64_t dim = x.shape().dim(i);
+    interleaved_ones.insert(interleaved_ones.end(), {1, dim});
+    interleaved.insert(interleaved.end(), {repeat, dim});
+    merged.push_back(repeat * dim);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand spread, reshape(ctx, x, interleaved_ones));
+  KILN_ASSIGN_OR_RETURN(Operand broadcast,
+                        ctx.emit(Op::broadcast_to, {spread}, {{"shape", interleaved}}));
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, broadcast, merged));
+  return ctx.set_output(0, y);
+}
+
+Status convert_slice(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset() < 10) {
+    KILN_ASSIGN_OR_RETURN(starts, ctx.attr_ints("starts"));
+    KILN_ASSIGN_OR_RETURN(ends, ctx.attr_ints("ends"));
+    KILN_ASSIGN_OR_RETURN(axes, ctx.attr_ints("axes", std::vector<int64_t>{}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(starts, ctx.ints_input(1, "starts"));
+    KILN_ASSIGN_OR_RETURN(ends, ctx.ints_input(2, "ends"));
+    if (ctx.has_input(3)) {
+      KILN_ASSIGN_OR_RETURN(axes, ctx.ints_input(3, "axes"));
+    }
+    if (ctx.has_input(4)) {
+      KILN_ASSIGN_OR_RETURN(steps, ctx.ints_input(4, "steps"));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::slice, {x}, {{"starts", std::move(starts)},
+                                                            {"ends", std::move(ends)},
+                                                            {"axes", std::move(axes)},
+                                                            {"steps", std::move(steps)}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_concat(NodeContext& ctx) {
+  // Before opset 4 the axis defaulted to 1; from 4 on it is required.
+  if (ctx.opset() < 4) return ctx.unsupported("Concat before opset 4");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis"));
+  std::vector<Operand> inputs;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Operand input, ctx.input(i));
+    inputs.push_back(input);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::concat, inputs, {{"axis", axis}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_split(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attr_int("axis", 0));
+  KILN_ASSIGN_OR_RETURN(int axis, normalize_axis(axis_attr, x.rank()));
+  const int64_t extent = x.shape().dim(axis);
+  std::vector<int64_t> sizes;
+  if (ctx.opset() < 13) {
+    KILN_ASSIGN_OR_RETURN(sizes, ctx.attr_ints("split", std::vector<int64_t>{}));
+  } else if (ctx.has_input(1)) {
+    KILN_ASSIGN_OR_RETURN(sizes, ctx.ints_input(1, "split"));
+  }
+  if (sizes.empty()) {
+    int64_t pieces = ctx.num_outputs();
+    if (ctx.opset() >= 18 && ctx.has_attr("num_outputs")) {
+      KILN_ASSIGN_OR_RETURN(pieces, ctx.attr_int("num_outputs"));
+    }
+    if (pieces <= 0) return Status::errorf("cannot split into {} pieces", pieces);
+    if (ctx.opset() < 18 && extent % pieces != 0) {
+      return Status::errorf("axis {} of extent {} does not split evenly into {} pieces", axis,
+                            extent, pieces);
+    }
+    // Opset 18: every piece has ceil(extent / pieces) elements but the last, which is smaller.
+    const int64_t piece = (extent + pieces - 1) / pieces;
+    for (int64_t i = 0; i < pieces; ++i) {
+      sizes.push_back(std::max<int64_t>(0, std::min(piece, extent - i * piece)));
+    }
+  }
+  if (static_cast<int>(sizes.size()) != ctx.num_outputs()) {
+    return Status::errorf("split gives {} sizes for {} outputs", sizes.size(), ctx.num_outputs());
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Operand> pieces,
+                        ctx.emit_all(Op::split, {x}, {{"axis", axis_attr}, {"sizes", sizes}}));
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    KILN_RETURN_IF_ERROR(ctx.set_output(i, pieces[static_cast<size_t>(i)]));
+  }
+  return Status::ok();
+}
+
+Status convert_pad(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "constant"));
+  if (mode != "constant") return ctx.unsupported(fmt::format("Pad mode '{}'", mode));
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (ctx.opset() < 11) {
+    KILN_ASSIGN_OR_RETURN(pads, ctx.attr_ints(ctx.opset() < 2 ? "paddings" : "pads"));
+    KILN_ASSIGN_OR_RETURN(value, ctx.attr_float("value", 0.0));
+  } else {
+    KILN_ASSIGN_OR_RETURN(pads, ctx.ints_input(1, "pads"));
+    if (ctx.has_input(2)) {
+      KILN_ASSIGN_OR_RETURN(Array constant, ctx.constant_input(2, "constant_value"));
+      if (constant.size() != 1) return Status::error("constant_value must hold one element");
+      value = constant[0];
+    }
+  }
+  if (ctx.opset() >= 18 && ctx.has_input(3)) {
+    // Pads given for some axes only: spread them over all axes.
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ctx.ints_input(3, "axes"));
+    KILN_ASSIGN_OR_RETURN(std::vector<int> resolved, normalize_axes(axes, x.rank()));
+    if (pads.size() != 2 * axes.size()) {
+      return Status::errorf("pads has {} entries for {} axes", pads.size(), axes.size());
+    }
+    std::vector<int64_t> full(2 * static_cast<size_t>(x.rank()), 0);
+    for (size_t i = 0; i < resolved.size(); ++i) {
+      full[static_cast<size_t>(resolved[i])] = pads[i];
+      full[static_cast<size_t>(resolved[i] + x.rank())] = pads[i + axes.size()];
+    }
+    pads = std::move(full);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y,
+                        ctx.emit(Op::pad, {x}, {{"pads", std::move(pads)}, {"value", value}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_gather(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand data, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(Operand indices, ctx.input(1));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::gather, {data, indices}, {{"axis", axis}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_one_hot(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand indices, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(Array depth, ctx.constant_input(1, "depth"));
+  KILN_ASSIGN_OR_RETURN(Array values, ctx.constant_input(2, "values"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", -1));
+  if (depth.size() != 1) return Status::error("depth must hold one element");
+  if (values.size() != 2) return Status::error("values must hold [off_value, on_value]");
+  // ONNX allows a fractional depth and truncates it.
+  const auto depth_value = static_cast<int64_t>(std::trunc(depth[0]));
+  if (is_floating(indices.dtype())) {
+    // Fractional indices truncate toward zero, as the ONNX reference casts them to int64.
+    KILN_ASSIGN_OR_RETURN(indices, ctx.emit(Op::cast, {indices}, {{"to", DType::i64}}));
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::one_hot, {indices},
+                                            {{"depth", depth_value},
+                                             {"axis", axis},
+                                             {"dtype", values.dtype},
+                                             {"on_value", values[1]},
+                                             {"off_value", values[0]}}));
+  return ctx.set_output(0, y);
+}
+
+// DepthToSpace and SpaceToDepth on [N, C, H, W] with block size b, as reshape-transpose-reshape.
+Status convert_depth_to_space(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t b, ctx.attr_int("blocksize"));
+  KILN_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "DCR"));
+  if (x.rank() != 4) return Status::errorf("input must be 4-d, got {}", x.type().to_string());
+  const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+  if (b <= 0 || c % (b * b) != 0) {
+    return Status::errorf("channels {} are not divisible by blocksize^2 ({})", c, b * b);
+  }
+  const int64_t oc = c / (b * b);
+  std::vector<int64_t> split_dims, perm;
+  if (mode == "DCR") {
+    split_dims = {n, b, b, oc, h, w};
+    perm = {0, 3, 4, 1, 5, 2};
+  } else if (mode == "CRD") {
+    split_dims = {n, oc, b, b, h, w};
+    perm = {0, 1, 4, 2, 5, 3};
+  } else {
+    return ctx.unsupported(fmt::format("DepthToSpace mode '{}'", mode));
+  }
+  KILN_ASSIGN_OR_RETURN(Operand split, reshape(ctx, x, split_dims));
+  KILN_ASSIGN_OR_RETURN(Operand moved, ctx.emit(Op::transpose, {split}, {{"perm", perm}}));
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, moved, {n, oc, h * b, w * b}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_space_to_depth(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t b, ctx.attr_int("blocksize"));
+  if (x.rank() != 4) return Status::errorf("input must be 4-d, got {}", x.type().to_string());
+  const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+  if (b <= 0 || h % b != 0 || w % b != 0) {
+    return Status::errorf("spatial extents {}x{} are not divisible by blocksize {}", h, w, b);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand split, reshape(ctx, x, {n, c, h / b, b, w / b, b}));
+  KILN_ASSIGN_OR_RETURN(Operand moved,
+                        ctx.emit(Op::transpose, {split}, {{"perm", {0, 3, 5, 1, 2, 4}}}));
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, moved, {n, c * b * b, h / b, w / b}));
+  return ctx.set_output(0, y);
+}
+
+// ---- shape computations: constants, because shapes are static --------------------------------
+
+Status convert_shape(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  const int rank = x.rank();
+  KILN_ASSIGN_OR_RETURN(int64_t start, ctx.attr_int("start", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t end, ctx.attr_int("end", rank));
+  // As ONNX: negative values count from the end, then both clamp to [0, rank].
+  const auto clamp = [rank](int64_t v) {
+    if (v < 0) v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  start = clamp(start);
+  end = clamp(end);
+  std::vector<int64_t> dims;
+  for (int64_t i = start; i < end; ++i) dims.push_back(x.shape().dim(static_cast<int>(i)));
+  return ctx.set_output(0, Operand::of(i64_vector(dims)));
+}
+
+Status convert_size(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  return ctx.set_output(
+      0, scalar(DType::i64, static_cast<double>(x.shape().num_elements())));
+}
+
+Status convert_constant_of_shape(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ints_input(0, "the shape"));
+  Array value = Array::scalar(DType::f32, 0.0);
+  if (ctx.has_attr("value")) {
+    KILN_ASSIGN_OR_RETURN(value, ctx.attr_tensor("value"));
+    if (value.size() != 1) return Status::error("attribute 'value' must hold one element");
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::fill, {}, {{"shape", std::move(dims)},
+                                                          {"value", value[0]},
+                                                          {"dtype", value.dtype}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_range(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Array start, ctx.constant_input(0, "start"));
+  KILN_ASSIGN_OR_RETURN(Array limit, ctx.constant_input(1, "limit"));
+  KILN_ASSIGN_OR_RETURN(Array delta, ctx.constant_input(2, "delta"));
+  if (start.size() != 1 || limit.size() != 1 || delta.size() != 1) {
+    return Status::error("start, limit and delta must be scalars");
+  }
+  if (delta[0] == 0) return Status::error("delta must not be zero");
+  const double count = std::max(std::ceil((limit[0] - start[0]) / delta[0]), 0.0);
+  if (!(count <= static_cast<double>(kMaxElements))) {
+    return Status::errorf("Range would have {} elements", count);
+  }
+  const auto n = static_cast<int64_t>(count);
+  // Elements are start + i * delta, as the ONNX reference computes them.
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start[0] + i * delta[0];
+  return ctx.set_output(0, Operand::of(Array(start.dtype, Shape{n}, std::move(values))));
+}
+
+}  // namespace
+
+std::vector<ConverterEntry> layout_converters() {
+  return {
+      {"Reshape", &convert_reshape},
+      {"Flatten", &convert_flatten},
+      {"Unsqueeze", &convert_unsqueeze},
+      {"Squeeze", &convert_squeeze},
+      {"Transpose", &convert_transpose},
+      {"Expand", &convert_expand},
+      {"Tile", &convert_tile},
+      {"Slice", &convert_slice},
+      {"Concat", &convert_concat},
+      {"Split", &convert_split},
+      {"Pad", &convert_pad},
+      {"Gather", &convert_gather},
+      {"OneHot", &convert_one_hot},
+      {"DepthToSpace", &convert_depth_to_space},
+      {"SpaceToDepth", &convert_space_to_depth},
+      {"Shape", &convert_shape},
+      {"Size", &convert_size},
+      {"ConstantOfShape", &convert_constant_of_shape},
+      {"Range", &convert_range},
+  };
+}
+
+}  // namespace kiln::onnx_import
