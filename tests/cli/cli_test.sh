@@ -57,6 +57,50 @@ expect empty-file 1 'empty.kiln:1:1: ' -- "$kiln" print "$work/empty.kiln"
 expect missing-file 1 'no_such_file.kiln: no such file' -- "$kiln" check "$work/no_such_file.kiln"
 expect directory 1 'is a directory' -- "$kiln" check "$work"
 
+# kiln run: IR text and ONNX models, inputs from files, comparison with expected outputs.
+expect run-ir-random-inputs 0 'random inputs \(seed 0\): %x, %wq' -- "$kiln" run "$example"
+printf 'graph @g(%%x: f32[2]) {\n  %%y = relu(%%x) : f32[2]\n  return %%y\n}\n' >"$work/relu.kiln"
+python3 - "$work" <<'PY'
+import struct, sys
+# NumPy .npy v1.0 files written by hand: f32 [-1, 2] as input, [0, 2] and [0, 3] as outputs.
+def npy(path, values):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }"
+    header += " " * (63 - len(header)) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<2f", *values))
+npy(sys.argv[1] + "/x.npy", [-1.0, 2.0])
+npy(sys.argv[1] + "/y_good.npy", [0.0, 2.0])
+npy(sys.argv[1] + "/y_bad.npy", [0.0, 3.0])
+PY
+expect run-expected-match 0 'within tolerance' \
+  -- "$kiln" run "$work/relu.kiln" --input "x=$work/x.npy" --expected "y=$work/y_good.npy"
+expect run-expected-mismatch 1 'MISMATCH, element 1 is 2, expected 3' \
+  -- "$kiln" run "$work/relu.kiln" --input "x=$work/x.npy" --expected "y=$work/y_bad.npy"
+expect run-output-file 0 "wrote $work/out.npz" \
+  -- "$kiln" run "$work/relu.kiln" --input "x=$work/x.npy" --output "$work/out.npz"
+expect run-unknown-input 1 "no input named 'z'" -- "$kiln" run "$work/relu.kiln" --input "z=$work/x.npy"
+expect run-bad-tensor-file 1 'expected a .npy or .pb' -- "$kiln" run "$work/relu.kiln" --input "x=$example"
+expect run-shape-on-ir 1 'applies to ONNX models only' -- "$kiln" run "$work/relu.kiln" --shape x=2
+expect run-bad-shape 1 "expected dimensions like 1x128" \
+  -- "$kiln" run "$work/relu.kiln" --shape x=2xq
+printf 'not a model' >"$work/garbage.onnx"
+expect run-garbage-onnx 1 'garbage.onnx: not a valid ONNX model' -- "$kiln" run "$work/garbage.onnx"
+
+onnx_tests=$source_dir/../shared/onnx-node-tests/node
+if [[ -d $onnx_tests/test_add ]]; then
+  data=$onnx_tests/test_add/test_data_set_0
+  expect run-onnx 0 'max abs error 0, .*within tolerance' -- "$kiln" run "$onnx_tests/test_add/model.onnx" \
+    --input "x=$data/input_0.pb" --input "y=$data/input_1.pb" --expected "sum=$data/output_0.pb"
+  expect run-onnx-shape-conflict 1 'the model fixes it to 5' \
+    -- "$kiln" run "$onnx_tests/test_add/model.onnx" --shape x=3x4x6
+  expect conformance-filter 0 'conformance: [0-9]+ passed, 0 failed, 0 unsupported' \
+    -- "$kiln" conformance "$onnx_tests" --filter test_add_bcast
+  expect conformance-unsupported 0 "unsupported +test_acos: .*unsupported operator 'Acos'" \
+    -- "$kiln" conformance -v "$onnx_tests" --filter test_acos
+fi
+expect conformance-not-a-directory 1 'not a directory' -- "$kiln" conformance "$work/nothing"
+
 # Usage errors: exit 2.
 expect no-subcommand 2 'subcommand is required' -- "$kiln"
 expect unknown-option 2 'nope' -- "$kiln" check --nope "$example"
@@ -65,7 +109,7 @@ expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
 
 # Help on the program and every subcommand.
 expect help 0 'Subcommands:' -- "$kiln" --help
-for subcommand in check print ops; do
+for subcommand in check print ops run conformance; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 

@@ -86,9 +86,12 @@ int run_check(const CheckOptions& options) {
 }
 
 int run_print(const std::string& file) {
-  Expected<Graph> graph = load_graph(file);
-  if (!graph) return report(graph.status());
-  fmt::print("{}", print_graph(*graph));
+  Expected<ImportedModel> model = load_model(file);
+  if (!model) return report(model.status());
+  if (!model->weights.empty()) {
+    fmt::print("// inputs after the first {} are the model's weights\n", model->num_data_inputs);
+  }
+  fmt::print("{}", print_graph(model->graph));
   return 0;
 }
 
@@ -107,12 +110,12 @@ struct RunOptions {
 Expected<std::vector<Array>> gather_inputs(const ImportedModel& model, const RunOptions& options) {
   KILN_ASSIGN_OR_RETURN(auto given, load_named_tensors(options.inputs));
   std::vector<Array> arrays;
+  std::vector<std::string> random_names;
   for (int i = 0; i < model.num_data_inputs; ++i) {
     const Value& input = *model.graph.inputs()[static_cast<size_t>(i)];
     auto it = given.find(input.name());
     if (it == given.end()) {
-      fmt::print("input {} {}: random (seed {})\n", print_value_ref(input),
-                 input.type().to_string(), options.seed);
+      random_names.push_back(print_value_ref(input));
       arrays.push_back(random_input(model.graph, static_cast<size_t>(i), {.seed = options.seed}));
       continue;
     }
@@ -125,6 +128,9 @@ Expected<std::vector<Array>> gather_inputs(const ImportedModel& model, const Run
   }
   if (!given.empty()) {
     return Status::errorf("the model has no input named '{}'", given.begin()->first);
+  }
+  if (!random_names.empty()) {
+    fmt::print("random inputs (seed {}): {}\n", options.seed, fmt::join(random_names, ", "));
   }
   return arrays;
 }
@@ -256,8 +262,8 @@ int run(int argc, char** argv) {
 
   std::string print_file;
   CLI::App* print_cmd = app.add_subcommand(
-      "print", "Parse and verify an IR text file and print it in canonical form.");
-  print_cmd->add_option("file", print_file, "IR text file (.kiln)")->required();
+      "print", "Load a model (IR text, or ONNX imported) and print it in canonical IR text.");
+  print_cmd->add_option("file", print_file, "Model file (.onnx, or IR text)")->required();
 
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand(
