@@ -3,6 +3,7 @@
 // (Shape, Size, ConstantOfShape, Range) that become constants because shapes are static.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include <fmt/ranges.h>
@@ -237,10 +238,62 @@ Status convert_split(NodeContext& ctx) {
   return Status::ok();
 }
 
+// Pad's edge and reflect modes, one axis at a time: the pieces before and after are slices of
+// x (its first or last element repeated, or the elements next to the border mirrored), joined
+// to x with concat.
+Expected<Operand> pad_from_edges(NodeContext& ctx, Operand x, const std::vector<int64_t>& pads,
+                                 bool reflect) {
+  const int rank = x.rank();
+  if (pads.size() != 2 * static_cast<size_t>(rank)) {
+    return Status::errorf("pads has {} entries for rank {}", pads.size(), rank);
+  }
+  constexpr int64_t kBeforeStart = std::numeric_limits<int64_t>::min();
+  for (int axis = 0; axis < rank; ++axis) {
+    const int64_t before = pads[static_cast<size_t>(axis)];
+    const int64_t after = pads[static_cast<size_t>(axis + rank)];
+    const int64_t dim = x.shape().dim(axis);
+    if (before < 0 || after < 0) return ctx.unsupported("negative pads with edge or reflect");
+    if (before == 0 && after == 0) continue;
+    if (dim == 0 || (reflect && (before >= dim || after >= dim))) {
+      return Status::errorf("axis {} of extent {} cannot be padded by {} and {} in this mode",
+                            axis, dim, before, after);
+    }
+    std::vector<Operand> pieces;
+    for (int side = 0; side < 2; ++side) {
+      const int64_t count = side == 0 ? before : after;
+      if (count == 0) {
+        if (side == 0) pieces.push_back(x);
+        continue;
+      }
+      Attrs slice;
+      if (reflect) {  // x[count], ..., x[1] before; x[dim-2], ..., x[dim-1-count] after
+        const int64_t start = side == 0 ? count : dim - 2;
+        const int64_t end = side == 0 ? 0 : (dim - 2 - count >= 0 ? dim - 2 - count : kBeforeStart);
+        slice = {{"starts", {start}}, {"ends", {end}}, {"axes", {axis}}, {"steps", {-1}}};
+      } else {  // x[0] or x[dim-1], repeated
+        const int64_t start = side == 0 ? 0 : dim - 1;
+        slice = {{"starts", {start}}, {"ends", {start + 1}}, {"axes", {axis}}};
+      }
+      KILN_ASSIGN_OR_RETURN(Operand piece, ctx.emit(Op::slice, {x}, slice));
+      if (!reflect) {
+        std::vector<int64_t> dims = x.shape().dims();
+        dims[static_cast<size_t>(axis)] = count;
+        KILN_ASSIGN_OR_RETURN(piece, ctx.emit(Op::broadcast_to, {piece}, {{"shape", dims}}));
+      }
+      pieces.push_back(piece);
+      if (side == 0) pieces.push_back(x);
+    }
+    KILN_ASSIGN_OR_RETURN(x, ctx.emit(Op::concat, pieces, {{"axis", axis}}));
+  }
+  return x;
+}
+
 Status convert_pad(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "constant"));
-  if (mode != "constant") return ctx.unsupported(fmt::format("Pad mode '{}'", mode));
+  if (mode != "constant" && mode != "edge" && mode != "reflect") {
+    return ctx.unsupported(fmt::format("Pad mode '{}'", mode));
+  }
   std::vector<int64_t> pads;
   double value = 0;
   if (ctx.opset() < 11) {
@@ -267,6 +320,10 @@ Status convert_pad(NodeContext& ctx) {
       full[static_cast<size_t>(resolved[i] + x.rank())] = pads[i + axes.size()];
     }
     pads = std::move(full);
+  }
+  if (mode != "constant") {
+    KILN_ASSIGN_OR_RETURN(Operand y, pad_from_edges(ctx, x, pads, mode == "reflect"));
+    return ctx.set_output(0, y);
   }
   KILN_ASSIGN_OR_RETURN(Operand y,
                         ctx.emit(Op::pad, {x}, {{"pads", std::move(pads)}, {"value", value}}));

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "frontend/onnx_converter.h"
+#include "frontend/onnx_tensor.h"
 #include "support/check.h"
 
 namespace kiln::onnx_import {
@@ -325,14 +326,36 @@ Status convert_batch_norm(NodeContext& ctx) {
   return Status::ok();
 }
 
+// LayerNormalization's optional outputs: the mean and 1 / sqrt(variance + epsilon) over the
+// normalized axes (kept with extent 1), computed in the stash dtype.
+Status layer_norm_statistics(NodeContext& ctx, Operand x, int axis, double epsilon, DType stash) {
+  std::vector<int64_t> axes;
+  for (int i = axis; i < x.rank(); ++i) axes.push_back(i);
+  if (x.dtype() != stash) {
+    KILN_ASSIGN_OR_RETURN(x, ctx.emit(Op::cast, {x}, {{"to", stash}}));
+  }
+  const Attrs reduce = {{"axes", axes}, {"keepdims", true}};
+  KILN_ASSIGN_OR_RETURN(Operand mean, ctx.emit(Op::reduce_mean, {x}, reduce));
+  KILN_ASSIGN_OR_RETURN(Operand centred, ctx.emit(Op::sub, {x, mean}));
+  KILN_ASSIGN_OR_RETURN(Operand squared, ctx.emit(Op::mul, {centred, centred}));
+  KILN_ASSIGN_OR_RETURN(Operand variance, ctx.emit(Op::reduce_mean, {squared}, reduce));
+  KILN_ASSIGN_OR_RETURN(Operand shifted, ctx.emit(Op::add, {variance, scalar(stash, epsilon)}));
+  KILN_ASSIGN_OR_RETURN(Operand inv_std_dev, ctx.emit(Op::rsqrt, {shifted}));
+  if (ctx.wants_output(1)) KILN_RETURN_IF_ERROR(ctx.set_output(1, mean));
+  if (ctx.wants_output(2)) KILN_RETURN_IF_ERROR(ctx.set_output(2, inv_std_dev));
+  return Status::ok();
+}
+
 Status convert_layer_norm(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Operand scale, ctx.input(1));
   KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attr_int("axis", -1));
   KILN_ASSIGN_OR_RETURN(double epsilon, ctx.attr_float("epsilon", 1e-5));
   KILN_ASSIGN_OR_RETURN(int axis, normalize_axis(axis_attr, x.rank()));
+  KILN_ASSIGN_OR_RETURN(int64_t stash_type, ctx.attr_int("stash_type", 1));
   if (ctx.wants_output(1) || ctx.wants_output(2)) {
-    return ctx.unsupported("LayerNormalization Mean and InvStdDev outputs");
+    KILN_ASSIGN_OR_RETURN(DType stash, dtype_from_onnx(static_cast<int32_t>(stash_type)));
+    KILN_RETURN_IF_ERROR(layer_norm_statistics(ctx, x, axis, epsilon, stash));
   }
   const std::vector<int64_t> normalized(x.shape().dims().begin() + axis, x.shape().dims().end());
   // Scale and bias broadcast to the normalized shape in ONNX; Kiln's layer_norm takes them whole.
