@@ -27,6 +27,11 @@
 
 namespace kiln::onnx_import {
 
+// Folding evaluates in f64 with the reference evaluation; results larger than this are left to
+// the compiled graph rather than computed (slowly) at import time. Converters that build a
+// constant themselves (Range) reject larger ones.
+inline constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
+
 // An ONNX tensor during import: a known constant, a Kiln value, or absent (an optional input
 // left empty). A constant may also have been materialized into a value already.
 struct Operand {
@@ -93,6 +98,7 @@ class NodeContext {
   // The same for single-output ops.
   Expected<Operand> emit(Op op, const std::vector<Operand>& inputs, const Attrs& attrs = {});
 
+  // Defines output i as `operand`; nothing when the node omits that output.
   Status set_output(int i, Operand operand);
 
   // "unsupported <what>" error.

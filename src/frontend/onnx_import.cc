@@ -16,10 +16,6 @@
 namespace kiln {
 namespace onnx_import {
 
-// Folding evaluates in f64 with the reference evaluation; results larger than this are left to
-// the compiled graph rather than computed (slowly) at import time.
-constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
-
 // Everything the import of one graph accumulates: the Kiln graph under construction, what each
 // ONNX tensor name stands for, and the weights behind weight inputs.
 class ImportState {
@@ -47,14 +43,13 @@ class ImportState {
     const std::string name = name_it == constant_names_.end() ? std::string() : name_it->second;
     Value* value = nullptr;
     if (array->size() <= kEmbedElements) {
-      const std::vector<std::string> names = {name};
-      KILN_ASSIGN_OR_RETURN(Node * node,
-                            graph_.add_node(Op::constant, {}, {{"value", *array}}, names));
+      KILN_ASSIGN_OR_RETURN(Node * node, graph_.add_node(Op::constant, {}, {{"value", *array}}));
       value = node->output();
     } else {
-      value = graph_.add_input(array->type(), name);
+      value = graph_.add_input(array->type());
       weights_.push_back(*array);
     }
+    if (!name.empty()) give_name(value, name);
     materialized_.emplace(array, value);
     keep_alive_.push_back(operand.constant);
     return value;
@@ -80,6 +75,19 @@ class ImportState {
     std::vector<Operand> outputs;
     for (Value* output : node->outputs()) outputs.push_back(Operand{output, nullptr});
     return outputs;
+  }
+
+  // Gives `value` the ONNX tensor name `name`. ONNX names take precedence over the numbers
+  // Kiln gives its own unnamed values (old PyTorch exports name tensors "1", "2", ... too): a
+  // value holding `name` yields it, unless it is a graph input or in `kept`; then `value` gets
+  // a variant of it ("name.1").
+  void give_name(Value* value, const std::string& name, const std::set<const Value*>& kept = {}) {
+    Value* holder = graph_.find_value(name);
+    if (holder != nullptr && holder != value && !holder->is_graph_input() &&
+        !kept.contains(holder)) {
+      graph_.rename_value(holder, "");
+    }
+    graph_.rename_value(value, name);
   }
 
   std::vector<Array> take_weights() { return std::move(weights_); }
@@ -142,7 +150,14 @@ Expected<std::vector<int64_t>> NodeContext::ints_input(int i, std::string_view w
                           array.type().to_string());
   }
   std::vector<int64_t> values;
-  for (double v : array.data) values.push_back(static_cast<int64_t>(v));
+  // An int64 near the type's limits is held as a double that may be 2^63, which no int64
+  // holds: clamp before converting (ONNX writes INT64_MAX for "to the end").
+  constexpr double kLimit = 9223372036854775807.0;  // 2^63 as a double
+  for (double v : array.data) {
+    values.push_back(v >= kLimit    ? std::numeric_limits<int64_t>::max()
+                     : v <= -kLimit ? std::numeric_limits<int64_t>::min()
+                                    : static_cast<int64_t>(v));
+  }
   return values;
 }
 
@@ -251,10 +266,10 @@ Expected<Operand> NodeContext::emit(Op op, const std::vector<Operand>& inputs,
 }
 
 Status NodeContext::set_output(int i, Operand operand) {
-  KILN_CHECK(i >= 0 && i < num_outputs(), "output {} out of range", i);
-  const std::string& name = node_.output(i);
-  if (name.empty()) return Status::ok();
-  state_.define(name, std::move(operand));
+  KILN_CHECK(i >= 0, "output {} out of range", i);
+  // An output the node omits (trailing, or named "") is not wanted.
+  if (!wants_output(i)) return Status::ok();
+  state_.define(node_.output(i), std::move(operand));
   return Status::ok();
 }
 
@@ -422,7 +437,7 @@ Status import_node(const onnx::NodeProto& node, int opset, ImportState& state) {
     Value* value = operand->value;
     if (value != nullptr && !value->is_graph_input() &&
         value->producer()->id() > last_old_node_id) {
-      state.graph().rename_value(value, name);
+      state.give_name(value, name);
     }
   }
   return Status::ok();
@@ -441,9 +456,9 @@ Status import_graph_outputs(const onnx::GraphProto& graph, ImportState& state) {
     // Each graph output carries its ONNX name; where the value already has another name (a
     // graph input passed through, or one value returned twice), an identity gives it one.
     if (value->name() != info.name() || value->is_graph_input() || seen.contains(value)) {
-      const std::vector<std::string> names = {info.name()};
-      KILN_ASSIGN_OR_RETURN(Node * node, state.graph().add_node(Op::identity, {value}, {}, names));
+      KILN_ASSIGN_OR_RETURN(Node * node, state.graph().add_node(Op::identity, {value}));
       value = node->output();
+      state.give_name(value, info.name(), seen);
     }
     seen.insert(value);
     outputs.push_back(value);

@@ -300,8 +300,9 @@ Status convert_constant(NodeContext& ctx) {
   return ctx.set_output(0, Operand::of(std::move(value)));
 }
 
-// Dropout in inference mode is the identity; its mask is all true. Training-mode dropout is
-// rejected: ONNX leaves its random stream unspecified, so no import could match it.
+// Dropout in inference mode, or with ratio 0, is the identity; its mask is all true. Other
+// training-mode dropout is rejected: ONNX leaves its random stream unspecified, so no import
+// could match it.
 Status convert_dropout(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   bool training = false;
@@ -313,7 +314,20 @@ Status convert_dropout(NodeContext& ctx) {
     KILN_ASSIGN_OR_RETURN(int64_t is_test, ctx.attr_int("is_test", 0));
     training = ctx.opset() < 7 && is_test == 0;
   }
-  if (training) return ctx.unsupported("Dropout in training mode");
+  if (training) {
+    // A drop ratio of 0 keeps every element in training mode too (ONNX defines it so);
+    // exporters emit it for F.dropout(x, p=0.0) without training=False, as in torchvision's
+    // Swin Transformer. Any other ratio is unsupported.
+    double ratio = 0.5;
+    if (ctx.opset() >= 12 && ctx.has_input(1)) {
+      KILN_ASSIGN_OR_RETURN(Array given, ctx.constant_input(1, "the training-mode ratio"));
+      if (given.size() != 1) return Status::error("ratio must hold one element");
+      ratio = given[0];
+    } else if (ctx.opset() < 12) {
+      KILN_ASSIGN_OR_RETURN(ratio, ctx.attr_float("ratio", 0.5));
+    }
+    if (ratio != 0) return ctx.unsupported("Dropout in training mode");
+  }
   // The drop ratio and the seed matter only in training mode.
   ctx.ignore_attr("ratio");
   ctx.ignore_attr("seed");

@@ -1,10 +1,14 @@
 // ONNX layout and shape ops: Reshape, Flatten, (Un)Squeeze, Transpose, Expand, Tile, Slice,
-// Concat, Split, Pad, Gather, OneHot, DepthToSpace/SpaceToDepth, and the shape-computing ops
-// (Shape, Size, ConstantOfShape, Range) that become constants because shapes are static.
+// Concat, Split, Pad, Gather, ScatterND, OneHot, DepthToSpace/SpaceToDepth, and the
+// shape-computing ops (Shape, Size, ConstantOfShape, Range) that become constants because shapes
+// are static.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -152,6 +156,9 @@ Status convert_tile(NodeContext& ctx) {
     const int64_t repeat = repeats[static_cast<size_t>(i)];
     if (repeat < 0) return Status::errorf("repeats has a negative entry {}", repeat);
     const int64_t dim = x.shape().dim(i);
+    if (dim != 0 && repeat > kMaxElements / dim) {
+      return Status::errorf("repeats entry {} makes axis {} longer than 2^48", repeat, i);
+    }
     interleaved_ones.insert(interleaved_ones.end(), {1, dim});
     interleaved.insert(interleaved.end(), {repeat, dim});
     merged.push_back(repeat * dim);
@@ -217,6 +224,10 @@ Status convert_split(NodeContext& ctx) {
       KILN_ASSIGN_OR_RETURN(pieces, ctx.attr_int("num_outputs"));
     }
     if (pieces <= 0) return Status::errorf("cannot split into {} pieces", pieces);
+    if (pieces != ctx.num_outputs()) {
+      return Status::errorf("num_outputs is {}, but the node has {} outputs", pieces,
+                            ctx.num_outputs());
+    }
     if (ctx.opset() < 18 && extent % pieces != 0) {
       return Status::errorf("axis {} of extent {} does not split evenly into {} pieces", axis,
                             extent, pieces);
@@ -338,12 +349,132 @@ Status convert_gather(NodeContext& ctx) {
   return ctx.set_output(0, y);
 }
 
+// ScatterND with indices known at import, as exporters emit it for slice assignment
+// (x[a:b, c:d] = v, whose indices come from static shapes). The first k dimensions of data
+// become one axis and each index tuple one position on it. The updates are applied in rounds,
+// each holding at most one update per position (the first occurrence of each position, then the
+// second, ...): a round scatter_adds its updates into zeros and combines them with the result
+// so far where its positions are. So duplicate indices act in order, as the ONNX reference
+// applies them (for "none", which ONNX leaves undefined with duplicates, the last one wins).
+// "add" is one scatter_add into data, which sums duplicates itself.
+Status convert_scatter_nd(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand data, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(Array indices, ctx.constant_input(1, "indices"));
+  KILN_ASSIGN_OR_RETURN(Operand updates, ctx.input(2));
+  std::string reduction = "none";
+  if (ctx.opset() >= 16) {
+    KILN_ASSIGN_OR_RETURN(reduction, ctx.attr_string("reduction", "none"));
+  }
+  const std::map<std::string, std::optional<Op>> combine = {
+      {"none", std::nullopt}, {"add", Op::add}, {"mul", Op::mul}, {"max", Op::max},
+      {"min", Op::min}};
+  if (!combine.contains(reduction)) {
+    return ctx.unsupported(fmt::format("reduction '{}'", reduction));
+  }
+  const std::vector<int64_t>& d = data.shape().dims();
+  const std::vector<int64_t>& q = indices.shape.dims();
+  if (!is_integer(indices.dtype) || q.empty() || q.back() < 1 || q.back() > data.rank()) {
+    return Status::errorf("indices ({}) must be integers whose last dimension is 1 to the rank "
+                          "of data ({})",
+                          indices.type().to_string(), data.type().to_string());
+  }
+  const auto k = static_cast<size_t>(q.back());
+  const std::vector<int64_t> rest(d.begin() + static_cast<ptrdiff_t>(k), d.end());
+  std::vector<int64_t> update_dims(q.begin(), q.end() - 1);
+  const int64_t n = product(update_dims);
+  update_dims.insert(update_dims.end(), rest.begin(), rest.end());
+  if (updates.dtype() != data.dtype() || updates.shape().dims() != update_dims) {
+    return Status::errorf("updates ({}) must be {}{}", updates.type().to_string(),
+                          dtype_name(data.dtype()), Shape(update_dims).to_string());
+  }
+  // Row-major positions on the flattened axis (negative indices count from the end), sorted
+  // into rounds: round r holds each position's r-th update, as (update row, position).
+  const int64_t outer = product(std::span(d).first(k));
+  if (outer > kMaxFoldElements) {
+    return ctx.unsupported(fmt::format("ScatterND into more than {} index positions",
+                                       kMaxFoldElements));
+  }
+  constexpr size_t kMaxRounds = 64;
+  std::vector<size_t> occurrences(static_cast<size_t>(outer), 0);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> rounds;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t position = 0;
+    for (size_t j = 0; j < k; ++j) {
+      const double index = indices[i * static_cast<int64_t>(k) + static_cast<int64_t>(j)];
+      const auto extent = static_cast<double>(d[j]);
+      if (index < -extent || index >= extent) {
+        return Status::errorf("index {} is out of range for dimension {} of data ({})", index, j,
+                              data.type().to_string());
+      }
+      position = position * d[j] + static_cast<int64_t>(index < 0 ? index + extent : index);
+    }
+    const size_t round = reduction == "add" ? 0 : occurrences[static_cast<size_t>(position)]++;
+    if (round == kMaxRounds) {
+      return ctx.unsupported(fmt::format("ScatterND updating one position more than {} times",
+                                         kMaxRounds));
+    }
+    if (round == rounds.size()) rounds.emplace_back();
+    rounds[round].emplace_back(i, position);
+  }
+  std::vector<int64_t> flat_dims = {outer};
+  flat_dims.insert(flat_dims.end(), rest.begin(), rest.end());
+  std::vector<int64_t> flat_update_dims = {n};
+  flat_update_dims.insert(flat_update_dims.end(), rest.begin(), rest.end());
+  KILN_ASSIGN_OR_RETURN(Operand y, reshape(ctx, data, flat_dims));
+  KILN_ASSIGN_OR_RETURN(Operand flat_updates, reshape(ctx, updates, flat_update_dims));
+  if (reduction == "add") {
+    std::vector<double> positions;  // all in the one round, in update order
+    for (const auto& round : rounds) {
+      for (const auto& entry : round) positions.push_back(static_cast<double>(entry.second));
+    }
+    const Operand where = Operand::of(Array(DType::i64, Shape{n}, std::move(positions)));
+    KILN_ASSIGN_OR_RETURN(y, ctx.emit(Op::scatter_add, {y, where, flat_updates},
+                                      {{"axis", int64_t{0}}}));
+    KILN_ASSIGN_OR_RETURN(y, reshape(ctx, y, d));
+    return ctx.set_output(0, y);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand zeros, ctx.emit(Op::fill, {}, {{"shape", flat_dims},
+                                                               {"value", 0.0},
+                                                               {"dtype", data.dtype()}}));
+  std::vector<int64_t> mask_dims(flat_dims.size(), 1);
+  mask_dims[0] = outer;
+  for (const auto& round : rounds) {
+    const auto m = static_cast<int64_t>(round.size());
+    std::vector<double> rows, positions;
+    std::vector<double> hit(static_cast<size_t>(outer), 0.0);
+    for (const auto& [row, position] : round) {
+      rows.push_back(static_cast<double>(row));
+      positions.push_back(static_cast<double>(position));
+      hit[static_cast<size_t>(position)] = 1;
+    }
+    Operand round_updates = flat_updates;
+    if (m != n) {  // only some rows: gather them
+      KILN_ASSIGN_OR_RETURN(
+          round_updates,
+          ctx.emit(Op::gather, {flat_updates, Operand::of(Array(DType::i64, Shape{m}, rows))},
+                   {{"axis", int64_t{0}}}));
+    }
+    const Operand where = Operand::of(Array(DType::i64, Shape{m}, std::move(positions)));
+    KILN_ASSIGN_OR_RETURN(Operand placed, ctx.emit(Op::scatter_add, {zeros, where, round_updates},
+                                                   {{"axis", int64_t{0}}}));
+    if (const std::optional<Op> op = combine.at(reduction)) {
+      KILN_ASSIGN_OR_RETURN(placed, ctx.emit(*op, {y, placed}));
+    }
+    const Operand mask = Operand::of(Array(DType::boolean, Shape(mask_dims), std::move(hit)));
+    KILN_ASSIGN_OR_RETURN(y, ctx.emit(Op::where, {mask, placed, y}));
+  }
+  KILN_ASSIGN_OR_RETURN(y, reshape(ctx, y, d));
+  return ctx.set_output(0, y);
+}
+
 Status convert_one_hot(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand indices, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Array depth, ctx.constant_input(1, "depth"));
   KILN_ASSIGN_OR_RETURN(Array values, ctx.constant_input(2, "values"));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", -1));
-  if (depth.size() != 1) return Status::error("depth must hold one element");
+  if (depth.size() != 1 || !(std::abs(depth[0]) <= static_cast<double>(kMaxElements))) {
+    return Status::error("depth must hold one element of magnitude at most 2^48");
+  }
   if (values.size() != 2) return Status::error("values must hold [off_value, on_value]");
   // ONNX allows a fractional depth and truncates it.
   const auto depth_value = static_cast<int64_t>(std::trunc(depth[0]));
@@ -367,8 +498,8 @@ Status convert_depth_to_space(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "DCR"));
   if (x.rank() != 4) return Status::errorf("input must be 4-d, got {}", x.type().to_string());
   const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
-  if (b <= 0 || c % (b * b) != 0) {
-    return Status::errorf("channels {} are not divisible by blocksize^2 ({})", c, b * b);
+  if (b <= 0 || b > c / b || c % (b * b) != 0) {
+    return Status::errorf("channels {} are not divisible by the square of blocksize {}", c, b);
   }
   const int64_t oc = c / (b * b);
   std::vector<int64_t> split_dims, perm;
@@ -392,8 +523,9 @@ Status convert_space_to_depth(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(int64_t b, ctx.attr_int("blocksize"));
   if (x.rank() != 4) return Status::errorf("input must be 4-d, got {}", x.type().to_string());
   const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
-  if (b <= 0 || h % b != 0 || w % b != 0) {
-    return Status::errorf("spatial extents {}x{} are not divisible by blocksize {}", h, w, b);
+  if (b <= 0 || h % b != 0 || w % b != 0 || c > kMaxElements / b / b) {
+    return Status::errorf("spatial extents {}x{} are not divisible by blocksize {}, or {} "
+                          "channels times its square exceed 2^48", h, w, b, c);
   }
   KILN_ASSIGN_OR_RETURN(Operand split, reshape(ctx, x, {n, c, h / b, b, w / b, b}));
   KILN_ASSIGN_OR_RETURN(Operand moved,
@@ -449,8 +581,9 @@ Status convert_range(NodeContext& ctx) {
   }
   if (delta[0] == 0) return Status::error("delta must not be zero");
   const double count = std::max(std::ceil((limit[0] - start[0]) / delta[0]), 0.0);
-  if (!(count <= static_cast<double>(kMaxElements))) {
-    return Status::errorf("Range would have {} elements", count);
+  if (!(count <= static_cast<double>(kMaxFoldElements))) {
+    return Status::errorf("Range would have {} elements, more than the {} it may have", count,
+                          kMaxFoldElements);
   }
   const auto n = static_cast<int64_t>(count);
   // Elements are start + i * delta, as the ONNX reference computes them.
@@ -475,6 +608,7 @@ std::vector<ConverterEntry> layout_converters() {
       {"Split", &convert_split},
       {"Pad", &convert_pad},
       {"Gather", &convert_gather},
+      {"ScatterND", &convert_scatter_nd},
       {"OneHot", &convert_one_hot},
       {"DepthToSpace", &convert_depth_to_space},
       {"SpaceToDepth", &convert_space_to_depth},

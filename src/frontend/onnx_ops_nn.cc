@@ -82,6 +82,21 @@ struct Window {
   std::vector<int64_t> kernel, strides, pads, dilations;
 };
 
+// Whether every value lies in [lo, 2^48], as Kiln's window ops require: sums of a few such
+// values, and of extents (at most 2^48 too), cannot overflow.
+bool within_limits(const std::vector<int64_t>& values, int64_t lo) {
+  return std::all_of(values.begin(), values.end(),
+                     [lo](int64_t v) { return v >= lo && v <= kMaxElements; });
+}
+
+// (kernel - 1) * dilation + 1 for values within_limits(.., 1), or an error beyond 2^48.
+Expected<int64_t> dilated_extent(int64_t kernel, int64_t dilation) {
+  if (kernel - 1 > (kMaxElements - 1) / dilation) {
+    return Status::errorf("kernel {} with dilation {} spans more than 2^48", kernel, dilation);
+  }
+  return (kernel - 1) * dilation + 1;
+}
+
 // Reads kernel_shape (or takes `kernel`), strides, dilations and pads, resolving auto_pad for a
 // forward window over `spatial` input extents.
 Expected<Window> read_window(NodeContext& ctx, const std::vector<int64_t>& spatial,
@@ -101,6 +116,11 @@ Expected<Window> read_window(NodeContext& ctx, const std::vector<int64_t>& spati
     return Status::errorf("strides, dilations and pads must have {}, {} and {} entries", n, n,
                           2 * n);
   }
+  if (!within_limits(window.kernel, 1) || !within_limits(window.strides, 1) ||
+      !within_limits(window.dilations, 1) || !within_limits(window.pads, 0)) {
+    return Status::error("kernel_shape, strides and dilations must be in [1, 2^48], pads in "
+                         "[0, 2^48]");
+  }
   KILN_ASSIGN_OR_RETURN(std::string auto_pad, ctx.attr_string("auto_pad", "NOTSET"));
   if (auto_pad == "VALID") {
     std::fill(window.pads.begin(), window.pads.end(), 0);
@@ -108,9 +128,9 @@ Expected<Window> read_window(NodeContext& ctx, const std::vector<int64_t>& spati
     // Output extent ceil(in / stride); the odd padding element goes to the end for SAME_UPPER.
     for (size_t i = 0; i < n; ++i) {
       const int64_t stride = window.strides[i];
-      if (stride <= 0) return Status::errorf("strides must be positive");
       const int64_t out = (spatial[i] + stride - 1) / stride;
-      const int64_t extent = (window.kernel[i] - 1) * window.dilations[i] + 1;
+      KILN_ASSIGN_OR_RETURN(const int64_t extent,
+                            dilated_extent(window.kernel[i], window.dilations[i]));
       const int64_t total = std::max<int64_t>(0, (out - 1) * stride + extent - spatial[i]);
       const int64_t small = total / 2;
       window.pads[i] = auto_pad == "SAME_UPPER" ? small : total - small;
@@ -129,7 +149,10 @@ std::vector<int64_t> spatial_dims(const Operand& x) {
 Status convert_conv(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Operand w, ctx.input(1));
-  if (x.rank() < 3) return Status::errorf("Conv input must be [N, C, ...], got {}", x.rank());
+  if (x.rank() < 3 || w.rank() != x.rank()) {
+    return Status::errorf("Conv needs [N, C, ...] input and weight of the same rank, got {} and {}",
+                          x.type().to_string(), w.type().to_string());
+  }
   KILN_ASSIGN_OR_RETURN(int64_t group, ctx.attr_int("group", 1));
   KILN_ASSIGN_OR_RETURN(Window window,
                         read_window(ctx, spatial_dims(x), spatial_dims(w)));
@@ -176,11 +199,28 @@ Status convert_conv_transpose(NodeContext& ctx) {
     return Status::error("kernel_shape, strides, dilations, pads or output_padding have the "
                          "wrong number of entries");
   }
+  if (!within_limits(strides, 1) || !within_limits(dilations, 1) || !within_limits(pads, 0) ||
+      !within_limits(output_padding, 0) || group < 1 ||
+      (w.shape()[1] > 0 && group > kMaxElements / w.shape()[1])) {
+    return Status::error("strides, dilations and group must be in [1, 2^48], pads and "
+                         "output_padding in [0, 2^48]");
+  }
+  // The extent of the whole output, before pads crop it.
+  std::vector<int64_t> full;
+  for (size_t i = 0; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(const int64_t extent, dilated_extent(kernel[i], dilations[i]));
+    if (in[i] > 1 && strides[i] > kMaxElements / (in[i] - 1)) {
+      return Status::errorf("strides {} make the output longer than 2^48", strides[i]);
+    }
+    full.push_back(strides[i] * (in[i] - 1) + output_padding[i] + extent);
+  }
   std::vector<int64_t> output_shape;
   if (ctx.has_attr("output_shape")) {
     KILN_ASSIGN_OR_RETURN(output_shape, ctx.attr_ints("output_shape"));
     if (output_shape.size() == n + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
-    if (output_shape.size() != n) return Status::error("output_shape has the wrong rank");
+    if (output_shape.size() != n || !within_limits(output_shape, 0)) {
+      return Status::error("output_shape has the wrong rank or an entry outside [0, 2^48]");
+    }
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < n; ++i) output_shape.push_back(in[i] * strides[i]);
   } else if (auto_pad == "VALID") {
@@ -192,9 +232,7 @@ Status convert_conv_transpose(NodeContext& ctx) {
     // Total padding from the requested output; ONNX puts the odd element at the start unless
     // auto_pad is SAME_UPPER.
     for (size_t i = 0; i < n; ++i) {
-      const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
-      const int64_t total =
-          strides[i] * (in[i] - 1) + output_padding[i] + extent - output_shape[i];
+      const int64_t total = full[i] - output_shape[i];
       // Floor division, as ONNX's reference: a negative total extends the end first.
       const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
@@ -210,11 +248,7 @@ Status convert_conv_transpose(NodeContext& ctx) {
     zero_pads[i < n ? axis : axis + n + 2] = std::max<int64_t>(-pads[i], 0);
   }
   std::vector<int64_t> x_shape = {x.shape()[0], w.shape()[1] * group};
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
-    x_shape.push_back(strides[i] * (in[i] - 1) + output_padding[i] + extent - conv_pads[i] -
-                      conv_pads[i + n]);
-  }
+  for (size_t i = 0; i < n; ++i) x_shape.push_back(full[i] - conv_pads[i] - conv_pads[i + n]);
   KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::conv_grad_data, {x, w},
                                             {{"strides", strides},
                                              {"pads", conv_pads},

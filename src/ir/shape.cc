@@ -11,7 +11,8 @@ Expected<Shape> Shape::make(std::vector<int64_t> dims) {
   int64_t elements = 1;
   for (int64_t d : dims) {
     if (d < 0) return Status::errorf("negative dimension {} in shape [{}]", d, fmt::join(dims, ","));
-    if (d != 0 && elements > kMaxElements / d) {
+    if (d == 0) continue;
+    if (elements > kMaxElements / d) {
       return Status::errorf("shape [{}] has more than 2^48 elements", fmt::join(dims, ","));
     }
     elements *= d;

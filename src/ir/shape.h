@@ -26,7 +26,8 @@ class Shape {
   Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
   explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
 
-  // Validates dims from an untrusted source: non-negative, product at most kMaxElements.
+  // Validates dims from an untrusted source: non-negative, the product of the non-zero ones at
+  // most kMaxElements (so that a zero extent cannot hide others whose product overflows).
   static Expected<Shape> make(std::vector<int64_t> dims);
 
   int rank() const { return static_cast<int>(dims_.size()); }

@@ -25,6 +25,7 @@
 
 #include "common/example_graphs.h"
 #include "common/round_trip_check.h"
+#include "common/small_graph.h"
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
 #include "ir/parser.h"
@@ -84,29 +85,6 @@ std::vector<std::string> corpus() {
   return ::testing::AssertionSuccess();
 }
 
-// Whether running `graph` in the reference interpreter is cheap: every value small (counting
-// zero extents as 1, since loops over the other dims still run) and little arithmetic.
-bool small_enough_to_interpret(const Graph& graph) {
-  constexpr int64_t kMaxExtent = 1 << 12;
-  constexpr double kMaxFlops = 1e6;
-  auto small = [](const Value* value) {
-    int64_t extent = 1;
-    for (int64_t dim : value->shape().dims()) {
-      if (dim > kMaxExtent) return false;
-      extent *= std::max<int64_t>(dim, 1);
-      if (extent > kMaxExtent) return false;
-    }
-    return true;
-  };
-  if (!std::ranges::all_of(graph.inputs(), small)) return false;
-  double flops = 0;
-  for (const Node* node : graph.nodes()) {
-    if (!std::ranges::all_of(node->outputs(), small)) return false;
-    flops += node->def().cost(node->input_types(), node->output_types(), node->attrs()).flops;
-  }
-  return flops <= kMaxFlops;
-}
-
 struct Outcome {
   bool parsed = false;
   bool interpreted = false;
@@ -122,7 +100,7 @@ Outcome check_text(std::string_view text, uint64_t seed) {
   }
   outcome.parsed = true;
   EXPECT_TRUE(testing::round_trips(*graph));
-  if (!small_enough_to_interpret(*graph)) return outcome;
+  if (!testing::small_enough_to_interpret(*graph)) return outcome;
   InterpreterOptions options;
   options.max_live_elements = int64_t{1} << 16;
   Expected<std::vector<Array>> results =

@@ -177,6 +177,9 @@ const ParseErrorCase kParseErrors[] = {
      "negative dimension -3"},
     {"ShapeWithTooManyElements", "graph @g(%x: f32[16777216,16777216,2]) {\n  return %x\n}\n", 1,
      14, "more than 2^48 elements"},
+    {"ShapeWithAZeroExtentBesideTooManyElements",
+     "graph @g(%x: f32[0,16777216,16777216,2]) {\n  return %x\n}\n", 1, 14,
+     "more than 2^48 elements"},
     {"UnknownDType", "graph @g(%x: f31[2]) {\n  return %x\n}\n", 1, 14, "unknown dtype 'f31'"},
     {"TensorLiteralWithTooManyElements",
      "graph @g() {\n"
