@@ -1,8 +1,10 @@
 # Kiln's two everyday commands, and the builds behind them.
 #
 #   make demo        install dependencies, build, run Kiln on the built-in example model
-#   make test        install dependencies, build, run the whole test suite
+#   make test        install dependencies, build, run the test suite (minutes)
 #   make test-asan   the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer build
+#   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
+#                    compared with PyTorch's own outputs (label `models`, about 10 minutes)
 #
 # Builds live in build/ (Release) and build-asan/ (Asan). WERROR=ON turns warnings into
 # errors (CI sets it). JOBS sets build and test parallelism (default: all cores).
@@ -15,7 +17,7 @@ DEMO_MODEL ?= examples/encoder_layer.kiln
 
 KILN := $(BUILD_DIR)/tools/kiln/kiln
 
-.PHONY: all deps build build-asan demo test test-asan clean
+.PHONY: all deps build build-asan demo test test-asan test-models clean
 
 all: build
 
@@ -38,10 +40,15 @@ demo: build
 	$(KILN) check $(DEMO_MODEL)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE models
 
 test-asan: build-asan
-	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE models
+
+# The model tests run big convolutions in the fp64 reference interpreter, so they run one at
+# a time: two at once would only fight over the cores and memory.
+test-models: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 -L models
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(BUILD_DIR).configure.log $(ASAN_BUILD_DIR).configure.log
