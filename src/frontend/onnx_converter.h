@@ -135,7 +135,5 @@ inline Operand scalar(DType dtype, double value) {
 
 // The converter for a default-domain ONNX op type, or nullptr if Kiln does not support it.
 Converter find_converter(std::string_view op_type);
-// Every supported op type, sorted.
-std::vector<std::string> supported_op_types();
 
 }  // namespace kiln::onnx_import

@@ -69,4 +69,7 @@ Expected<ImportedModel> import_onnx_bytes(std::string_view bytes, const std::str
                                           std::string_view source,
                                           const OnnxImportOptions& options = {});
 
+// The default-domain ONNX op types the importer converts, sorted.
+std::vector<std::string> supported_onnx_op_types();
+
 }  // namespace kiln

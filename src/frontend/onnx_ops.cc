@@ -29,11 +29,15 @@ Converter find_converter(std::string_view op_type) {
   return it == converter_table().end() ? nullptr : it->second;
 }
 
-std::vector<std::string> supported_op_types() {
+}  // namespace kiln::onnx_import
+
+namespace kiln {
+
+std::vector<std::string> supported_onnx_op_types() {
   std::vector<std::string> names;
-  for (const auto& [name, converter] : converter_table()) names.emplace_back(name);
+  for (const auto& [name, converter] : onnx_import::converter_table()) names.emplace_back(name);
   std::sort(names.begin(), names.end());
   return names;
 }
 
-}  // namespace kiln::onnx_import
+}  // namespace kiln

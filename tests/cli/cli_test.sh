@@ -38,6 +38,7 @@ expect check-seed-changes-values 0 'seed 7' -- "$kiln" check --seed 7 "$example"
 expect print-example 0 '^graph @encoder_layer\(' -- "$kiln" print "$example"
 expect ops-list 0 '^[0-9]+ ops$' -- "$kiln" ops
 expect ops-one 0 'transpose_b : bool = false' -- "$kiln" ops matmul
+expect ops-onnx 0 '^[0-9]+ ONNX op types import$' -- "$kiln" ops --onnx
 expect ops-unknown 1 "unknown op 'no_such_op'" -- "$kiln" ops no_such_op
 
 # Printing is canonical: printing the printed form gives the same text.
@@ -87,6 +88,17 @@ expect run-bad-shape 1 "expected dimensions like 1x128" \
 printf 'not a model' >"$work/garbage.onnx"
 expect run-garbage-onnx 1 'garbage.onnx: not a valid ONNX model' -- "$kiln" run "$work/garbage.onnx"
 
+# Export to ONNX and back: the round trip computes the same outputs from the same inputs (up
+# to the f32 rounding of the saved outputs).
+expect export-example 0 "wrote $work/enc.onnx: graph @encoder_layer: 13 inputs" \
+  -- "$kiln" export "$example" -o "$work/enc.onnx"
+"$kiln" run "$example" --output "$work/enc_out.npz" >/dev/null
+expect export-round-trip 0 'within tolerance' \
+  -- "$kiln" run "$work/enc.onnx" --expected "$work/enc_out.npz" --atol 1e-6 --rtol 1e-6
+expect export-unwritable 1 'cannot open for writing' \
+  -- "$kiln" export "$example" -o "$work/no/such/dir/enc.onnx"
+expect export-needs-output 2 'output is required' -- "$kiln" export "$example"
+
 onnx_tests=$source_dir/../shared/onnx-node-tests/node
 if [[ -d $onnx_tests/test_add ]]; then
   data=$onnx_tests/test_add/test_data_set_0
@@ -109,7 +121,7 @@ expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
 
 # Help on the program and every subcommand.
 expect help 0 'Subcommands:' -- "$kiln" --help
-for subcommand in check print ops run conformance; do
+for subcommand in check print ops run export conformance; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 

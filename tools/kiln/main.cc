@@ -16,6 +16,7 @@
 #include "driver/compare.h"
 #include "driver/conformance.h"
 #include "driver/model_io.h"
+#include "frontend/onnx_export.h"
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
 #include "interp/statistics.h"
@@ -135,18 +136,25 @@ Expected<std::vector<Array>> gather_inputs(const ImportedModel& model, const Run
   return arrays;
 }
 
-int run_run(const RunOptions& options) {
+// Import options from the --shape NAME=DIMS flags.
+Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::string>& shapes) {
   OnnxImportOptions import_options;
-  for (const std::string& spec : options.shapes) {
+  for (const std::string& spec : shapes) {
     const size_t equals = spec.find('=');
     if (equals == std::string::npos || equals == 0) {
-      return report(Status::errorf("--shape '{}': expected NAME=DIMS, e.g. x=1x128", spec));
+      return Status::errorf("--shape '{}': expected NAME=DIMS, e.g. x=1x128", spec);
     }
     Expected<std::vector<int64_t>> dims = parse_dims(spec.substr(equals + 1));
-    if (!dims) return report(dims.status().with_context("--shape"));
+    if (!dims) return dims.status().with_context("--shape");
     import_options.input_shapes[spec.substr(0, equals)] = std::move(*dims);
   }
-  Expected<ImportedModel> model = load_model(options.model, import_options);
+  return import_options;
+}
+
+int run_run(const RunOptions& options) {
+  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
+  if (!import_options) return report(import_options.status());
+  Expected<ImportedModel> model = load_model(options.model, *import_options);
   if (!model) return report(model.status());
   fmt::print("{}: graph @{}: {}, {} weights, {}\n", options.model, model->graph.name(),
              count_noun(static_cast<size_t>(model->num_data_inputs), "input"),
@@ -195,6 +203,29 @@ int run_run(const RunOptions& options) {
   return 0;
 }
 
+struct ExportOptions {
+  std::string model;
+  std::string output_file;
+  std::vector<std::string> shapes;
+};
+
+// Loads a model (IR text or ONNX) and writes it as ONNX; an ONNX model's weights go back in as
+// initializers, so importing and exporting gives a self-contained model with static shapes.
+int run_export(const ExportOptions& options) {
+  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
+  if (!import_options) return report(import_options.status());
+  Expected<ImportedModel> model = load_model(options.model, *import_options);
+  if (!model) return report(model.status());
+  Status written = export_onnx_file(*model, options.output_file);
+  if (!written) return report(written.with_context(options.model));
+  fmt::print("wrote {}: graph @{}: {}, {} weights, {} (ONNX opset {})\n", options.output_file,
+             model->graph.name(), count_noun(static_cast<size_t>(model->num_data_inputs), "input"),
+             model->weights.size(),
+             count_noun(static_cast<size_t>(model->graph.num_nodes()), "Kiln node"),
+             kOnnxExportOpset);
+  return 0;
+}
+
 int run_conformance(const std::string& dir, const std::string& filter, bool verbose) {
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error)) {
@@ -228,7 +259,12 @@ void print_op(const OpDef& def) {
   }
 }
 
-int run_ops(const std::string& name) {
+int run_ops(const std::string& name, bool onnx) {
+  if (onnx) {
+    const std::vector<std::string> types = supported_onnx_op_types();
+    fmt::print("{}\n{} ONNX op types import\n", fmt::join(types, " "), types.size());
+    return 0;
+  }
   if (!name.empty()) {
     const OpDef* def = find_op(name);
     if (def == nullptr) return report(Status::errorf("unknown op '{}'", name));
@@ -284,6 +320,17 @@ int run(int argc, char** argv) {
   run_cmd->add_option("--rtol", run.rtol, "Relative tolerance against --expected")
       ->capture_default_str();
 
+  ExportOptions export_options;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Load a model (IR text or ONNX) and write it as an ONNX model that other "
+                "runtimes can run; weights become initializers.");
+  export_cmd->add_option("model", export_options.model, "Model file (.onnx, or IR text)")
+      ->required();
+  export_cmd->add_option("--output,-o", export_options.output_file, "ONNX file to write")
+      ->required();
+  export_cmd->add_option("--shape", export_options.shapes,
+                         "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
+
   std::string conformance_dir;
   std::string conformance_filter;
   bool conformance_verbose = false;
@@ -300,6 +347,9 @@ int run(int argc, char** argv) {
   CLI::App* ops_cmd =
       app.add_subcommand("ops", "List the ops Kiln knows, or show one op's inputs and attributes.");
   ops_cmd->add_option("name", op_name, "Op to describe");
+  bool ops_onnx = false;
+  ops_cmd->add_flag("--onnx", ops_onnx, "List the ONNX op types the importer supports instead")
+      ->excludes(ops_cmd->get_option("name"));
 
   try {
     app.parse(argc, argv);
@@ -309,8 +359,9 @@ int run(int argc, char** argv) {
   }
   if (check_cmd->parsed()) return run_check(check);
   if (print_cmd->parsed()) return run_print(print_file);
-  if (ops_cmd->parsed()) return run_ops(op_name);
+  if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);
   if (run_cmd->parsed()) return run_run(run);
+  if (export_cmd->parsed()) return run_export(export_options);
   if (conformance_cmd->parsed()) {
     return run_conformance(conformance_dir, conformance_filter, conformance_verbose);
   }
