@@ -1,0 +1,110 @@
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace kiln {
+namespace {
+
+int64_t round_up(int64_t bytes, int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+bool lifetimes_overlap(const BufferLifetime& a, const BufferLifetime& b) {
+  return a.first_step <= b.last_step && b.first_step <= a.last_step;
+}
+
+// The largest sum of aligned sizes of the buffers alive at one step, by a sweep over the
+// lifetime endpoints.
+int64_t live_bound(std::span<const BufferLifetime> buffers, int64_t alignment) {
+  std::vector<std::pair<int, int64_t>> events;  // (step, +bytes at first / -bytes after last)
+  for (const BufferLifetime& buffer : buffers) {
+    const int64_t bytes = round_up(buffer.bytes, alignment);
+    events.emplace_back(buffer.first_step, bytes);
+    events.emplace_back(buffer.last_step + 1, -bytes);
+  }
+  // At equal steps, frees sort before allocations (negative first): a buffer last read at step
+  // s is not alive at s + 1.
+  std::sort(events.begin(), events.end());
+  int64_t live = 0;
+  int64_t peak = 0;
+  for (const auto& [step, delta] : events) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(std::span<const BufferLifetime> buffers, int64_t alignment) {
+  const size_t count = buffers.size();
+  std::vector<size_t> by_size(count);
+  std::iota(by_size.begin(), by_size.end(), size_t{0});
+  // Largest first; ties by first step, then index, so the plan is deterministic.
+  std::sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
+    if (buffers[a].first_step != buffers[b].first_step) {
+      return buffers[a].first_step < buffers[b].first_step;
+    }
+    return a < b;
+  });
+
+  MemoryPlan plan;
+  plan.offsets.assign(count, 0);
+  std::vector<size_t> placed;
+  for (size_t index : by_size) {
+    const BufferLifetime& buffer = buffers[index];
+    const int64_t bytes = round_up(buffer.bytes, alignment);
+    plan.total_bytes += bytes;
+    // The placed buffers alive at the same time, by offset: the gaps between them are the
+    // candidate places.
+    std::vector<size_t> conflicts;
+    for (size_t other : placed) {
+      if (lifetimes_overlap(buffer, buffers[other])) conflicts.push_back(other);
+    }
+    std::sort(conflicts.begin(), conflicts.end(),
+              [&](size_t a, size_t b) { return plan.offsets[a] < plan.offsets[b]; });
+    int64_t offset = 0;
+    for (size_t other : conflicts) {
+      if (plan.offsets[other] - offset >= bytes) break;  // the gap before `other` fits
+      offset = std::max(offset, plan.offsets[other] + round_up(buffers[other].bytes, alignment));
+    }
+    plan.offsets[index] = offset;
+    plan.peak_bytes = std::max(plan.peak_bytes, offset + bytes);
+    placed.push_back(index);
+  }
+  plan.live_bound_bytes = live_bound(buffers, alignment);
+  return plan;
+}
+
+std::string check_memory_plan(std::span<const BufferLifetime> buffers, const MemoryPlan& plan,
+                              int64_t alignment) {
+  if (plan.offsets.size() != buffers.size()) {
+    return fmt::format("the plan has {} offsets for {} buffers", plan.offsets.size(),
+                       buffers.size());
+  }
+  for (size_t a = 0; a < buffers.size(); ++a) {
+    if (plan.offsets[a] % alignment != 0) return fmt::format("buffer {} is not aligned", a);
+    if (plan.offsets[a] < 0 || plan.offsets[a] + buffers[a].bytes > plan.peak_bytes) {
+      return fmt::format("buffer {} lies outside the arena", a);
+    }
+  }
+  for (size_t a = 0; a < buffers.size(); ++a) {
+    const int64_t a_begin = plan.offsets[a];
+    const int64_t a_end = a_begin + buffers[a].bytes;
+    for (size_t b = a + 1; b < buffers.size(); ++b) {
+      if (!lifetimes_overlap(buffers[a], buffers[b])) continue;
+      const int64_t b_begin = plan.offsets[b];
+      const int64_t b_end = b_begin + buffers[b].bytes;
+      if (a_begin < b_end && b_begin < a_end) {
+        return fmt::format("buffers {} and {} are alive together and overlap", a, b);
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace kiln
