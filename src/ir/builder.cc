@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "support/check.h"
+
 namespace kiln {
 
 Value* GraphBuilder::input(std::string_view name, DType dtype, Shape shape) {
@@ -11,7 +13,7 @@ Value* GraphBuilder::input(std::string_view name, DType dtype, Shape shape) {
     status_ = checked.status().with_context(fmt::format("input '{}'", name));
     return nullptr;
   }
-  return graph_.add_input({dtype, std::move(*checked)}, name);
+  return graph_->add_input({dtype, std::move(*checked)}, name);
 }
 
 std::vector<Value*> GraphBuilder::apply(Op op, const std::vector<Value*>& inputs,
@@ -22,7 +24,7 @@ std::vector<Value*> GraphBuilder::apply(Op op, const std::vector<Value*>& inputs
     status_ = Status::errorf("op '{}': input {} is null", op_def(op).name, null - inputs.begin());
     return {};
   }
-  Expected<Node*> node = graph_.add_node(op, inputs, attrs);
+  Expected<Node*> node = graph_->add_node(op, inputs, attrs);
   if (!node) {
     status_ = node.status();
     return {};
@@ -62,6 +64,10 @@ Value* GraphBuilder::mul_scalar(Value* x, double factor) {
   return mul(x, x == nullptr ? nullptr : scalar(factor, x->dtype()));
 }
 
+Value* GraphBuilder::add_scalar(Value* x, double term) {
+  return add(x, x == nullptr ? nullptr : scalar(term, x->dtype()));
+}
+
 Value* GraphBuilder::sum(Value* x, std::vector<int64_t> axes, bool keepdims) {
   return apply1(Op::reduce_sum, {x}, {{"axes", std::move(axes)}, {"keepdims", keepdims}});
 }
@@ -72,6 +78,38 @@ Value* GraphBuilder::mean(Value* x, std::vector<int64_t> axes, bool keepdims) {
 
 Value* GraphBuilder::reduce_max(Value* x, std::vector<int64_t> axes, bool keepdims) {
   return apply1(Op::reduce_max, {x}, {{"axes", std::move(axes)}, {"keepdims", keepdims}});
+}
+
+Value* GraphBuilder::reduce_min(Value* x, std::vector<int64_t> axes, bool keepdims) {
+  return apply1(Op::reduce_min, {x}, {{"axes", std::move(axes)}, {"keepdims", keepdims}});
+}
+
+Value* GraphBuilder::prod(Value* x, std::vector<int64_t> axes, bool keepdims) {
+  return apply1(Op::reduce_prod, {x}, {{"axes", std::move(axes)}, {"keepdims", keepdims}});
+}
+
+Value* GraphBuilder::sum_to(Value* x, const Shape& shape) {
+  // Without x there is nothing to reduce; sum then reports the null input.
+  if (x == nullptr) return apply1(Op::reduce_sum, {x});
+  if (!ok() || x->shape() == shape) return x;
+  const int lead = x->rank() - shape.rank();
+  bool broadcastable = lead >= 0;
+  std::vector<int64_t> axes;
+  for (int axis = 0; broadcastable && axis < x->rank(); ++axis) {
+    if (axis < lead || (shape.dim(axis - lead) == 1 && x->shape().dim(axis) != 1)) {
+      axes.push_back(axis);
+    } else {
+      broadcastable = shape.dim(axis - lead) == x->shape().dim(axis);
+    }
+  }
+  if (!broadcastable) {
+    status_ = Status::errorf("sum_to: {} is not a broadcast of shape {}", x->type().to_string(),
+                             shape.to_string());
+    return nullptr;
+  }
+  Value* reduced = sum(x, std::move(axes));
+  if (reduced == nullptr || reduced->shape() == shape) return reduced;
+  return reshape(reduced, shape.dims());
 }
 
 Value* GraphBuilder::reshape(Value* x, std::vector<int64_t> shape) {
@@ -103,8 +141,24 @@ Value* GraphBuilder::slice(Value* x, std::vector<int64_t> starts, std::vector<in
                  {"steps", std::move(steps)}});
 }
 
+Value* GraphBuilder::pad(Value* x, std::vector<int64_t> pads, double value) {
+  return apply1(Op::pad, {x}, {{"pads", std::move(pads)}, {"value", value}});
+}
+
 Value* GraphBuilder::gather(Value* data, Value* indices, int64_t axis) {
   return apply1(Op::gather, {data, indices}, {{"axis", axis}});
+}
+
+Value* GraphBuilder::scatter_add(Value* data, Value* indices, Value* updates, int64_t axis) {
+  return apply1(Op::scatter_add, {data, indices, updates}, {{"axis", axis}});
+}
+
+Value* GraphBuilder::one_hot(Value* indices, int64_t depth, DType dtype, int64_t axis) {
+  return apply1(Op::one_hot, {indices}, {{"depth", depth}, {"axis", axis}, {"dtype", dtype}});
+}
+
+Value* GraphBuilder::iota(Shape shape, int64_t axis, DType dtype) {
+  return apply1(Op::iota, {}, {{"shape", shape.dims()}, {"axis", axis}, {"dtype", dtype}});
 }
 
 Value* GraphBuilder::matmul(Value* a, Value* b, bool transpose_a, bool transpose_b) {
@@ -119,6 +173,29 @@ Value* GraphBuilder::conv(Value* x, Value* w, std::vector<int64_t> strides,
                  {"pads", std::move(pads)},
                  {"dilations", std::move(dilations)},
                  {"groups", groups}});
+}
+
+Value* GraphBuilder::spmm(Value* row_ptr, Value* col_indices, Value* values, Value* dense,
+                          bool transpose, int64_t num_cols) {
+  return apply1(Op::spmm, {row_ptr, col_indices, values, dense},
+                {{"transpose", transpose}, {"num_cols", num_cols}});
+}
+
+Value* GraphBuilder::max_pool(Value* x, std::vector<int64_t> kernel, std::vector<int64_t> strides,
+                              std::vector<int64_t> pads) {
+  return apply1(Op::max_pool, {x},
+                {{"kernel", std::move(kernel)},
+                 {"strides", std::move(strides)},
+                 {"pads", std::move(pads)}});
+}
+
+Value* GraphBuilder::avg_pool(Value* x, std::vector<int64_t> kernel, std::vector<int64_t> strides,
+                              std::vector<int64_t> pads, bool count_include_pad) {
+  return apply1(Op::avg_pool, {x},
+                {{"kernel", std::move(kernel)},
+                 {"strides", std::move(strides)},
+                 {"pads", std::move(pads)},
+                 {"count_include_pad", count_include_pad}});
 }
 
 Value* GraphBuilder::softmax(Value* x, int64_t axis) {
@@ -143,9 +220,10 @@ Value* GraphBuilder::cross_entropy(Value* logits, Value* labels, std::string_vie
 }
 
 void GraphBuilder::output(Value* value) {
+  KILN_CHECK(owned_ != nullptr, "output() on a builder appending to graph '{}'", graph_->name());
   if (!ok()) return;
-  if (value == nullptr || !graph_.owns(value)) {
-    status_ = Status::errorf("graph '{}': output {} is {}", graph_.name(), outputs_.size(),
+  if (value == nullptr || !graph_->owns(value)) {
+    status_ = Status::errorf("graph '{}': output {} is {}", graph_->name(), outputs_.size(),
                              value == nullptr ? "null" : "not a value of this builder");
     return;
   }
@@ -153,11 +231,12 @@ void GraphBuilder::output(Value* value) {
 }
 
 Expected<Graph> GraphBuilder::finish() {
+  KILN_CHECK(owned_ != nullptr, "finish() on a builder appending to graph '{}'", graph_->name());
   if (!ok()) return status_;
-  if (outputs_.empty()) return Status::errorf("graph '{}' has no outputs", graph_.name());
-  graph_.set_outputs(std::move(outputs_));
+  if (outputs_.empty()) return Status::errorf("graph '{}' has no outputs", graph_->name());
+  graph_->set_outputs(std::move(outputs_));
   outputs_.clear();
-  return std::move(graph_);
+  return std::move(*graph_);
 }
 
 }  // namespace kiln

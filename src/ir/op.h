@@ -1,10 +1,11 @@
 // The op registry: one record per op holding everything Kiln knows about it.
 //
 // An OpDef names the op, documents its inputs, declares its attribute schema (with defaults),
-// its fusion kind, and three functions: type inference, cost and reference evaluation. Later
-// subsystems add fields here (gradient rule, lowering) rather than keeping side tables, so
-// adding an op touches: ops.def, its family file in ops/, its ONNX mapping and its tests.
-// tests/unit/ir/registry_test.cc fails when a record lacks a field.
+// its fusion kind, and four functions: type inference, cost, reference evaluation and the
+// gradient rule (or the reason the op has none). Later subsystems add fields here (lowering)
+// rather than keeping side tables, so adding an op touches: ops.def, its family file in ops/,
+// its ONNX mapping and its tests. tests/unit/ir/registry_test.cc fails when a record lacks a
+// field.
 //
 // Semantics shared by all records:
 //  - Type inference receives the input types and the node's canonical attributes (every schema
@@ -13,6 +14,14 @@
 //  - Reference evaluation receives f64 Arrays (see ir/array.h), the attributes, and the output
 //    types already inferred; it returns arrays rounded to the output dtypes. It may fail only on
 //    data-dependent errors (an index out of range).
+//  - The gradient rule (reverse mode, see autodiff/gradients.h) receives a builder appending to
+//    the graph being differentiated, the forward node, and one gradient per node output (the
+//    gradient of the loss with respect to that output, of its type; nullptr where the output
+//    carries none, but never all of them). It returns one gradient per node input, of the input's type, built from
+//    ordinary ops, or nullptr where the input gets none: integer and bool inputs (indices,
+//    labels, conditions), and inputs of piecewise-constant ops, whose gradient is zero almost
+//    everywhere. Builder errors are recorded in the builder, as for any builder call. An op
+//    without a rule states why in `non_differentiable`; every op has exactly one of the two.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +38,10 @@
 #include "support/status.h"
 
 namespace kiln {
+
+class GraphBuilder;
+class Node;
+class Value;
 
 enum class Op : uint16_t {
 #define KILN_OP(id, text) id,
@@ -76,6 +89,9 @@ using CostFn = std::function<Cost(std::span<const TensorType> inputs,
 using EvalFn = std::function<Expected<std::vector<Array>>(
     std::span<const Array> inputs, const Attrs&, std::span<const TensorType> outputs)>;
 
+using GradFn = std::function<std::vector<Value*>(GraphBuilder& builder, const Node& node,
+                                                 std::span<Value* const> output_grads)>;
+
 inline constexpr int kVariadic = -1;
 
 struct OpDef {
@@ -92,6 +108,8 @@ struct OpDef {
   InferFn infer;
   CostFn cost;
   EvalFn eval;
+  GradFn gradient;                 // empty for ops that are not differentiable, which then say
+  std::string non_differentiable;  // why here (e.g. "output is bool")
 
   const AttrSpec* find_attr(std::string_view attr_name) const;
 };

@@ -113,6 +113,24 @@ if [[ -d $onnx_tests/test_add ]]; then
 fi
 expect conformance-not-a-directory 1 'not a directory' -- "$kiln" conformance "$work/nothing"
 
+# kiln zoo: the preset list, graphs in IR text, ONNX export (which imports back), weight dumps.
+expect zoo-list 0 'bert-base +109,512,762 .*resnet-50 +25,557,032' -- bash -c "'$kiln' zoo | tr '\n' ' '"
+expect zoo-show 0 '%loss = cross_entropy\(%logits, %labels\)' -- "$kiln" zoo show mlp-tiny
+expect zoo-show-inputs 0 '^// mlp-tiny: data inputs %x, %labels; the other 6 inputs' -- "$kiln" zoo show mlp-tiny
+expect zoo-show-inference 0 '^graph @bert_tiny_inference\(%tokens: i64\[1,4\]' \
+  -- "$kiln" zoo show bert-tiny --inference --batch 1 --seq-len 4
+expect zoo-show-train 1 'training-step graphs are not available yet' -- "$kiln" zoo show bert-tiny --train
+expect zoo-unknown 1 "unknown model 'nope'; the zoo has mlp-tiny" -- "$kiln" zoo show nope
+expect zoo-bad-size 1 'vit-tiny: image_size 40 is not a multiple of the patch size 16' \
+  -- "$kiln" zoo show vit-tiny --image-size 40
+expect zoo-zero-batch 2 'batch' -- "$kiln" zoo show mlp-tiny --batch 0
+expect zoo-export 0 "wrote $work/gcn.onnx: gcn-tiny inference graph, 340 parameters" \
+  -- "$kiln" zoo export gcn-tiny -o "$work/gcn.onnx"
+expect zoo-export-imports 0 '%adjacency: f32\[32,32\], %features: f32\[32,16\]' \
+  -- bash -c "'$kiln' print '$work/gcn.onnx' | grep '^graph'"
+expect zoo-dump 0 "wrote $work/mlp.npz: mlp-tiny loss-graph inputs and outputs; loss [0-9.]+" \
+  -- "$kiln" zoo dump mlp-tiny -o "$work/mlp.npz"
+
 # Usage errors: exit 2.
 expect no-subcommand 2 'subcommand is required' -- "$kiln"
 expect unknown-option 2 'nope' -- "$kiln" check --nope "$example"
@@ -121,8 +139,12 @@ expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
 
 # Help on the program and every subcommand.
 expect help 0 'Subcommands:' -- "$kiln" --help
-for subcommand in check print ops run export conformance; do
+for subcommand in check print ops run export conformance zoo; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
+done
+
+for subcommand in show export dump; do
+  expect "help-zoo-$subcommand" 0 "Usage: .*zoo $subcommand" -- "$kiln" zoo "$subcommand" --help
 done
 
 echo "cli: $passed passed, $failed failed"

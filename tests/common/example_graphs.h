@@ -308,6 +308,13 @@ inline std::vector<OpExample> attribute_examples() {
               {"groups", 2},
               {"weight_shape", {6, 2, 3, 3}}}));
        }},
+      // A^T [K = 6, M = 3] times dense [3, 2].
+      {Op::spmm, "transposed",
+       [](GraphBuilder& b) {
+         b.output(b.spmm(b.input("row_ptr", D::i32, {4}), b.input("col_indices", D::i64, {5}),
+                         b.input("values", D::f32, {5}), b.input("dense", D::f32, {3, 2}),
+                         /*transpose=*/true, /*num_cols=*/6));
+       }},
       // Pooling: a [3, 2] window with strides [2, 1] over a padded 5x5 input gives 3x5.
       {Op::max_pool, "",
        [](GraphBuilder& b) {

@@ -461,6 +461,47 @@ TEST(SpmmOp, NoNonzerosGivesZeros) {
                           f64({2, 3}, {0, 0, 0, 0, 0, 0})));
 }
 
+TEST(SpmmOp, TransposedMatchesTheDenseProductByHand) {
+  // A as in MatchesTheDenseProductByHand: A^T = [[1, 0, 0], [0, 0, 3], [2, 0, 0]].
+  const Array row_ptr = i64({4}, {0, 2, 2, 3});
+  const Array cols = i64({3}, {0, 2, 1});
+  const Array values = f64({3}, {1, 2, 3});
+  const Array dense = f64({3, 2}, {1, 2, 3, 4, 5, 6});
+  EXPECT_TRUE(arrays_near(eval_output(Op::spmm, {row_ptr, cols, values, dense},
+                                      {{"transpose", true}, {"num_cols", 3}}),
+                          f64({3, 2}, {1, 2, 15, 18, 2, 4})));
+}
+
+TEST(SpmmOp, TransposedRectangular) {
+  // A = [[0, 0, 0, 4], [-1, 0, 0.5, 0]] (M = 2, K = 4); A^T [4, 2] times D = [[1], [2]].
+  const Array out = eval_output(Op::spmm,
+                                {i32({3}, {0, 1, 3}), i32({3}, {3, 0, 2}), f64({3}, {4, -1, 0.5}),
+                                 f64({2, 1}, {1, 2})},
+                                {{"transpose", true}, {"num_cols", 4}});
+  EXPECT_TRUE(arrays_near(out, f64({4, 1}, {-2, 0, 1, 4})));
+}
+
+TEST(SpmmOp, NumColsMustDescribeTheSparseMatrix) {
+  const Array row_ptr = i64({3}, {0, 1, 2});
+  const Array cols = i64({2}, {0, 2});
+  const Array values = f64({2}, {1, 2});
+  const Array dense = f64({3, 1}, {1, 2, 3});
+  EXPECT_EQ(eval_error(Op::spmm, {row_ptr, cols, values, dense}, {{"num_cols", 3}}), "");
+  EXPECT_THAT(eval_error(Op::spmm, {row_ptr, cols, values, dense}, {{"num_cols", 5}}),
+              HasSubstr("attribute 'num_cols' is 5 but input 'dense' f64[3,1] has 3 rows"));
+  EXPECT_THAT(eval_error(Op::spmm, {row_ptr, cols, values, dense}, {{"num_cols", -2}}),
+              HasSubstr("attribute 'num_cols' must be >= 0 or -1, got -2"));
+  EXPECT_THAT(eval_error(Op::spmm, {row_ptr, cols, values, f64({2, 1}, {1, 2})},
+                         {{"transpose", true}}),
+              HasSubstr("attribute 'num_cols' must be >= 0 with transpose, got -1"));
+  EXPECT_THAT(eval_error(Op::spmm, {row_ptr, cols, values, dense},
+                         {{"transpose", true}, {"num_cols", 3}}),
+              HasSubstr("input 'dense' f64[3,1] must have M = 2 rows"));
+  EXPECT_THAT(eval_error(Op::spmm, {row_ptr, cols, values, f64({2, 1}, {1, 2})},
+                         {{"transpose", true}, {"num_cols", 2}}),
+              HasSubstr("outside [0, 2) (attribute 'num_cols')"));
+}
+
 TEST(SpmmOp, RejectsMalformedCsrData) {
   const Array values = f64({2}, {1, 2});
   const Array dense = f64({3, 1}, {1, 2, 3});

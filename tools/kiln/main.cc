@@ -23,6 +23,7 @@
 #include "ir/op.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "models/model.h"
 #include "support/files.h"
 
 namespace kiln {
@@ -278,6 +279,111 @@ int run_ops(const std::string& name, bool onnx) {
   return 0;
 }
 
+// "109,512,762".
+std::string with_thousands(int64_t n) {
+  std::string digits = std::to_string(n);
+  for (auto i = static_cast<ptrdiff_t>(digits.size()) - 3; i > 0; i -= 3) {
+    digits.insert(digits.begin() + i, ',');
+  }
+  return digits;
+}
+
+int run_zoo_list() {
+  fmt::print("{:<14} {:>13} {:>12} {:>12}  {}\n", "model", "parameters", "fwd GFLOP", "step GFLOP",
+             "architecture and default sizes");
+  for (const PresetInfo& preset : zoo_presets()) {
+    Expected<ModelInstance> model = build_model(preset.name);
+    if (!model) return report(model.status());
+    fmt::print("{:<14} {:>13} {:>12.4g} {:>12.4g}  {}\n", preset.name,
+               with_thousands(model->parameter_count()), graph_flops(model->loss.graph) * 1e-9,
+               training_step_flops(*model) * 1e-9, preset.description);
+  }
+  fmt::print("step GFLOP: the loss graph's forward flops times 3, an estimate of forward + "
+             "backward\n");
+  return 0;
+}
+
+struct ZooOptions {
+  std::string name;
+  ModelOptions model;
+  bool train = false;
+  bool inference = false;
+  std::string output_file;
+};
+
+int run_zoo_show(const ZooOptions& options) {
+  if (options.train) {
+    return report(Status::error("training-step graphs are not available yet; the loss graph "
+                                "(without --train) is the forward pass with the loss"));
+  }
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  const ModelGraph& graph = options.inference ? model->inference : model->loss;
+  std::vector<std::string> data;
+  size_t weights = 0;
+  for (size_t i = 0; i < graph.input_kinds.size(); ++i) {
+    if (graph.input_kinds[i] == InputKind::data) {
+      data.push_back(print_value_ref(*graph.graph.inputs()[i]));
+    } else {
+      ++weights;
+    }
+  }
+  fmt::print("// {}: data inputs {}; the other {} inputs are parameters and state\n", model->preset,
+             fmt::join(data, ", "), weights);
+  fmt::print("{}", print_graph(graph.graph));
+  return 0;
+}
+
+int run_zoo_export(const ZooOptions& options) {
+  ModelOptions model_options = options.model;
+  model_options.portable = true;
+  Expected<ModelInstance> model = build_model(options.name, model_options);
+  if (!model) return report(model.status());
+  Status written = export_inference_onnx(*model, options.output_file);
+  if (!written) return report(written);
+  fmt::print("wrote {}: {} inference graph, {} parameters (ONNX opset {})\n", options.output_file,
+             model->preset, with_thousands(model->parameter_count()), kOnnxExportOpset);
+  return 0;
+}
+
+// Every input of the loss graph by name and its outputs as output/loss and output/logits, for
+// comparing with another implementation (tests/zoo/).
+int run_zoo_dump(const ZooOptions& options) {
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  Expected<std::vector<Array>> inputs = model->input_values(model->loss);
+  if (!inputs) return report(inputs.status());
+  Expected<std::vector<Array>> outputs = interpret(model->loss.graph, *inputs);
+  if (!outputs) return report(outputs.status());
+  const double loss = (*outputs)[0][0];
+  std::vector<NamedArray> entries;
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    entries.push_back({model->loss.graph.inputs()[i]->name(), std::move((*inputs)[i])});
+  }
+  entries.push_back({"output/loss", std::move((*outputs)[0])});
+  entries.push_back({"output/logits", std::move((*outputs)[1])});
+  Status written = write_npz(options.output_file, entries);
+  if (!written) return report(written);
+  fmt::print("wrote {}: {} loss-graph inputs and outputs; loss {}\n", options.output_file,
+             model->preset, loss);
+  return 0;
+}
+
+// The size and seed options every `kiln zoo` command that builds a model takes.
+void add_model_options(CLI::App* cmd, ZooOptions& options) {
+  cmd->add_option("name", options.name, "Model preset (kiln zoo lists them)")->required();
+  cmd->add_option("--batch", options.model.batch, "Batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-len", options.model.seq_len, "Sequence length (bert, xml-cnn)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--image-size", options.model.image_size, "Image height and width (vit, resnet)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--nodes", options.model.nodes, "Graph nodes (gcn)")->check(CLI::PositiveNumber);
+  cmd->add_option("--avg-degree", options.model.avg_degree, "Average node degree (gcn)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", options.model.seed, "Seed of the weights and data")
+      ->capture_default_str();
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"Kiln: a deep-learning compiler that fuses operators.", "kiln"};
   app.require_subcommand(1);
@@ -351,6 +457,29 @@ int run(int argc, char** argv) {
   ops_cmd->add_flag("--onnx", ops_onnx, "List the ONNX op types the importer supports instead")
       ->excludes(ops_cmd->get_option("name"));
 
+  ZooOptions zoo;
+  CLI::App* zoo_cmd = app.add_subcommand(
+      "zoo", "List the model zoo's presets with parameter counts and flops, or build one: print "
+             "its graph, export it to ONNX, or dump its weights, data and outputs.");
+  zoo_cmd->require_subcommand(0, 1);
+  CLI::App* zoo_show_cmd = zoo_cmd->add_subcommand(
+      "show", "Print a preset's graph in IR text: the forward pass with the loss (default), the "
+              "inference graph, or the training step.");
+  add_model_options(zoo_show_cmd, zoo);
+  zoo_show_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
+  zoo_show_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
+      ->excludes("--inference");
+  CLI::App* zoo_export_cmd = zoo_cmd->add_subcommand(
+      "export", "Write a preset's inference graph as ONNX, parameters as initializers.");
+  add_model_options(zoo_export_cmd, zoo);
+  zoo_export_cmd->add_option("--output,-o", zoo.output_file, "ONNX file to write")->required();
+  CLI::App* zoo_dump_cmd = zoo_cmd->add_subcommand(
+      "dump", "Write a preset's loss-graph inputs (parameters and data, by name) and its outputs "
+              "(output/loss, output/logits from the reference interpreter) to an .npz file, for "
+              "cross-checking with another implementation.");
+  add_model_options(zoo_dump_cmd, zoo);
+  zoo_dump_cmd->add_option("--output,-o", zoo.output_file, ".npz file to write")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -362,6 +491,10 @@ int run(int argc, char** argv) {
   if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);
   if (run_cmd->parsed()) return run_run(run);
   if (export_cmd->parsed()) return run_export(export_options);
+  if (zoo_show_cmd->parsed()) return run_zoo_show(zoo);
+  if (zoo_export_cmd->parsed()) return run_zoo_export(zoo);
+  if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
+  if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {
     return run_conformance(conformance_dir, conformance_filter, conformance_verbose);
   }

@@ -1,5 +1,9 @@
 // Elementwise binary ops (arithmetic, comparison, logic) and the ternary `where`, all with
 // NumPy broadcasting: out[i] = f(a[broadcast(i)], b[broadcast(i)]).
+//
+// Gradients are formed at the output's shape and summed back to each operand's shape
+// (GraphBuilder::sum_to), the adjoint of broadcasting. max and min send the gradient of a tie to
+// `a`; comparisons and logic produce bool, which carries no gradient.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -127,23 +131,69 @@ OpDef& define_binary(OpTable& table, Op op, std::string summary, Domain domain, 
   return def;
 }
 
+// The gradients of a binary op at the output's shape, from its inputs, output and dy.
+struct BinaryGrads {
+  Value* da;
+  Value* db;
+};
+using BinaryGrad = BinaryGrads (*)(GraphBuilder& b, Value* lhs, Value* rhs, Value* y, Value* dy);
+
+GradFn binary_gradient(BinaryGrad fn) {
+  return [fn](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    Value* lhs = node.input(0);
+    Value* rhs = node.input(1);
+    const BinaryGrads full = fn(b, lhs, rhs, node.output(0), grads[0]);
+    return std::vector<Value*>{b.sum_to(full.da, lhs->shape()), b.sum_to(full.db, rhs->shape())};
+  };
+}
+
+// The gradient of max(a, b) (or min with the operands swapped): dy goes where `a_wins` holds,
+// ties included, and to b elsewhere.
+BinaryGrads select_gradient(GraphBuilder& b, Value* a_wins, Value* dy, const Value* like) {
+  Value* zero = scalar_like(b, 0, like);
+  return {b.where(a_wins, dy, zero), b.where(a_wins, zero, dy)};
+}
+
+// trunc(t) = sign(t) * floor(|t|), for the gradient of fmod.
+Value* truncate(GraphBuilder& b, Value* t) { return b.mul(b.sign(t), b.floor(b.abs(t))); }
+
 }  // namespace
 
 void register_binary_ops(OpTable& table) {
   using D = Domain;
   using R = Result;
+  using B = GraphBuilder;
   define_binary(table, Op::add, "a + b", D::numeric, R::same, 1,
-                [](double a, double b) { return a + b; });
+                [](double a, double b) { return a + b; })
+      .gradient = binary_gradient(
+      [](B&, Value*, Value*, Value*, Value* dy) { return BinaryGrads{dy, dy}; });
   define_binary(table, Op::sub, "a - b", D::numeric, R::same, 1,
-                [](double a, double b) { return a - b; });
+                [](double a, double b) { return a - b; })
+      .gradient = binary_gradient(
+      [](B& b, Value*, Value*, Value*, Value* dy) { return BinaryGrads{dy, b.neg(dy)}; });
   define_binary(table, Op::mul, "a * b", D::numeric, R::same, 1,
-                [](double a, double b) { return a * b; });
+                [](double a, double b) { return a * b; })
+      .gradient = binary_gradient([](B& b, Value* lhs, Value* rhs, Value*, Value* dy) {
+    return BinaryGrads{b.mul(dy, rhs), b.mul(dy, lhs)};
+  });
+  // d/da = b a^(b-1); d/db = a^b log(a), defined for a > 0 (NaN elsewhere, as the real power
+  // itself is undefined there for non-integer b).
   define_binary(table, Op::pow, "a ^ b", D::floating, R::same, 10,
-                [](double a, double b) { return std::pow(a, b); });
+                [](double a, double b) { return std::pow(a, b); })
+      .gradient = binary_gradient([](B& b, Value* lhs, Value* rhs, Value* y, Value* dy) {
+    Value* da = b.mul(dy, b.mul(rhs, b.pow(lhs, b.add_scalar(rhs, -1))));
+    return BinaryGrads{da, b.mul(dy, b.mul(y, b.log(lhs)))};
+  });
   define_binary(table, Op::max, "elementwise maximum; NaN propagates", D::numeric, R::same, 1,
-                &nan_max);
+                &nan_max)
+      .gradient = binary_gradient([](B& b, Value* lhs, Value* rhs, Value*, Value* dy) {
+    return select_gradient(b, b.greater_equal(lhs, rhs), dy, lhs);
+  });
   define_binary(table, Op::min, "elementwise minimum; NaN propagates", D::numeric, R::same, 1,
-                &nan_min);
+                &nan_min)
+      .gradient = binary_gradient([](B& b, Value* lhs, Value* rhs, Value*, Value* dy) {
+    return select_gradient(b, b.greater_equal(rhs, lhs), dy, lhs);
+  });
 
   // div: IEEE for floats; integers truncate toward zero, as C and ONNX Div.
   OpDef& div = define_binary(table, Op::div, "a / b; integers truncate toward zero", D::numeric,
@@ -155,6 +205,9 @@ void register_binary_ops(OpTable& table) {
                           map_broadcast(in[0], in[1], out[0], fn, "integer division by zero"));
     return std::vector<Array>{std::move(r)};
   };
+  div.gradient = binary_gradient([](B& b, Value*, Value* rhs, Value* y, Value* dy) {
+    return BinaryGrads{b.div(dy, rhs), b.neg(b.div(b.mul(dy, y), rhs))};
+  });
 
   // mod: one op for both remainders, as ONNX Mod's fmod attribute. Float mod by zero is NaN.
   OpDef& mod = define_binary(table, Op::mod, "remainder; sign of b, or of a when fmod", D::numeric,
@@ -167,6 +220,15 @@ void register_binary_ops(OpTable& table) {
     KILN_ASSIGN_OR_RETURN(Array r,
                           map_broadcast(in[0], in[1], out[0], fn, "integer modulo by zero"));
     return std::vector<Array>{std::move(r)};
+  };
+  // a mod b = a - b q, with the quotient q = floor(a / b) (trunc for fmod) piecewise constant.
+  mod.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    Value* lhs = node.input(0);
+    Value* rhs = node.input(1);
+    Value* ratio = b.div(lhs, rhs);
+    Value* quotient = node.attrs().get_bool("fmod") ? truncate(b, ratio) : b.floor(ratio);
+    return std::vector<Value*>{b.sum_to(grads[0], lhs->shape()),
+                               b.sum_to(b.neg(b.mul(grads[0], quotient)), rhs->shape())};
   };
 
   // Comparisons accept every dtype (bool compares as 0 < 1); NaN compares unequal and unordered.
@@ -187,6 +249,10 @@ void register_binary_ops(OpTable& table) {
                 [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; });
   define_binary(table, Op::logical_xor, "logical exclusive or", D::boolean, R::same, 1,
                 [](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; });
+  for (Op op : {Op::equal, Op::less, Op::less_equal, Op::greater, Op::greater_equal,
+                Op::logical_and, Op::logical_or, Op::logical_xor}) {
+    table.define(op).non_differentiable = "output is bool";
+  }
 
   OpDef& where = table.define(Op::where);
   where.summary = "condition ? x : y, elementwise with broadcasting";
@@ -215,6 +281,14 @@ void register_binary_ops(OpTable& table) {
     });
     result.round_to_dtype();
     return std::vector<Array>{std::move(result)};
+  };
+  where.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    Value* condition = node.input(0);
+    Value* x = node.input(1);
+    Value* y = node.input(2);
+    const BinaryGrads full = select_gradient(b, condition, grads[0], x);
+    return std::vector<Value*>{nullptr, b.sum_to(full.da, x->shape()),
+                               b.sum_to(full.db, y->shape())};
   };
 }
 

@@ -3,6 +3,11 @@
 // They stay whole in the graph so that a later pass can decompose them into primitives (or hand
 // them to a library kernel); the reference evaluation here computes them directly, in f64 and in
 // numerically stable form (max subtracted before exp, two-pass variance).
+//
+// Their gradient rules are the closed forms (softmax: y (dy - sum(dy y)); the normalizations'
+// three-term formula; cross-entropy: softmax - one_hot), written in primitive ops, so that the
+// backward graph needs no composite of its own; batch_norm_train's mean and var outputs pass
+// gradients too. Dropout's gradient is dropout with the same seed and offset: the same mask.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +16,7 @@
 #include <vector>
 
 #include "ir/ops/op_family.h"
+#include "support/check.h"
 
 namespace kiln::ops {
 namespace {
@@ -410,6 +416,171 @@ Expected<std::vector<Array>> eval_binary_cross_entropy(std::span<const Array> in
   return reduce_losses(losses, attrs, out[0]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Gradient rules
+
+// A list of the axes [begin, end).
+std::vector<int64_t> axis_range(int begin, int end) {
+  std::vector<int64_t> axes;
+  for (int axis = begin; axis < end; ++axis) axes.push_back(axis);
+  return axes;
+}
+
+std::vector<Value*> gradient_of_softmax(GraphBuilder& b, const Node& node,
+                                        std::span<Value* const> grads) {
+  Value* y = node.output(0);
+  Value* dy = grads[0];
+  const std::vector<int64_t> axis = {node.attrs().get_int("axis")};
+  return {b.mul(y, b.sub(dy, b.sum(b.mul(dy, y), axis, /*keepdims=*/true)))};
+}
+
+std::vector<Value*> gradient_of_log_softmax(GraphBuilder& b, const Node& node,
+                                            std::span<Value* const> grads) {
+  Value* dy = grads[0];
+  const std::vector<int64_t> axis = {node.attrs().get_int("axis")};
+  return {b.sub(dy, b.mul(b.exp(node.output(0)), b.sum(dy, axis, /*keepdims=*/true)))};
+}
+
+// The gradient of x -> (x - mean) * rstd over `axes` (normalized together), given
+// xhat = (x - mean) * rstd and the gradient dxhat of xhat:
+//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+Value* normalization_gradient(GraphBuilder& b, Value* xhat, Value* rstd, Value* dxhat,
+                              const std::vector<int64_t>& axes) {
+  Value* mean_dxhat = b.mean(dxhat, axes, /*keepdims=*/true);
+  Value* mean_projection = b.mean(b.mul(dxhat, xhat), axes, /*keepdims=*/true);
+  return b.mul(rstd, b.sub(b.sub(dxhat, mean_dxhat), b.mul(xhat, mean_projection)));
+}
+
+std::vector<Value*> gradient_of_layer_norm(GraphBuilder& b, const Node& node,
+                                           std::span<Value* const> grads) {
+  Value* x = node.input(0);
+  Value* scale = node.input(1);
+  Value* bias = node.input(2);
+  Value* dy = grads[0];
+  const int axis = *normalize_axis(node.attrs().get_int("axis"), x->rank());
+  const std::vector<int64_t> axes = axis_range(axis, x->rank());
+  Value* centered = b.sub(x, b.mean(x, axes, /*keepdims=*/true));
+  Value* var = b.mean(b.mul(centered, centered), axes, /*keepdims=*/true);
+  Value* rstd = b.rsqrt(b.add_scalar(var, node.attrs().get_float("epsilon")));
+  Value* xhat = b.mul(centered, rstd);
+  Value* dx = normalization_gradient(b, xhat, rstd, b.mul(dy, scale), axes);
+  return {dx, b.sum_to(b.mul(dy, xhat), scale->shape()), b.sum_to(dy, bias->shape())};
+}
+
+// Batch norm's per-channel statistics [C] reshaped to [1, C, 1, ...] to broadcast against x.
+Value* per_channel(GraphBuilder& b, Value* stats, int rank) {
+  std::vector<int64_t> dims(static_cast<size_t>(rank), 1);
+  dims[1] = stats->shape().dim(0);
+  return b.reshape(stats, std::move(dims));
+}
+
+// All axes of x [N, C, ...] but the channel axis 1.
+std::vector<int64_t> batch_axes(int rank) {
+  std::vector<int64_t> axes = axis_range(0, rank);
+  axes.erase(axes.begin() + 1);
+  return axes;
+}
+
+// y = xhat * scale + bias with the batch statistics; the mean and var outputs add
+// dmean / count and dvar * 2 (x - mean) / count to dx.
+std::vector<Value*> gradient_of_batch_norm_train(GraphBuilder& b, const Node& node,
+                                                 std::span<Value* const> grads) {
+  Value* x = node.input(0);
+  const int rank = x->rank();
+  const std::vector<int64_t> axes = batch_axes(rank);
+  const double count = static_cast<double>(x->shape().num_elements() / x->shape().dim(1));
+  Value* centered = b.sub(x, per_channel(b, node.output(1), rank));
+  std::vector<Value*> result(3, nullptr);
+  auto add_to_dx = [&](Value* term) { result[0] = result[0] ? b.add(result[0], term) : term; };
+  if (Value* dy = grads[0]) {
+    Value* var = per_channel(b, node.output(2), rank);
+    Value* rstd = b.rsqrt(b.add_scalar(var, node.attrs().get_float("epsilon")));
+    Value* xhat = b.mul(centered, rstd);
+    Value* dxhat = b.mul(dy, per_channel(b, node.input(1), rank));
+    add_to_dx(normalization_gradient(b, xhat, rstd, dxhat, axes));
+    result[1] = b.sum(b.mul(dy, xhat), axes);
+    result[2] = b.sum(dy, axes);
+  }
+  if (Value* dmean = grads[1]) {
+    Value* share = b.mul_scalar(per_channel(b, dmean, rank), 1 / count);
+    add_to_dx(b.broadcast_to(share, x->shape().dims()));
+  }
+  if (Value* dvar = grads[2]) {
+    add_to_dx(b.mul(b.mul_scalar(per_channel(b, dvar, rank), 2 / count), centered));
+  }
+  return result;
+}
+
+// y = (x - mean) * rstd * scale + bias with rstd = (var + epsilon)^(-1/2), all per channel.
+std::vector<Value*> gradient_of_batch_norm_infer(GraphBuilder& b, const Node& node,
+                                                 std::span<Value* const> grads) {
+  Value* x = node.input(0);
+  Value* scale = node.input(1);
+  Value* mean = node.input(3);
+  Value* var = node.input(4);
+  Value* dy = grads[0];
+  const int rank = x->rank();
+  const std::vector<int64_t> axes = batch_axes(rank);
+  Value* rstd = b.rsqrt(b.add_scalar(var, node.attrs().get_float("epsilon")));
+  Value* centered = b.sub(x, per_channel(b, mean, rank));
+  Value* dx = b.mul(dy, per_channel(b, b.mul(scale, rstd), rank));
+  Value* dy_centered = b.sum(b.mul(dy, centered), axes);
+  Value* dscale = b.mul(dy_centered, rstd);
+  Value* dbias = b.sum(dy, axes);
+  Value* dmean = b.neg(b.mul(dbias, b.mul(scale, rstd)));
+  Value* rstd_cubed = b.mul(rstd, b.mul(rstd, rstd));
+  Value* dvar = b.mul(dy_centered, b.mul_scalar(b.mul(scale, rstd_cubed), -0.5));
+  return {dx, dscale, dbias, dmean, dvar};
+}
+
+// The factor each position's loss gradient is scaled by: the loss gradient dy itself ("sum"),
+// divided by the number of positions ("mean"), or one per position ("none"; with a class axis,
+// dy gets a trailing axis of extent 1 to broadcast over it). Input 1 (labels, targets) has one
+// element per position.
+Value* position_weights(GraphBuilder& b, const Node& node, Value* dy, bool class_axis) {
+  const Value* positions = node.input(1);
+  switch (*reduction_attr(node.attrs())) {
+    case Reduction::mean:
+      return b.mul_scalar(dy, 1 / static_cast<double>(positions->shape().num_elements()));
+    case Reduction::sum: return dy;
+    case Reduction::none: {
+      if (!class_axis) return dy;
+      std::vector<int64_t> dims = positions->shape().dims();
+      dims.push_back(1);
+      return b.reshape(dy, std::move(dims));
+    }
+  }
+  KILN_UNREACHABLE("bad reduction");
+}
+
+// The one-hot rows of the labels, in the scores' dtype: the gradient of scores[label].
+Value* label_rows(GraphBuilder& b, const Node& node) {
+  const Value* scores = node.input(0);
+  return b.one_hot(node.input(1), scores->shape().dim(scores->rank() - 1), scores->dtype());
+}
+
+std::vector<Value*> gradient_of_cross_entropy(GraphBuilder& b, const Node& node,
+                                              std::span<Value* const> grads) {
+  Value* probabilities = b.softmax(node.input(0));
+  Value* weights = position_weights(b, node, grads[0], /*class_axis=*/true);
+  return {b.mul(b.sub(probabilities, label_rows(b, node)), weights), nullptr};
+}
+
+std::vector<Value*> gradient_of_nll_loss(GraphBuilder& b, const Node& node,
+                                         std::span<Value* const> grads) {
+  Value* weights = position_weights(b, node, grads[0], /*class_axis=*/true);
+  return {b.neg(b.mul(label_rows(b, node), weights)), nullptr};
+}
+
+// loss = max(z, 0) - z t + log(1 + e^-|z|): d/dz = sigmoid(z) - t, d/dt = -z.
+std::vector<Value*> gradient_of_binary_cross_entropy(GraphBuilder& b, const Node& node,
+                                                     std::span<Value* const> grads) {
+  Value* logits = node.input(0);
+  Value* weights = position_weights(b, node, grads[0], /*class_axis=*/false);
+  return {b.mul(b.sub(b.sigmoid(logits), node.input(1)), weights),
+          b.mul(b.neg(logits), weights)};
+}
+
 AttrSpec epsilon_spec() {
   return {"epsilon", AttrKind::floating, AttrValue(1e-5),
           "added to the variance before the square root; finite, >= 0"};
@@ -419,7 +590,9 @@ AttrSpec epsilon_spec() {
 
 void register_composite_ops(OpTable& table) {
   define_softmax(table, Op::softmax, "exp(x) / sum(exp(x)) along `axis`", false);
+  table.define(Op::softmax).gradient = gradient_of_softmax;
   define_softmax(table, Op::log_softmax, "x - log(sum(exp(x))) along `axis`", true);
+  table.define(Op::log_softmax).gradient = gradient_of_log_softmax;
 
   OpDef& layer_norm = table.define(Op::layer_norm);
   layer_norm.summary = "normalize over dims axis..rank-1, then * scale + bias";
@@ -433,6 +606,7 @@ void register_composite_ops(OpTable& table) {
   // mean (1), centred square (3), normalize, scale and shift (4).
   layer_norm.cost = input_element_cost(0, 8);
   layer_norm.eval = &eval_layer_norm;
+  layer_norm.gradient = gradient_of_layer_norm;
 
   // Training-mode batch norm. Running-statistics updates are ordinary graph ops outside this op
   // (they read its mean and var outputs), so the op itself is pure.
@@ -452,6 +626,7 @@ void register_composite_ops(OpTable& table) {
   };
   bn_train.cost = input_element_cost(0, 8);
   bn_train.eval = &eval_batch_norm_train;
+  bn_train.gradient = gradient_of_batch_norm_train;
 
   OpDef& bn_infer = table.define(Op::batch_norm_infer);
   bn_infer.summary = "(x - mean) / sqrt(var + epsilon) * scale + bias per channel (axis 1)";
@@ -468,6 +643,7 @@ void register_composite_ops(OpTable& table) {
   // subtract, multiply by the per-channel scale / std, add.
   bn_infer.cost = per_element_cost(4);
   bn_infer.eval = &eval_batch_norm_infer;
+  bn_infer.gradient = gradient_of_batch_norm_infer;
 
   OpDef& dropout = table.define(Op::dropout);
   dropout.summary = "zero elements with probability `ratio`, scale the rest by 1/(1-ratio)";
@@ -481,6 +657,9 @@ void register_composite_ops(OpTable& table) {
   dropout.infer = &infer_dropout;
   dropout.cost = per_element_cost(8);
   dropout.eval = &eval_dropout;
+  dropout.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    return std::vector<Value*>{b.apply1(Op::dropout, {grads[0]}, node.attrs())};
+  };
 
   OpDef& cross_entropy = table.define(Op::cross_entropy);
   cross_entropy.summary = "logsumexp(logits) - logits[label], class axis last, then reduced";
@@ -495,6 +674,7 @@ void register_composite_ops(OpTable& table) {
   // max, subtract, exp, sum per logit.
   cross_entropy.cost = input_element_cost(0, 4);
   cross_entropy.eval = &eval_cross_entropy;
+  cross_entropy.gradient = gradient_of_cross_entropy;
 
   OpDef& bce = table.define(Op::binary_cross_entropy);
   bce.summary = "binary cross-entropy of sigmoid(logits) against targets, then reduced";
@@ -506,6 +686,7 @@ void register_composite_ops(OpTable& table) {
   // max, multiply, subtract, abs, exp, log1p, add, and the reduction's add.
   bce.cost = input_element_cost(0, 8);
   bce.eval = &eval_binary_cross_entropy;
+  bce.gradient = gradient_of_binary_cross_entropy;
 
   OpDef& nll = table.define(Op::nll_loss);
   nll.summary = "-log_probs[label], class axis last, then reduced";
@@ -520,6 +701,7 @@ void register_composite_ops(OpTable& table) {
   // one gather-negate-add per label position.
   nll.cost = input_element_cost(1, 2);
   nll.eval = &eval_nll_loss;
+  nll.gradient = gradient_of_nll_loss;
 }
 
 }  // namespace kiln::ops

@@ -1,5 +1,10 @@
 // Contraction ops: matmul, convolution with its two gradients, and sparse (CSR) x dense matmul.
 // All accumulate in f64 and round once to the output dtype.
+//
+// Gradients are contractions again: matmul's are matmuls with transposed operands (summed over
+// broadcast batch dims); conv's are conv_grad_data and conv_grad_weight, and since all three
+// conv ops are bilinear adjoints of one another, each one's gradient is made of the others.
+// spmm's gradient with respect to dense is spmm with the sparse matrix transposed.
 #include <string>
 #include <vector>
 
@@ -369,7 +374,23 @@ std::vector<AttrSpec> conv_attrs() {
 // ---------------------------------------------------------------------------------------------
 // spmm
 
-Expected<std::vector<TensorType>> infer_spmm(std::span<const TensorType> in, const Attrs&) {
+// The number of columns K of spmm's sparse matrix [M, K]: attribute `num_cols`, which may be
+// left at -1 without transpose, where K is the rows of dense.
+Expected<int64_t> spmm_num_cols(const Attrs& attrs, const TensorType& dense) {
+  const int64_t num_cols = attrs.get_int("num_cols");
+  const bool transpose = attrs.get_bool("transpose");
+  if (num_cols < -1 || (transpose && num_cols == -1)) {
+    return Status::errorf("attribute 'num_cols' must be >= 0{}, got {}",
+                          transpose ? " with transpose" : " or -1", num_cols);
+  }
+  if (!transpose && num_cols != -1 && num_cols != dense.shape.dim(0)) {
+    return Status::errorf("attribute 'num_cols' is {} but input 'dense' {} has {} rows", num_cols,
+                          dense.to_string(), dense.shape.dim(0));
+  }
+  return transpose ? num_cols : dense.shape.dim(0);
+}
+
+Expected<std::vector<TensorType>> infer_spmm(std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType& row_ptr = in[0];
   const TensorType& col_indices = in[1];
   const TensorType& values = in[2];
@@ -391,7 +412,18 @@ Expected<std::vector<TensorType>> infer_spmm(std::span<const TensorType> in, con
     return Status::errorf("inputs 'col_indices' ({}) and 'values' ({}) must have the same length",
                           col_indices.to_string(), values.to_string());
   }
-  KILN_ASSIGN_OR_RETURN(Shape out, Shape::make({row_ptr.shape.dim(0) - 1, dense.shape.dim(1)}));
+  KILN_ASSIGN_OR_RETURN(const int64_t num_cols, spmm_num_cols(attrs, dense));
+  const int64_t rows = row_ptr.shape.dim(0) - 1;
+  if (!attrs.get_bool("transpose")) {
+    KILN_ASSIGN_OR_RETURN(Shape out, Shape::make({rows, dense.shape.dim(1)}));
+    return std::vector<TensorType>{{values.dtype, std::move(out)}};
+  }
+  if (dense.shape.dim(0) != rows) {
+    return Status::errorf(
+        "with transpose, input 'dense' {} must have M = {} rows (entries of 'row_ptr' - 1)",
+        dense.to_string(), rows);
+  }
+  KILN_ASSIGN_OR_RETURN(Shape out, Shape::make({num_cols, dense.shape.dim(1)}));
   return std::vector<TensorType>{{values.dtype, std::move(out)}};
 }
 
@@ -404,8 +436,10 @@ Cost spmm_cost(std::span<const TensorType> in, std::span<const TensorType> out, 
   return cost;
 }
 
-// Checks the CSR structure, which only the data can tell.
-Status check_csr(const Array& row_ptr, const Array& col_indices, int64_t num_cols) {
+// Checks the CSR structure, which only the data can tell; `cols_source` says where the number
+// of columns came from.
+Status check_csr(const Array& row_ptr, const Array& col_indices, int64_t num_cols,
+                 std::string_view cols_source) {
   const int64_t rows = row_ptr.size() - 1;
   const int64_t nnz = col_indices.size();
   if (row_ptr[0] != 0) return Status::errorf("input 'row_ptr' must start at 0, got {}", row_ptr[0]);
@@ -421,31 +455,130 @@ Status check_csr(const Array& row_ptr, const Array& col_indices, int64_t num_col
   }
   for (int64_t i = 0; i < nnz; ++i) {
     if (col_indices[i] < 0 || col_indices[i] >= static_cast<double>(num_cols)) {
-      return Status::errorf("input 'col_indices' entry {} is {}, outside [0, {}) (rows of 'dense')",
-                            i, col_indices[i], num_cols);
+      return Status::errorf("input 'col_indices' entry {} is {}, outside [0, {}) ({})", i,
+                            col_indices[i], num_cols, cols_source);
     }
   }
   return Status::ok();
 }
 
-Expected<std::vector<Array>> eval_spmm(std::span<const Array> in, const Attrs&,
+// A [M, K] x dense [K, N], or with transpose A^T x dense [M, N]: each non-zero A[r, c] adds
+// A[r, c] * dense[c, :] to out[r, :] (transposed: A[r, c] * dense[r, :] to out[c, :]).
+Expected<std::vector<Array>> eval_spmm(std::span<const Array> in, const Attrs& attrs,
                                        std::span<const TensorType> out) {
   const Array& row_ptr = in[0];
   const Array& col_indices = in[1];
   const Array& values = in[2];
   const Array& dense = in[3];
-  KILN_RETURN_IF_ERROR(check_csr(row_ptr, col_indices, dense.shape.dim(0)));
+  const bool transpose = attrs.get_bool("transpose");
+  const int64_t num_cols = *spmm_num_cols(attrs, dense.type());
+  KILN_RETURN_IF_ERROR(check_csr(row_ptr, col_indices, num_cols,
+                                 transpose ? "attribute 'num_cols'" : "rows of 'dense'"));
   const int64_t n = dense.shape.dim(1);
   Array result(out[0].dtype, out[0].shape);
   for (int64_t r = 0; r + 1 < row_ptr.size(); ++r) {
     for (auto i = static_cast<int64_t>(row_ptr[r]); i < static_cast<int64_t>(row_ptr[r + 1]);
          ++i) {
       const auto col = static_cast<int64_t>(col_indices[i]);
-      for (int64_t j = 0; j < n; ++j) result[r * n + j] += values[i] * dense[col * n + j];
+      const int64_t from = transpose ? r : col;
+      const int64_t to = transpose ? col : r;
+      for (int64_t j = 0; j < n; ++j) result[to * n + j] += values[i] * dense[from * n + j];
     }
   }
   result.round_to_dtype();
   return std::vector<Array>{std::move(result)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient rules
+
+std::vector<Value*> gradient_of_matmul(GraphBuilder& b, const Node& node,
+                                       std::span<Value* const> grads) {
+  Value* lhs = node.input(0);
+  Value* rhs = node.input(1);
+  Value* dy = grads[0];
+  const bool ta = node.attrs().get_bool("transpose_a");
+  const bool tb = node.attrs().get_bool("transpose_b");
+  // y = op(a) op(b): d op(a) = dy op(b)^T and d op(b) = op(a)^T dy, transposed back where the
+  // operand was transposed, each written as one matmul.
+  Value* da = ta ? b.matmul(rhs, dy, tb, true) : b.matmul(dy, rhs, false, !tb);
+  Value* db = tb ? b.matmul(dy, lhs, true, ta) : b.matmul(lhs, dy, !ta, false);
+  return {b.sum_to(da, lhs->shape()), b.sum_to(db, rhs->shape())};
+}
+
+// The window attributes of a conv-family node (strides, pads, dilations, groups), plus the
+// shape attribute `shape_name` (input_shape or weight_shape) when given.
+Attrs conv_window(const Attrs& attrs, std::string_view shape_name = {}, const Shape& shape = {}) {
+  Attrs window;
+  for (const char* name : {"strides", "pads", "dilations", "groups"}) {
+    window.set(name, attrs.get(name));
+  }
+  if (!shape_name.empty()) window.set(shape_name, shape.dims());
+  return window;
+}
+
+std::vector<Value*> gradient_of_conv(GraphBuilder& b, const Node& node,
+                                     std::span<Value* const> grads) {
+  Value* x = node.input(0);
+  Value* w = node.input(1);
+  Value* dy = grads[0];
+  const Attrs& attrs = node.attrs();
+  return {b.apply1(Op::conv_grad_data, {dy, w}, conv_window(attrs, "input_shape", x->shape())),
+          b.apply1(Op::conv_grad_weight, {x, dy}, conv_window(attrs, "weight_shape", w->shape()))};
+}
+
+// conv_grad_data(g, w) is bilinear: its gradient in g is conv by w, in w conv_grad_weight.
+std::vector<Value*> gradient_of_conv_grad_data(GraphBuilder& b, const Node& node,
+                                               std::span<Value* const> grads) {
+  Value* grad_out = node.input(0);
+  Value* w = node.input(1);
+  Value* ddx = grads[0];
+  const Attrs& attrs = node.attrs();
+  return {b.apply1(Op::conv, {ddx, w}, conv_window(attrs)),
+          b.apply1(Op::conv_grad_weight, {ddx, grad_out},
+                   conv_window(attrs, "weight_shape", w->shape()))};
+}
+
+// conv_grad_weight(x, g) is bilinear: its gradient in x is conv_grad_data, in g conv by it.
+std::vector<Value*> gradient_of_conv_grad_weight(GraphBuilder& b, const Node& node,
+                                                 std::span<Value* const> grads) {
+  Value* x = node.input(0);
+  Value* grad_out = node.input(1);
+  Value* ddw = grads[0];
+  const Attrs& attrs = node.attrs();
+  return {b.apply1(Op::conv_grad_data, {grad_out, ddw},
+                   conv_window(attrs, "input_shape", x->shape())),
+          b.apply1(Op::conv, {x, ddw}, conv_window(attrs))};
+}
+
+// The row of each non-zero of a CSR matrix: the number of rows r >= 1 with row_ptr[r] <= i,
+// counted by comparing every non-zero with every row start (O(nnz * M) work).
+Value* csr_row_ids(GraphBuilder& b, Value* row_ptr, int64_t nnz) {
+  const int64_t rows = row_ptr->shape().dim(0) - 1;
+  Value* ends = b.reshape(b.cast(b.slice(row_ptr, {1}, {rows + 1}), DType::i64), {1, rows});
+  Value* positions = b.iota(Shape{nnz, 1});
+  return b.sum(b.cast(b.greater_equal(positions, ends), DType::i64), {1});
+}
+
+// spmm is linear in values and in dense. With out[to] += v_i dense[from] per non-zero i:
+//   d dense = A^T dy (A dy with transpose), d v_i = dot(dy[to], dense[from]).
+// The structure inputs get no gradient.
+std::vector<Value*> gradient_of_spmm(GraphBuilder& b, const Node& node,
+                                     std::span<Value* const> grads) {
+  Value* row_ptr = node.input(0);
+  Value* col_indices = node.input(1);
+  Value* values = node.input(2);
+  Value* dense = node.input(3);
+  Value* dy = grads[0];
+  const bool transpose = node.attrs().get_bool("transpose");
+  // A's columns are dense's rows without transpose and dy's rows with it.
+  const int64_t num_cols = (transpose ? dy : dense)->shape().dim(0);
+  Value* d_dense = b.spmm(row_ptr, col_indices, values, dy, !transpose, num_cols);
+  Value* rows = csr_row_ids(b, row_ptr, values->shape().dim(0));
+  Value* out_rows = b.gather(dy, transpose ? col_indices : rows);
+  Value* dense_rows = b.gather(dense, transpose ? rows : col_indices);
+  Value* d_values = b.sum(b.mul(out_rows, dense_rows), {1});
+  return {nullptr, nullptr, d_values, d_dense};
 }
 
 }  // namespace
@@ -463,6 +596,7 @@ void register_contraction_ops(OpTable& table) {
   matmul.infer = infer_matmul;
   matmul.cost = matmul_cost;
   matmul.eval = eval_matmul;
+  matmul.gradient = gradient_of_matmul;
 
   OpDef& conv = table.define(Op::conv);
   conv.summary = "N-d grouped, strided, dilated cross-correlation of x [N,C,...] by w [O,C/g,...]";
@@ -475,6 +609,7 @@ void register_contraction_ops(OpTable& table) {
     return conv_cost(in, out, in[1].shape, out[0].shape);
   };
   conv.eval = eval_conv;
+  conv.gradient = gradient_of_conv;
 
   OpDef& grad_data = table.define(Op::conv_grad_data);
   grad_data.summary = "gradient of conv with respect to x (the adjoint of conv in x)";
@@ -488,6 +623,7 @@ void register_contraction_ops(OpTable& table) {
   grad_data.cost = [](std::span<const TensorType> in, std::span<const TensorType> out,
                       const Attrs&) { return conv_cost(in, out, in[1].shape, in[0].shape); };
   grad_data.eval = eval_conv_grad_data;
+  grad_data.gradient = gradient_of_conv_grad_data;
 
   OpDef& grad_weight = table.define(Op::conv_grad_weight);
   grad_weight.summary = "gradient of conv with respect to w (the adjoint of conv in w)";
@@ -501,15 +637,22 @@ void register_contraction_ops(OpTable& table) {
   grad_weight.cost = [](std::span<const TensorType> in, std::span<const TensorType> out,
                         const Attrs&) { return conv_cost(in, out, out[0].shape, in[1].shape); };
   grad_weight.eval = eval_conv_grad_weight;
+  grad_weight.gradient = gradient_of_conv_grad_weight;
 
   OpDef& spmm = table.define(Op::spmm);
-  spmm.summary = "sparse CSR [M, K] matrix times dense [K, N] matrix";
+  spmm.summary = "sparse CSR A [M, K] times dense [K, N], or A^T times dense [M, N]";
   spmm.fusion_kind = FusionKind::contraction;
   spmm.input_names = {"row_ptr", "col_indices", "values", "dense"};
   spmm.min_inputs = spmm.max_inputs = 4;
+  spmm.attrs = {
+      {"transpose", AttrKind::boolean, AttrValue(false), "multiply by A^T instead of A"},
+      {"num_cols", AttrKind::integer, AttrValue(-1),
+       "K, the columns of A; required with transpose, -1 (dense's rows) allowed without"},
+  };
   spmm.infer = infer_spmm;
   spmm.cost = spmm_cost;
   spmm.eval = eval_spmm;
+  spmm.gradient = gradient_of_spmm;
 }
 
 }  // namespace kiln::ops

@@ -2,6 +2,10 @@
 // (reshape, transpose, broadcast_to), slicing and joining (slice, concat, split, pad) and
 // indexing (gather, scatter_add, one_hot). Each output element is one input element or a
 // constant, except in scatter_add, which accumulates.
+//
+// Gradients move dy back to where each element came from: the inverse reshape or permutation,
+// the sum over broadcast axes, padding (or scatter_add for strided slices) for slice, slices for
+// concat and pad, scatter_add for gather. Integer indices get no gradient.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -627,6 +631,94 @@ Expected<std::vector<Array>> eval_one_hot(std::span<const Array> in, const Attrs
   return std::vector<Array>{std::move(result)};
 }
 
+// ---- gradient rules -------------------------------------------------------------------------
+
+std::vector<Value*> gradient_of_transpose(GraphBuilder& b, const Node& node,
+                                          std::span<Value* const> grads) {
+  const std::vector<int64_t> perm = transpose_perm(node.attrs(), node.input(0)->rank());
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  }
+  return {b.transpose(grads[0], std::move(inverse))};
+}
+
+// Puts dy back at the positions slice read, zeros elsewhere: one axis at a time, by padding
+// where the step is 1 and by scatter_add at start + step * i otherwise.
+std::vector<Value*> gradient_of_slice(GraphBuilder& b, const Node& node,
+                                      std::span<Value* const> grads) {
+  const TensorType& x = node.input(0)->type();
+  const SlicePlan plan = *plan_slice(x, node.attrs());
+  const int rank = x.shape.rank();
+  Value* dx = grads[0];
+  std::vector<int64_t> dims = plan.shape.dims();
+  for (int axis = 0; axis < rank; ++axis) {
+    const size_t a = static_cast<size_t>(axis);
+    const int64_t start = plan.start[a];
+    const int64_t step = plan.step[a];
+    const int64_t extent = plan.shape.dim(axis);
+    const int64_t full = x.shape.dim(axis);
+    if (start == 0 && step == 1 && extent == full) continue;
+    dims[a] = full;
+    if (step == 1) {
+      std::vector<int64_t> pads(2 * static_cast<size_t>(rank), 0);
+      pads[a] = start;
+      pads[a + static_cast<size_t>(rank)] = full - start - extent;
+      dx = b.pad(dx, std::move(pads));
+    } else {
+      Value* stride = b.scalar(static_cast<double>(step), DType::i64);
+      Value* first = b.scalar(static_cast<double>(start), DType::i64);
+      Value* indices = b.add(b.mul(b.iota(Shape{extent}), stride), first);
+      dx = b.scatter_add(b.fill(Shape(dims), 0, x.dtype), indices, dx, axis);
+    }
+  }
+  return {dx};
+}
+
+std::vector<Value*> gradient_of_concat(GraphBuilder& b, const Node& node,
+                                       std::span<Value* const> grads) {
+  const int64_t axis = node.attrs().get_int("axis");
+  const int normalized = *normalize_axis(axis, node.output(0)->rank());
+  std::vector<int64_t> sizes;
+  for (const Value* input : node.inputs()) sizes.push_back(input->shape().dim(normalized));
+  return b.split(grads[0], axis, std::move(sizes));
+}
+
+// Outputs without a gradient contribute zeros to the concatenation.
+std::vector<Value*> gradient_of_split(GraphBuilder& b, const Node& node,
+                                      std::span<Value* const> grads) {
+  std::vector<Value*> pieces;
+  for (int i = 0; i < node.num_outputs(); ++i) {
+    const TensorType& type = node.output(i)->type();
+    Value* grad = grads[static_cast<size_t>(i)];
+    pieces.push_back(grad != nullptr ? grad : b.fill(type.shape, 0, type.dtype));
+  }
+  return {b.concat(pieces, node.attrs().get_int("axis"))};
+}
+
+// Padding by the negated pads undoes pad: it crops what was added and adds zeros where pad
+// cropped.
+std::vector<Value*> gradient_of_pad(GraphBuilder& b, const Node& node,
+                                    std::span<Value* const> grads) {
+  std::vector<int64_t> pads = node.attrs().get_ints("pads");
+  for (int64_t& p : pads) p = -p;
+  return {b.pad(grads[0], std::move(pads))};
+}
+
+std::vector<Value*> gradient_of_gather(GraphBuilder& b, const Node& node,
+                                       std::span<Value* const> grads) {
+  const TensorType& data = node.input(0)->type();
+  Value* zeros = b.fill(data.shape, 0, data.dtype);
+  const int64_t axis = node.attrs().get_int("axis");
+  return {b.scatter_add(zeros, node.input(1), grads[0], axis), nullptr};
+}
+
+std::vector<Value*> gradient_of_scatter_add(GraphBuilder& b, const Node& node,
+                                            std::span<Value* const> grads) {
+  const int64_t axis = node.attrs().get_int("axis");
+  return {grads[0], nullptr, b.gather(grads[0], node.input(1), axis)};
+}
+
 // Fills the fields every layout op shares.
 OpDef& define(OpTable& table, Op op, std::string summary, std::vector<std::string> inputs) {
   OpDef& def = table.define(op);
@@ -645,12 +737,16 @@ void register_layout_ops(OpTable& table) {
   constant.attrs = {{"value", AttrKind::tensor, std::nullopt, "the tensor produced"}};
   constant.infer = infer_constant;
   constant.eval = eval_constant;
+  constant.non_differentiable = "has no inputs";
 
   OpDef& reshape = define(table, Op::reshape, "same elements in row-major order, new shape", {"x"});
   reshape.attrs = {{"shape", AttrKind::ints, std::nullopt,
                     "new shape; one entry may be -1 (inferred), 0 is a zero extent"}};
   reshape.infer = infer_reshape;
   reshape.eval = eval_reshape;
+  reshape.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    return std::vector<Value*>{b.reshape(grads[0], node.input(0)->shape().dims())};
+  };
 
   OpDef& transpose =
       define(table, Op::transpose, "permute axes: out.shape[i] = x.shape[perm[i]]", {"x"});
@@ -658,11 +754,15 @@ void register_layout_ops(OpTable& table) {
                       "permutation of 0..rank-1; empty reverses the axes"}};
   transpose.infer = infer_transpose;
   transpose.eval = eval_transpose;
+  transpose.gradient = gradient_of_transpose;
 
   OpDef& broadcast_to = define(table, Op::broadcast_to, "NumPy-broadcast x to `shape`", {"x"});
   broadcast_to.attrs = {{"shape", AttrKind::ints, std::nullopt, "target shape"}};
   broadcast_to.infer = infer_broadcast_to;
   broadcast_to.eval = eval_broadcast_to;
+  broadcast_to.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    return std::vector<Value*>{b.sum_to(grads[0], node.input(0)->shape())};
+  };
 
   OpDef& slice = define(table, Op::slice, "strided slice along axes, as ONNX Slice", {"x"});
   slice.attrs = {
@@ -674,6 +774,7 @@ void register_layout_ops(OpTable& table) {
        "non-zero stride per sliced axis; empty means all 1"}};
   slice.infer = infer_slice;
   slice.eval = eval_slice;
+  slice.gradient = gradient_of_slice;
 
   OpDef& concat = define(table, Op::concat, "join inputs along `axis`", {"inputs"});
   concat.min_inputs = 1;
@@ -681,6 +782,7 @@ void register_layout_ops(OpTable& table) {
   concat.attrs = {{"axis", AttrKind::integer, std::nullopt, "axis to join; negative from end"}};
   concat.infer = infer_concat;
   concat.eval = eval_concat;
+  concat.gradient = gradient_of_concat;
 
   OpDef& split = define(table, Op::split, "cut x along `axis` into pieces of `sizes`", {"x"});
   split.attrs = {{"axis", AttrKind::integer, AttrValue(0), "axis to cut; negative from end"},
@@ -688,6 +790,7 @@ void register_layout_ops(OpTable& table) {
                   "extent of each output along axis; they sum to x's extent"}};
   split.infer = infer_split;
   split.eval = eval_split;
+  split.gradient = gradient_of_split;
 
   OpDef& pad = define(table, Op::pad, "constant padding; negative pads crop", {"x"});
   pad.attrs = {
@@ -695,12 +798,14 @@ void register_layout_ops(OpTable& table) {
       {"value", AttrKind::floating, AttrValue(0.0), "value of the padding"}};
   pad.infer = infer_pad;
   pad.eval = eval_pad;
+  pad.gradient = gradient_of_pad;
 
   OpDef& gather =
       define(table, Op::gather, "take slices of data at indices along `axis`", {"data", "indices"});
   gather.attrs = {{"axis", AttrKind::integer, AttrValue(0), "axis indexed; negative from end"}};
   gather.infer = infer_gather;
   gather.eval = eval_gather;
+  gather.gradient = gradient_of_gather;
 
   OpDef& scatter_add = define(table, Op::scatter_add,
                               "data + updates added at indices along `axis` (gather's transpose)",
@@ -711,6 +816,7 @@ void register_layout_ops(OpTable& table) {
   scatter_add.cost = per_element_cost(1);
   scatter_add.infer = infer_scatter_add;
   scatter_add.eval = eval_scatter_add;
+  scatter_add.gradient = gradient_of_scatter_add;
 
   OpDef& one_hot =
       define(table, Op::one_hot, "on_value where the new axis equals the index", {"indices"});
@@ -722,6 +828,7 @@ void register_layout_ops(OpTable& table) {
       {"off_value", AttrKind::floating, AttrValue(0.0), "value elsewhere"}};
   one_hot.infer = infer_one_hot;
   one_hot.eval = eval_one_hot;
+  one_hot.non_differentiable = "input is an integer index";
 
   OpDef& iota = define(table, Op::iota, "each element is its index along `axis`", {});
   iota.attrs = {{"shape", AttrKind::ints, std::nullopt, "output shape; rank at least 1"},
@@ -729,6 +836,7 @@ void register_layout_ops(OpTable& table) {
                 {"dtype", AttrKind::dtype, AttrValue(DType::i64), "output dtype"}};
   iota.infer = infer_iota;
   iota.eval = eval_iota;
+  iota.non_differentiable = "has no inputs";
 
   OpDef& fill = define(table, Op::fill, "every element equal to `value`", {});
   fill.attrs = {{"shape", AttrKind::ints, std::nullopt, "output shape"},
@@ -736,6 +844,7 @@ void register_layout_ops(OpTable& table) {
                 {"dtype", AttrKind::dtype, AttrValue(DType::f32), "output dtype"}};
   fill.infer = infer_fill;
   fill.eval = eval_fill;
+  fill.non_differentiable = "has no inputs";
 }
 
 }  // namespace kiln::ops

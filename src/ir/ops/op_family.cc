@@ -15,6 +15,16 @@ CostFn per_element_cost(double flops_per_element) {
   };
 }
 
+GradFn zero_gradient() {
+  return [](GraphBuilder&, const Node& node, std::span<Value* const>) {
+    return std::vector<Value*>(static_cast<size_t>(node.num_inputs()), nullptr);
+  };
+}
+
+Value* scalar_like(GraphBuilder& b, double value, const Value* like) {
+  return b.scalar(value, like->dtype());
+}
+
 Status require_floating(const TensorType& type, std::string_view input) {
   if (is_floating(type.dtype)) return Status::ok();
   return Status::errorf("input '{}' must be a floating type, got {}", input, type.to_string());

@@ -1,5 +1,8 @@
 // Pooling ops: max and average pooling over 1 to 3 spatial dims, and their gradients.
 // Layout as conv (and ONNX): x [N, C, *spatial], y [N, C, *out_spatial]; windows never dilate.
+//
+// Gradients: max_pool's is max_pool_grad (dy routed to each window's maximum), avg_pool's is
+// avg_pool_grad, and avg_pool_grad, being avg_pool's adjoint, has avg_pool as its own.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -279,6 +282,17 @@ AttrSpec count_include_pad_attr() {
           "divide by the kernel volume instead of the count of non-padded elements"};
 }
 
+// The attributes of a pooling node without `input_shape`, for building avg_pool from
+// avg_pool_grad's attributes; or with it set to `input_shape`, for the reverse.
+Attrs avg_pool_attrs(const Attrs& attrs, const Shape* input_shape) {
+  Attrs result;
+  for (const char* name : {"kernel", "strides", "pads", "count_include_pad"}) {
+    result.set(name, attrs.get(name));
+  }
+  if (input_shape != nullptr) result.set("input_shape", input_shape->dims());
+  return result;
+}
+
 }  // namespace
 
 void register_pooling_ops(OpTable& table) {
@@ -292,6 +306,10 @@ void register_pooling_ops(OpTable& table) {
   max_pool.cost = [](std::span<const TensorType> in, std::span<const TensorType> out,
                      const Attrs& attrs) { return pool_cost(in, out, attrs, out[0].shape); };
   max_pool.eval = eval_max_pool;
+  max_pool.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    return std::vector<Value*>{
+        b.apply1(Op::max_pool_grad, {node.input(0), grads[0]}, node.attrs())};
+  };
 
   OpDef& avg_pool = table.define(Op::avg_pool);
   avg_pool.summary = "mean over sliding windows of x [N, C, *spatial]";
@@ -303,6 +321,10 @@ void register_pooling_ops(OpTable& table) {
   avg_pool.infer = infer_pool;
   avg_pool.cost = max_pool.cost;
   avg_pool.eval = eval_avg_pool;
+  avg_pool.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    const Attrs attrs = avg_pool_attrs(node.attrs(), &node.input(0)->shape());
+    return std::vector<Value*>{b.apply1(Op::avg_pool_grad, {grads[0]}, attrs)};
+  };
 
   OpDef& max_grad = table.define(Op::max_pool_grad);
   max_grad.summary = "gradient of max_pool: grad_out routed to each window's (first) maximum";
@@ -314,6 +336,9 @@ void register_pooling_ops(OpTable& table) {
   max_grad.cost = [](std::span<const TensorType> in, std::span<const TensorType> out,
                      const Attrs& attrs) { return pool_cost(in, out, attrs, in[1].shape); };
   max_grad.eval = eval_max_pool_grad;
+  max_grad.non_differentiable =
+      "second-order gradients of max_pool are not supported (they need a gather at each "
+      "window's maximum)";
 
   OpDef& avg_grad = table.define(Op::avg_pool_grad);
   avg_grad.summary = "gradient of avg_pool (its adjoint): grad_out spread over each window";
@@ -328,6 +353,10 @@ void register_pooling_ops(OpTable& table) {
   avg_grad.cost = [](std::span<const TensorType> in, std::span<const TensorType> out,
                      const Attrs& attrs) { return pool_cost(in, out, attrs, in[0].shape); };
   avg_grad.eval = eval_avg_pool_grad;
+  avg_grad.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    const Attrs attrs = avg_pool_attrs(node.attrs(), nullptr);
+    return std::vector<Value*>{b.apply1(Op::avg_pool, {grads[0]}, attrs)};
+  };
 }
 
 }  // namespace kiln::ops

@@ -1,8 +1,13 @@
 // Reductions over axes: sum, mean, max, min, prod (attribute `axes`) and argmax / argmin
 // (attribute `axis`), each with `keepdims`.
+//
+// Gradients broadcast dy back over the reduced axes: sum copies it, mean divides by the count,
+// max and min share it equally among the elements equal to the extremum (as PyTorch's amax),
+// prod multiplies by the product of the other elements (zeros included).
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -89,7 +94,58 @@ double accumulate(Kind kind, double acc, double v) {
   return acc;
 }
 
-void define_reduce(OpTable& table, Op op, std::string summary, Kind kind, Domain domain) {
+// Gradient rules. `v` has the reduce node's output shape; the result has the reduced axes
+// restored at extent 1, so that it broadcasts against the input.
+Value* keep_reduced_axes(GraphBuilder& b, const Node& node, Value* v) {
+  const TensorType& x = node.input(0)->type();
+  const std::vector<bool> reduced = *reduced_axes(x, node.attrs().get_ints("axes"));
+  const Shape kept = reduced_shape(x.shape, reduced, /*keepdims=*/true);
+  if (v != nullptr && v->shape() == kept) return v;
+  return b.reshape(v, kept.dims());
+}
+
+// The reduced axes summed over again, keeping them: the shape keep_reduced_axes produces.
+Value* sum_reduced_axes(GraphBuilder& b, const Node& node, Value* v) {
+  return b.sum(v, node.attrs().get_ints("axes"), /*keepdims=*/true);
+}
+
+GradFn sum_gradient(Kind kind) {
+  return [kind](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    Value* x = node.input(0);
+    Value* dx = b.broadcast_to(keep_reduced_axes(b, node, grads[0]), x->shape().dims());
+    if (kind == Kind::mean) {
+      // 1 / count, the number of elements each output averages.
+      const auto outputs = static_cast<double>(node.output(0)->shape().num_elements());
+      dx = b.mul_scalar(dx, outputs / static_cast<double>(x->shape().num_elements()));
+    }
+    return std::vector<Value*>{dx};
+  };
+}
+
+Value* extremum_gradient(GraphBuilder& b, const Node& node, Value* dy) {
+  Value* x = node.input(0);
+  Value* is_extremum = b.cast(b.equal(x, keep_reduced_axes(b, node, node.output(0))), x->dtype());
+  Value* ties = sum_reduced_axes(b, node, is_extremum);
+  return b.mul(is_extremum, b.div(keep_reduced_axes(b, node, dy), ties));
+}
+
+// d prod / d x_i is the product of the other elements: y / x_i where no element is zero; where
+// exactly one is, the product of the rest for that element and 0 for the others; 0 where more
+// than one is.
+Value* prod_gradient(GraphBuilder& b, const Node& node, Value* dy) {
+  Value* x = node.input(0);
+  Value* zero = scalar_like(b, 0, x);
+  Value* one = scalar_like(b, 1, x);
+  Value* is_zero = b.equal(x, zero);
+  Value* x_or_one = b.where(is_zero, one, x);
+  Value* nonzero_product = b.prod(x_or_one, node.attrs().get_ints("axes"), /*keepdims=*/true);
+  Value* zeros = sum_reduced_axes(b, node, b.cast(is_zero, x->dtype()));
+  Value* at_nonzero = b.where(b.equal(zeros, zero), b.div(nonzero_product, x_or_one), zero);
+  Value* at_zero = b.where(b.equal(zeros, one), nonzero_product, zero);
+  return b.mul(keep_reduced_axes(b, node, dy), b.where(is_zero, at_zero, at_nonzero));
+}
+
+OpDef& define_reduce(OpTable& table, Op op, std::string summary, Kind kind, Domain domain) {
   OpDef& def = table.define(op);
   def.summary = std::move(summary);
   def.fusion_kind = FusionKind::reduction;
@@ -143,6 +199,7 @@ void define_reduce(OpTable& table, Op op, std::string summary, Kind kind, Domain
     result.round_to_dtype();
     return std::vector<Array>{std::move(result)};
   };
+  return def;
 }
 
 // Whether `v`, met after `best` along the axis, becomes the new arg extremum.
@@ -215,15 +272,26 @@ void define_arg_reduce(OpTable& table, Op op, std::string summary, bool is_max) 
 }  // namespace
 
 void register_reduction_ops(OpTable& table) {
-  define_reduce(table, Op::reduce_sum, "sum over axes", Kind::sum, Domain::numeric);
-  define_reduce(table, Op::reduce_mean, "mean over axes", Kind::mean, Domain::floating);
-  define_reduce(table, Op::reduce_max, "maximum over axes; NaN propagates", Kind::max,
-                Domain::numeric);
-  define_reduce(table, Op::reduce_min, "minimum over axes; NaN propagates", Kind::min,
-                Domain::numeric);
-  define_reduce(table, Op::reduce_prod, "product over axes", Kind::prod, Domain::numeric);
+  define_reduce(table, Op::reduce_sum, "sum over axes", Kind::sum, Domain::numeric).gradient =
+      sum_gradient(Kind::sum);
+  define_reduce(table, Op::reduce_mean, "mean over axes", Kind::mean, Domain::floating).gradient =
+      sum_gradient(Kind::mean);
+  for (auto [op, summary, kind] :
+       {std::tuple{Op::reduce_max, "maximum over axes; NaN propagates", Kind::max},
+        std::tuple{Op::reduce_min, "minimum over axes; NaN propagates", Kind::min}}) {
+    define_reduce(table, op, summary, kind, Domain::numeric).gradient =
+        [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+          return std::vector<Value*>{extremum_gradient(b, node, grads[0])};
+        };
+  }
+  define_reduce(table, Op::reduce_prod, "product over axes", Kind::prod, Domain::numeric)
+      .gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
+    return std::vector<Value*>{prod_gradient(b, node, grads[0])};
+  };
   define_arg_reduce(table, Op::argmax, "index of the maximum along `axis`", /*is_max=*/true);
   define_arg_reduce(table, Op::argmin, "index of the minimum along `axis`", /*is_max=*/false);
+  table.define(Op::argmax).non_differentiable = "output is an integer index";
+  table.define(Op::argmin).non_differentiable = "output is an integer index";
 }
 
 }  // namespace kiln::ops

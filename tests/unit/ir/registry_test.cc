@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 
 #include "ir/op.h"
 
@@ -17,6 +18,8 @@ TEST(OpRegistry, EveryOpHasACompleteRecord) {
     EXPECT_TRUE(def.infer) << "op lacks type inference";
     EXPECT_TRUE(def.cost) << "op lacks a cost function";
     EXPECT_TRUE(def.eval) << "op lacks a reference evaluation";
+    EXPECT_NE(static_cast<bool>(def.gradient), !def.non_differentiable.empty())
+        << "op needs exactly one of a gradient rule and a reason it has none";
     EXPECT_GE(def.min_inputs, 0);
     EXPECT_TRUE(def.max_inputs == kVariadic || def.max_inputs >= def.min_inputs);
     // Input names: one per possible input, or a single name for a variadic op.
@@ -34,6 +37,20 @@ TEST(OpRegistry, EveryOpHasACompleteRecord) {
       }
     }
   }
+}
+
+// Exactly the ops through which no floating value flows (bool or integer results or inputs, no
+// inputs) and second-order max_pool lack a gradient rule.
+TEST(OpRegistry, OnlyOpsWithoutFloatingDataflowLackAGradientRule) {
+  std::set<std::string> without_rule;
+  for (const OpDef& def : all_op_defs()) {
+    if (!def.gradient) without_rule.insert(def.name);
+  }
+  const std::set<std::string> expected = {
+      "not",    "equal",   "less",   "less_equal", "greater", "greater_equal",
+      "and",    "or",      "xor",    "argmax",     "argmin",  "constant",
+      "one_hot", "iota",   "fill",   "max_pool_grad"};
+  EXPECT_EQ(without_rule, expected);
 }
 
 TEST(OpRegistry, LooksUpByName) {

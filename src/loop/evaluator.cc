@@ -1,0 +1,200 @@
+#include "loop/evaluator.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "loop/printer.h"
+#include "loop/verifier.h"
+
+namespace kiln::loop {
+namespace {
+
+class Evaluator {
+ public:
+  explicit Evaluator(EvalEnvironment env) : env_(std::move(env)) {}
+
+  Expected<Scalar> eval(const Expr& e) {
+    switch (e.kind()) {
+      case ExprKind::int_imm:
+      case ExprKind::float_imm: return const_value(e);
+      case ExprKind::variable: {
+        const std::string& name = e.as<Variable>()->name;
+        auto it = env_.vars.find(name);
+        if (it == env_.vars.end()) return Status::errorf("variable '{}' has no value", name);
+        return it->second;
+      }
+      case ExprKind::binary: {
+        const Binary& b = *e.as<Binary>();
+        KILN_ASSIGN_OR_RETURN(Scalar x, eval(b.a));
+        KILN_ASSIGN_OR_RETURN(Scalar y, eval(b.b));
+        return apply_binary(b.op, b.a.type(), x, y);
+      }
+      case ExprKind::logical_not: {
+        KILN_ASSIGN_OR_RETURN(Scalar x, eval(e.as<Not>()->a));
+        return apply_not(x);
+      }
+      case ExprKind::select: {
+        const Select& s = *e.as<Select>();
+        KILN_ASSIGN_OR_RETURN(Scalar c, eval(s.condition));
+        KILN_ASSIGN_OR_RETURN(Scalar t, eval(s.true_value));
+        KILN_ASSIGN_OR_RETURN(Scalar f, eval(s.false_value));
+        return is_true(c) ? t : f;
+      }
+      case ExprKind::cast: {
+        const Cast& c = *e.as<Cast>();
+        KILN_ASSIGN_OR_RETURN(Scalar x, eval(c.value));
+        return apply_cast(e.type(), c.value.type(), x);
+      }
+      case ExprKind::load: return eval_load(*e.as<Load>());
+      case ExprKind::call: {
+        const Call& c = *e.as<Call>();
+        std::vector<Scalar> args;
+        for (const Expr& arg : c.args) {
+          KILN_ASSIGN_OR_RETURN(Scalar x, eval(arg));
+          args.push_back(x);
+        }
+        return apply_intrinsic(c.intrinsic, e.type(), args);
+      }
+      case ExprKind::let: {
+        const Let& l = *e.as<Let>();
+        KILN_ASSIGN_OR_RETURN(Scalar value, eval(l.value));
+        return with_var(l.name, value, [&] { return eval(l.body); });
+      }
+      case ExprKind::reduce: return eval_reduce(*e.as<Reduce>());
+    }
+    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+  }
+
+  Status exec(const Stmt& s) {
+    switch (s.kind()) {
+      case StmtKind::for_loop: return exec_for(*s.as<For>());
+      case StmtKind::store: return exec_store(*s.as<Store>());
+      case StmtKind::let_stmt: {
+        const LetStmt& l = *s.as<LetStmt>();
+        KILN_ASSIGN_OR_RETURN(Scalar value, eval(l.value));
+        return with_var(l.name, value, [&] { return exec(l.body); });
+      }
+      case StmtKind::allocate: {
+        const Allocate& a = *s.as<Allocate>();
+        // Uninitialised memory reads as NaN (floats) so that a kernel that reads before it
+        // writes fails its comparison instead of passing by luck.
+        const double fill = is_floating(a.buffer.dtype()) ? std::nan("") : 0.0;
+        std::vector<double> storage(static_cast<size_t>(a.buffer.flat_size()), fill);
+        env_.buffers[a.buffer.name()] = &storage;
+        Status status = exec(a.body);
+        env_.buffers.erase(a.buffer.name());
+        return status;
+      }
+      case StmtKind::if_then_else: {
+        const IfThenElse& i = *s.as<IfThenElse>();
+        KILN_ASSIGN_OR_RETURN(Scalar c, eval(i.condition));
+        if (is_true(c)) return exec(i.then_case);
+        return i.else_case.defined() ? exec(i.else_case) : Status::ok();
+      }
+      case StmtKind::block:
+        for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(exec(child));
+        return Status::ok();
+    }
+    KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
+  }
+
+ private:
+  template <typename Fn>
+  std::invoke_result_t<Fn> with_var(const std::string& name, const Scalar& value, Fn&& fn) {
+    std::optional<Scalar> saved;
+    if (auto it = env_.vars.find(name); it != env_.vars.end()) saved = it->second;
+    env_.vars[name] = value;
+    auto result = fn();
+    if (saved) {
+      env_.vars[name] = *saved;
+    } else {
+      env_.vars.erase(name);
+    }
+    return result;
+  }
+
+  // The element an index addresses, or an error naming the access.
+  Expected<double*> element(const Buffer& buffer, const Expr& index_expr, std::string_view what) {
+    KILN_ASSIGN_OR_RETURN(Scalar index_value, eval(index_expr));
+    auto it = env_.buffers.find(buffer.name());
+    if (it == env_.buffers.end()) {
+      return Status::errorf("buffer '{}' has no storage", buffer.name());
+    }
+    std::vector<double>& data = *it->second;
+    const int64_t index = std::get<int64_t>(index_value);
+    if (index < 0 || index >= static_cast<int64_t>(data.size())) {
+      return Status::errorf("{} {}[{}] is out of bounds: index {}, size {}", what, buffer.name(),
+                            print(index_expr), index, data.size());
+    }
+    return &data[static_cast<size_t>(index)];
+  }
+
+  Expected<Scalar> eval_load(const Load& l) {
+    KILN_ASSIGN_OR_RETURN(double* slot, element(l.buffer, l.index, "load"));
+    const double value = round_to_dtype(*slot, l.type);
+    return is_floating(l.type) ? Scalar(value) : Scalar(static_cast<int64_t>(value));
+  }
+
+  Expected<Scalar> eval_reduce(const Reduce& r) {
+    KILN_ASSIGN_OR_RETURN(Scalar min_value, eval(r.min));
+    KILN_ASSIGN_OR_RETURN(Scalar extent_value, eval(r.extent));
+    const int64_t min = std::get<int64_t>(min_value), extent = std::get<int64_t>(extent_value);
+    if (extent <= 0) return reduce_identity(r.op, r.type);
+    std::optional<Scalar> acc;
+    for (int64_t k = min; k < min + extent; ++k) {
+      KILN_ASSIGN_OR_RETURN(Scalar x, with_var(r.var, k, [&] { return eval(r.body); }));
+      acc = acc ? apply_binary(reduce_combiner(r.op), r.type, *acc, x) : x;
+    }
+    return *acc;
+  }
+
+  Status exec_for(const For& f) {
+    KILN_ASSIGN_OR_RETURN(Scalar min_value, eval(f.min));
+    KILN_ASSIGN_OR_RETURN(Scalar extent_value, eval(f.extent));
+    const int64_t min = std::get<int64_t>(min_value), extent = std::get<int64_t>(extent_value);
+    for (int64_t i = min; i < min + extent; ++i) {
+      KILN_RETURN_IF_ERROR(with_var(f.var, i, [&] { return exec(f.body); }));
+    }
+    return Status::ok();
+  }
+
+  Status exec_store(const Store& s) {
+    KILN_ASSIGN_OR_RETURN(Scalar value, eval(s.value));
+    KILN_ASSIGN_OR_RETURN(double* slot, element(s.buffer, s.index, "store to"));
+    *slot = is_floating(s.value.type()) ? std::get<double>(value)
+                                        : static_cast<double>(std::get<int64_t>(value));
+    return Status::ok();
+  }
+
+  EvalEnvironment env_;
+};
+
+}  // namespace
+
+Expected<Scalar> evaluate(const Expr& expr, const EvalEnvironment& env) {
+  return Evaluator(env).eval(expr);
+}
+
+Status run_kernel(const Kernel& kernel, std::vector<std::vector<double>>& args) {
+  KILN_RETURN_IF_ERROR(verify(kernel));
+  if (args.size() != kernel.params.size()) {
+    return Status::errorf("kernel '{}' takes {} buffers, given {}", kernel.name,
+                          kernel.params.size(), args.size());
+  }
+  EvalEnvironment env;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Buffer& param = kernel.params[i];
+    if (static_cast<int64_t>(args[i].size()) != param.flat_size()) {
+      return Status::errorf("kernel '{}': buffer '{}' needs {} elements, given {}", kernel.name,
+                            param.name(), param.flat_size(), args[i].size());
+    }
+    env.buffers[param.name()] = &args[i];
+  }
+  Status status = Evaluator(std::move(env)).exec(kernel.body);
+  if (!status) return status.with_context(fmt::format("kernel '{}'", kernel.name));
+  return Status::ok();
+}
+
+}  // namespace kiln::loop

@@ -1,0 +1,62 @@
+#include "loop/stmt.h"
+
+#include "support/check.h"
+
+namespace kiln::loop {
+
+std::string_view for_kind_name(ForKind kind) {
+  switch (kind) {
+    case ForKind::serial: return "serial";
+    case ForKind::parallel: return "parallel";
+    case ForKind::vectorized: return "vectorized";
+    case ForKind::unrolled: return "unrolled";
+  }
+  KILN_UNREACHABLE("bad loop kind {}", static_cast<int>(kind));
+}
+
+Stmt for_loop(std::string var, Expr min, Expr extent, ForKind kind, Stmt body) {
+  KILN_CHECK(min.defined() && extent.defined() && body.defined(),
+             "loop over '{}' with an undefined part", var);
+  return Stmt(std::make_shared<const For>(std::move(var), std::move(min), std::move(extent), kind,
+                                          std::move(body)));
+}
+
+Stmt store(Buffer buffer, Expr index, Expr value) {
+  KILN_CHECK(buffer.defined() && index.defined() && value.defined(),
+             "store with an undefined part");
+  return Stmt(std::make_shared<const Store>(std::move(buffer), std::move(index), std::move(value)));
+}
+
+Stmt store(const Buffer& buffer, const std::vector<Expr>& indices, Expr value) {
+  return store(buffer, element_offset(buffer, indices), std::move(value));
+}
+
+Stmt let_stmt(std::string name, Expr value, Stmt body) {
+  KILN_CHECK(value.defined() && body.defined(), "let '{}' with an undefined part", name);
+  return Stmt(std::make_shared<const LetStmt>(std::move(name), std::move(value), std::move(body)));
+}
+
+Stmt allocate(Buffer buffer, Stmt body) {
+  KILN_CHECK(buffer.defined() && body.defined(), "allocation with an undefined part");
+  return Stmt(std::make_shared<const Allocate>(std::move(buffer), std::move(body)));
+}
+
+Stmt if_then_else(Expr condition, Stmt then_case, Stmt else_case) {
+  KILN_CHECK(condition.defined() && then_case.defined(), "if with an undefined part");
+  return Stmt(std::make_shared<const IfThenElse>(std::move(condition), std::move(then_case),
+                                                 std::move(else_case)));
+}
+
+Stmt block(std::vector<Stmt> stmts) {
+  for (const Stmt& s : stmts) KILN_CHECK(s.defined(), "block with an undefined statement");
+  return Stmt(std::make_shared<const Block>(std::move(stmts)));
+}
+
+Stmt no_op() { return block({}); }
+
+bool is_no_op(const Stmt& stmt) {
+  const Block* b = stmt.as<Block>();
+  return b != nullptr && b->stmts.empty();
+}
+
+}  // namespace kiln::loop

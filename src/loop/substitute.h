@@ -1,0 +1,34 @@
+// Substitution and variable queries over loop IR.
+//
+// `substitute(e, {{"i", j * 4}})` replaces every free occurrence of variable i in e by j * 4.
+// A binder of the same name shadows the substitution in its body. Replacing under a binder
+// whose name occurs free in a replacement would capture it; the verifier's rule that no name
+// is bound twice in nested scopes makes that impossible in verified IR, so it is an internal
+// error here.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "loop/expr.h"
+#include "loop/stmt.h"
+
+namespace kiln::loop {
+
+using Substitution = std::map<std::string, Expr, std::less<>>;
+
+Expr substitute(const Expr& expr, const Substitution& replacements);
+Stmt substitute(const Stmt& stmt, const Substitution& replacements);
+Expr substitute(const Expr& expr, const std::string& name, const Expr& replacement);
+Stmt substitute(const Stmt& stmt, const std::string& name, const Expr& replacement);
+
+// Names of the variables that occur free in `expr`.
+std::set<std::string, std::less<>> free_vars(const Expr& expr);
+bool uses_var(const Expr& expr, std::string_view name);
+bool uses_var(const Stmt& stmt, std::string_view name);
+// Whether `stmt` loads from or stores to a buffer named `name`.
+bool uses_buffer(const Stmt& stmt, std::string_view name);
+
+}  // namespace kiln::loop

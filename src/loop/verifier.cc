@@ -1,0 +1,332 @@
+#include "loop/verifier.h"
+
+#include <cmath>
+
+#include "loop/printer.h"
+#include "loop/scalar.h"
+
+namespace kiln::loop {
+namespace {
+
+std::string first_line(const Stmt& stmt) {
+  std::string text = print(stmt);
+  const size_t end = text.find('\n');
+  return end == std::string::npos ? text : text.substr(0, end);
+}
+
+bool is_numeric(DType type) { return is_integer(type) || is_floating(type); }
+
+class Verifier {
+ public:
+  Status bind_param(const Buffer& buffer) {
+    if (buffer.scope() != MemoryScope::global) {
+      return Status::errorf("parameter '{}' is in scope {}; parameters are global", buffer.name(),
+                            memory_scope_name(buffer.scope()));
+    }
+    for (size_t k = 0; k < buffer.shape().size(); ++k) {
+      if (buffer.shape()[k] < 0 || buffer.strides()[k] < 0) {
+        return Status::errorf("parameter {} has a negative extent or stride",
+                              print_buffer_decl(buffer));
+      }
+    }
+    if (buffers_.contains(buffer.name())) {
+      return Status::errorf("two parameters are named '{}'", buffer.name());
+    }
+    buffers_.emplace(buffer.name(), buffer);
+    return Status::ok();
+  }
+
+  void bind_free_var(const std::string& name, DType type) { vars_.emplace(name, type); }
+
+  Status check(const Expr& e) {
+    switch (e.kind()) {
+      case ExprKind::int_imm: return check_int_imm(e);
+      case ExprKind::float_imm: return check_float_imm(e);
+      case ExprKind::variable: return check_variable(e);
+      case ExprKind::binary: return check_binary(e);
+      case ExprKind::logical_not: {
+        KILN_RETURN_IF_ERROR(check(e.as<Not>()->a));
+        return expect_type(e.as<Not>()->a, DType::boolean, "the operand of '!'", e);
+      }
+      case ExprKind::select: return check_select(e);
+      case ExprKind::cast: return check(e.as<Cast>()->value);
+      case ExprKind::load: {
+        const Load& l = *e.as<Load>();
+        KILN_RETURN_IF_ERROR(check_buffer_use(l.buffer, print(e)));
+        KILN_RETURN_IF_ERROR(check(l.index));
+        return expect_type(l.index, DType::i64, "a load index", e);
+      }
+      case ExprKind::call: return check_call(e);
+      case ExprKind::let: {
+        const Let& l = *e.as<Let>();
+        KILN_RETURN_IF_ERROR(check(l.value));
+        return in_scope(l.name, l.value.type(), print(e), [&] { return check(l.body); });
+      }
+      case ExprKind::reduce: return check_reduce(e);
+    }
+    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+  }
+
+  Status check(const Stmt& s) {
+    switch (s.kind()) {
+      case StmtKind::for_loop: return check_for(s);
+      case StmtKind::store: return check_store(s);
+      case StmtKind::let_stmt: {
+        const LetStmt& l = *s.as<LetStmt>();
+        KILN_RETURN_IF_ERROR(check(l.value));
+        return in_scope(l.name, l.value.type(), first_line(s), [&] { return check(l.body); });
+      }
+      case StmtKind::allocate: return check_allocate(s);
+      case StmtKind::if_then_else: {
+        const IfThenElse& i = *s.as<IfThenElse>();
+        KILN_RETURN_IF_ERROR(check(i.condition));
+        if (i.condition.type() != DType::boolean) {
+          return fail(
+              fmt::format("an if condition is {}, not bool", dtype_name(i.condition.type())),
+              first_line(s));
+        }
+        KILN_RETURN_IF_ERROR(check(i.then_case));
+        return i.else_case.defined() ? check(i.else_case) : Status::ok();
+      }
+      case StmtKind::block:
+        for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(check(child));
+        return Status::ok();
+    }
+    KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
+  }
+
+ private:
+  static Status fail(const std::string& problem, const std::string& node) {
+    return Status::errorf("{} in: {}", problem, node);
+  }
+
+  static Status expect_type(const Expr& operand, DType type, std::string_view what,
+                            const Expr& node) {
+    if (operand.type() == type) return Status::ok();
+    return fail(fmt::format("{} is {}, not {}", what, dtype_name(operand.type()), dtype_name(type)),
+                print(node));
+  }
+
+  Status check_int_imm(const Expr& e) {
+    const int64_t value = e.as<IntImm>()->value;
+    if (!is_integer(e.type()) && e.type() != DType::boolean) {
+      return fail(fmt::format("an integer constant has type {}", dtype_name(e.type())), print(e));
+    }
+    if (wrap_to_type(value, e.type()) != value) {
+      return fail(fmt::format("{} does not fit {}", value, dtype_name(e.type())), print(e));
+    }
+    return Status::ok();
+  }
+
+  Status check_float_imm(const Expr& e) {
+    const double value = e.as<FloatImm>()->value;
+    if (!is_floating(e.type())) {
+      return fail(fmt::format("a floating constant has type {}", dtype_name(e.type())), print(e));
+    }
+    if (!std::isnan(value) && round_to_dtype(value, e.type()) != value) {
+      return fail(fmt::format("{} is not representable in {}", value, dtype_name(e.type())),
+                  print(e));
+    }
+    return Status::ok();
+  }
+
+  Status check_variable(const Expr& e) {
+    const Variable& v = *e.as<Variable>();
+    auto it = vars_.find(v.name);
+    if (it == vars_.end()) return fail(fmt::format("variable '{}' is not bound", v.name), v.name);
+    if (it->second != e.type()) {
+      return fail(fmt::format("variable '{}' is used as {} but bound as {}", v.name,
+                              dtype_name(e.type()), dtype_name(it->second)),
+                  v.name);
+    }
+    return Status::ok();
+  }
+
+  Status check_binary(const Expr& e) {
+    const Binary& b = *e.as<Binary>();
+    KILN_RETURN_IF_ERROR(check(b.a));
+    KILN_RETURN_IF_ERROR(check(b.b));
+    const std::string_view symbol = binary_op_symbol(b.op);
+    if (b.a.type() != b.b.type()) {
+      return fail(fmt::format("operands of '{}' have different types {} and {}", symbol,
+                              dtype_name(b.a.type()), dtype_name(b.b.type())),
+                  print(e));
+    }
+    const DType operand = b.a.type();
+    const bool equality = b.op == BinaryOp::eq || b.op == BinaryOp::ne;
+    if (is_logical(b.op) && operand != DType::boolean) {
+      return fail(fmt::format("'{}' takes bool operands, not {}", symbol, dtype_name(operand)),
+                  print(e));
+    }
+    if (!is_logical(b.op) && !equality && !is_numeric(operand)) {
+      return fail(fmt::format("'{}' takes numeric operands, not {}", symbol, dtype_name(operand)),
+                  print(e));
+    }
+    const DType expected = is_comparison(b.op) || is_logical(b.op) ? DType::boolean : operand;
+    if (e.type() != expected) {
+      return fail(fmt::format("'{}' has type {}, not {}", symbol, dtype_name(e.type()),
+                              dtype_name(expected)),
+                  print(e));
+    }
+    return Status::ok();
+  }
+
+  Status check_select(const Expr& e) {
+    const Select& s = *e.as<Select>();
+    KILN_RETURN_IF_ERROR(check(s.condition));
+    KILN_RETURN_IF_ERROR(check(s.true_value));
+    KILN_RETURN_IF_ERROR(check(s.false_value));
+    KILN_RETURN_IF_ERROR(expect_type(s.condition, DType::boolean, "a select condition", e));
+    if (s.true_value.type() != s.false_value.type() || s.true_value.type() != e.type()) {
+      return fail(fmt::format("select branches have types {} and {}",
+                              dtype_name(s.true_value.type()), dtype_name(s.false_value.type())),
+                  print(e));
+    }
+    return Status::ok();
+  }
+
+  Status check_call(const Expr& e) {
+    const Call& c = *e.as<Call>();
+    const std::string_view name = intrinsic_name(c.intrinsic);
+    if (static_cast<int>(c.args.size()) != intrinsic_arity(c.intrinsic)) {
+      return fail(fmt::format("{} takes {} argument(s), not {}", name, intrinsic_arity(c.intrinsic),
+                              c.args.size()),
+                  print(e));
+    }
+    for (const Expr& arg : c.args) {
+      KILN_RETURN_IF_ERROR(check(arg));
+      KILN_RETURN_IF_ERROR(expect_type(arg, e.type(), fmt::format("an argument of {}", name), e));
+    }
+    const bool ok = c.intrinsic == Intrinsic::abs ? is_numeric(e.type()) : is_floating(e.type());
+    if (!ok) return fail(fmt::format("{} of {}", name, dtype_name(e.type())), print(e));
+    return Status::ok();
+  }
+
+  Status check_reduce(const Expr& e) {
+    const Reduce& r = *e.as<Reduce>();
+    KILN_RETURN_IF_ERROR(check(r.min));
+    KILN_RETURN_IF_ERROR(check(r.extent));
+    KILN_RETURN_IF_ERROR(expect_type(r.min, DType::i64, "a reduction minimum", e));
+    KILN_RETURN_IF_ERROR(expect_type(r.extent, DType::i64, "a reduction extent", e));
+    KILN_RETURN_IF_ERROR(in_scope(r.var, DType::i64, print(e), [&] { return check(r.body); }));
+    if (!is_numeric(r.body.type()) || e.type() != r.body.type()) {
+      return fail(
+          fmt::format("a {} reduces a {} body", reduce_op_name(r.op), dtype_name(r.body.type())),
+          print(e));
+    }
+    return Status::ok();
+  }
+
+  Status check_for(const Stmt& s) {
+    const For& f = *s.as<For>();
+    const std::string header = first_line(s);
+    KILN_RETURN_IF_ERROR(check(f.min));
+    KILN_RETURN_IF_ERROR(check(f.extent));
+    if (f.min.type() != DType::i64 || f.extent.type() != DType::i64) {
+      return fail("loop bounds must be i64", header);
+    }
+    const bool needs_constant =
+        f.for_kind == ForKind::vectorized || f.for_kind == ForKind::unrolled;
+    const std::optional<int64_t> extent = as_const_int(f.extent);
+    if (needs_constant && (!extent || *extent <= 0)) {
+      return fail(
+          fmt::format("a {} loop needs a constant positive extent", for_kind_name(f.for_kind)),
+          header);
+    }
+    const bool vectorized = f.for_kind == ForKind::vectorized;
+    if (inside_vectorized_ && (vectorized || f.for_kind == ForKind::parallel)) {
+      return fail(fmt::format("a {} loop inside a vectorized loop", for_kind_name(f.for_kind)),
+                  header);
+    }
+    const bool outer = inside_vectorized_;
+    inside_vectorized_ = outer || vectorized;
+    Status status = in_scope(f.var, DType::i64, header, [&] { return check(f.body); });
+    inside_vectorized_ = outer;
+    return status;
+  }
+
+  Status check_store(const Stmt& s) {
+    const Store& st = *s.as<Store>();
+    const std::string line = first_line(s);
+    KILN_RETURN_IF_ERROR(check_buffer_use(st.buffer, line));
+    KILN_RETURN_IF_ERROR(check(st.index));
+    KILN_RETURN_IF_ERROR(check(st.value));
+    if (st.index.type() != DType::i64) {
+      return fail(fmt::format("a store index is {}, not i64", dtype_name(st.index.type())), line);
+    }
+    if (st.value.type() != st.buffer.dtype()) {
+      return fail(fmt::format("a store of {} to '{}', which holds {}", dtype_name(st.value.type()),
+                              st.buffer.name(), dtype_name(st.buffer.dtype())),
+                  line);
+    }
+    return Status::ok();
+  }
+
+  Status check_allocate(const Stmt& s) {
+    const Allocate& a = *s.as<Allocate>();
+    const std::string header = first_line(s);
+    if (a.buffer.scope() == MemoryScope::global) return fail("an allocation is global", header);
+    if (a.buffer.flat_size() <= 0) return fail("an allocation is empty", header);
+    if (buffers_.contains(a.buffer.name())) {
+      return fail(fmt::format("buffer '{}' is already declared", a.buffer.name()), header);
+    }
+    buffers_.emplace(a.buffer.name(), a.buffer);
+    Status status = check(a.body);
+    buffers_.erase(a.buffer.name());
+    return status;
+  }
+
+  Status check_buffer_use(const Buffer& buffer, const std::string& node) {
+    auto it = buffers_.find(buffer.name());
+    if (it == buffers_.end()) {
+      return fail(fmt::format("buffer '{}' is neither a parameter nor an enclosing allocation",
+                              buffer.name()),
+                  node);
+    }
+    if (!(it->second.node() == buffer.node())) {
+      return fail(fmt::format("buffer {} is declared as {}", print_buffer_decl(buffer),
+                              print_buffer_decl(it->second)),
+                  node);
+    }
+    return Status::ok();
+  }
+
+  // Checks `body` with `name` bound to `type`.
+  template <typename Fn>
+  Status in_scope(const std::string& name, DType type, const std::string& binder, Fn&& body) {
+    if (vars_.contains(name)) {
+      return fail(fmt::format("'{}' is bound again inside its own scope", name), binder);
+    }
+    vars_.emplace(name, type);
+    Status status = body();
+    vars_.erase(name);
+    return status;
+  }
+
+  std::map<std::string, DType, std::less<>> vars_;
+  std::map<std::string, Buffer, std::less<>> buffers_;
+  bool inside_vectorized_ = false;
+};
+
+}  // namespace
+
+Status verify(const Kernel& kernel) {
+  Verifier verifier;
+  for (const Buffer& param : kernel.params) {
+    Status status = verifier.bind_param(param);
+    if (!status) return status.with_context(fmt::format("kernel '{}'", kernel.name));
+  }
+  Status status = verifier.check(kernel.body);
+  if (!status) return status.with_context(fmt::format("kernel '{}'", kernel.name));
+  return Status::ok();
+}
+
+Status verify(const Expr& expr, const std::map<std::string, DType, std::less<>>& free_vars,
+              const std::vector<Buffer>& buffers) {
+  Verifier verifier;
+  for (const Buffer& buffer : buffers) KILN_RETURN_IF_ERROR(verifier.bind_param(buffer));
+  for (const auto& [name, type] : free_vars) verifier.bind_free_var(name, type);
+  return verifier.check(expr);
+}
+
+}  // namespace kiln::loop

@@ -1,0 +1,36 @@
+// The loop-IR verifier: checks every rule loop/expr.h and loop/stmt.h state.
+//
+//  - Types agree with no implicit promotion: binary operands have one type; arithmetic
+//    (+ - * / % min max, <, <=, >, >=) takes i32, i64 or floats, && || ! take bool, == and !=
+//    any equal types; select's condition is bool and its branches agree; intrinsics other
+//    than abs take floats, with the right number of arguments of the call's type; indices,
+//    loop and reduction bounds and variables are i64; a store's value has the buffer's
+//    element type; constants are representable in their type.
+//  - Scoping: every variable is bound (by an enclosing For, Let, LetStmt or Reduce) and used
+//    with its binder's type, and no name is bound where it is already bound in an enclosing
+//    scope (sibling scopes may reuse a name). Every buffer is a kernel parameter or an
+//    enclosing allocation and agrees with that declaration (dtype, shape, strides, scope).
+//  - Buffers: parameters are global with non-negative extents and strides and unique names;
+//    allocations are local, of positive size, and do not shadow another buffer.
+//  - Loop kinds: vectorized and unrolled loops have constant positive extents; no parallel
+//    or vectorized loop is nested inside a vectorized one.
+// The first violation is returned as a Status naming the rule and printing the offending
+// expression or statement (a statement by its first line).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "loop/expr.h"
+#include "loop/stmt.h"
+#include "support/status.h"
+
+namespace kiln::loop {
+
+Status verify(const Kernel& kernel);
+// An expression whose free variables have the given types and whose loads read `buffers`.
+Status verify(const Expr& expr, const std::map<std::string, DType, std::less<>>& free_vars = {},
+              const std::vector<Buffer>& buffers = {});
+
+}  // namespace kiln::loop
