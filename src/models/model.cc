@@ -137,7 +137,18 @@ double graph_flops(const Graph& graph) {
   return flops;
 }
 
-double training_step_flops(const ModelInstance& model) { return 3 * graph_flops(model.loss.graph); }
+Expected<TrainingStep> build_training_step(const ModelInstance& model,
+                                           const std::optional<Optimizer>& optimizer) {
+  const Graph& graph = model.loss.graph;
+  std::vector<const Value*> parameters;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    if (model.loss.input_kinds[i] == InputKind::parameter) parameters.push_back(graph.inputs()[i]);
+  }
+  Expected<TrainingStep> step =
+      make_training_step(graph, graph.outputs().front(), parameters, optimizer);
+  if (!step) return step.status().with_context(model.preset + " training step");
+  return step;
+}
 
 std::span<const PresetInfo> zoo_presets() {
   static const std::vector<PresetInfo> infos = [] {

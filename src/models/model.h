@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autodiff/training_step.h"
 #include "ir/array.h"
 #include "ir/graph.h"
 #include "support/status.h"
@@ -100,10 +101,11 @@ struct ModelInstance {
 
 // Arithmetic operations of one evaluation of `graph`, summed from each op's cost function.
 double graph_flops(const Graph& graph);
-// Estimated flops of one training step: the loss graph's forward flops times 3 (the backward
-// pass of a contraction costs two forward ones: the gradients of both operands). An estimate
-// until the training-step graph (forward + backward + update) can be built and counted.
-double training_step_flops(const ModelInstance& model);
+// The training step of the loss graph (autodiff/training_step.h) with respect to every
+// parameter (not the state): the gradients without an optimizer, else the updated parameters.
+// Its first inputs are the loss graph's, so input_values(model.loss) feeds them.
+Expected<TrainingStep> build_training_step(const ModelInstance& model,
+                                           const std::optional<Optimizer>& optimizer);
 
 struct PresetInfo {
   std::string name;         // "bert-tiny"

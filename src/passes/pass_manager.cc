@@ -1,10 +1,10 @@
 #include "passes/pass_manager.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -77,8 +77,8 @@ Expected<std::vector<std::string>> parse_pass_list(std::string_view text) {
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    const std::string_view name =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view name = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (name.empty()) return Status::errorf("empty pass name in '{}'", text);
     names.emplace_back(name);
     if (comma == std::string_view::npos) return names;

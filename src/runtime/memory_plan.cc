@@ -1,9 +1,9 @@
 #include "runtime/memory_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
-
-#include <fmt/format.h>
 
 namespace kiln {
 namespace {

@@ -119,7 +119,10 @@ expect zoo-show 0 '%loss = cross_entropy\(%logits, %labels\)' -- "$kiln" zoo sho
 expect zoo-show-inputs 0 '^// mlp-tiny: data inputs %x, %labels; the other 6 inputs' -- "$kiln" zoo show mlp-tiny
 expect zoo-show-inference 0 '^graph @bert_tiny_inference\(%tokens: i64\[1,4\]' \
   -- "$kiln" zoo show bert-tiny --inference --batch 1 --seq-len 4
-expect zoo-show-train 1 'training-step graphs are not available yet' -- "$kiln" zoo show bert-tiny --train
+expect zoo-show-train 0 'bert-tiny training step \(adam\)' -- "$kiln" zoo show bert-tiny --train
+expect zoo-show-train-sgd 0 '%layer0.w.momentum.next' -- "$kiln" zoo show mlp-tiny --train --optimizer sgd
+expect zoo-show-train-grads 0 '%layer0.w.grad' -- "$kiln" zoo show mlp-tiny --train --optimizer none
+expect zoo-show-bad-optimizer 2 'optimizer' -- "$kiln" zoo show mlp-tiny --train --optimizer rmsprop
 expect zoo-unknown 1 "unknown model 'nope'; the zoo has mlp-tiny" -- "$kiln" zoo show nope
 expect zoo-bad-size 1 'vit-tiny: image_size 40 is not a multiple of the patch size 16' \
   -- "$kiln" zoo show vit-tiny --image-size 40

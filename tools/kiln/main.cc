@@ -294,30 +294,57 @@ int run_zoo_list() {
   for (const PresetInfo& preset : zoo_presets()) {
     Expected<ModelInstance> model = build_model(preset.name);
     if (!model) return report(model.status());
+    Expected<TrainingStep> step = build_training_step(*model, Optimizer::adam());
+    if (!step) return report(step.status());
     fmt::print("{:<14} {:>13} {:>12.4g} {:>12.4g}  {}\n", preset.name,
                with_thousands(model->parameter_count()), graph_flops(model->loss.graph) * 1e-9,
-               training_step_flops(*model) * 1e-9, preset.description);
+               graph_flops(step->graph) * 1e-9, preset.description);
   }
-  fmt::print("step GFLOP: the loss graph's forward flops times 3, an estimate of forward + "
-             "backward\n");
+  fmt::print("fwd: the forward pass with the loss; step: forward, backward and Adam update, "
+             "counted on the training-step graph\n");
   return 0;
+}
+
+// "sgd", "adam", "adamw" or "none" (gradients only).
+Expected<std::optional<Optimizer>> parse_optimizer(const std::string& name) {
+  if (name == "none") return std::optional<Optimizer>();
+  if (name == "sgd") return std::optional<Optimizer>(Optimizer::sgd());
+  if (name == "adam") return std::optional<Optimizer>(Optimizer::adam());
+  if (name == "adamw") return std::optional<Optimizer>(Optimizer::adamw());
+  return Status::errorf("unknown optimizer '{}' (sgd, adam, adamw or none)", name);
 }
 
 struct ZooOptions {
   std::string name;
   ModelOptions model;
   bool train = false;
+  std::string optimizer = "adam";
   bool inference = false;
   std::string output_file;
 };
 
+// The training step: forward, backward and the optimizer's update in one graph.
+int run_zoo_show_step(const ZooOptions& options, const ModelInstance& model) {
+  Expected<std::optional<Optimizer>> optimizer = parse_optimizer(options.optimizer);
+  if (!optimizer) return report(optimizer.status());
+  Expected<TrainingStep> step = build_training_step(model, *optimizer);
+  if (!step) return report(step.status());
+  fmt::print("// {} training step ({}): inputs after the first {} are {}; outputs: the loss, then "
+             "per parameter its {}{}\n",
+             model.preset, options.optimizer, step->num_forward_inputs,
+             !*optimizer                    ? "none"
+             : (*optimizer)->needs_step_count() ? "the learning rate, the step count and the state"
+                                                : "the learning rate and the state",
+             *optimizer ? "updated value" : "gradient",
+             *optimizer ? ", then the updated state" : "");
+  fmt::print("{}", print_graph(step->graph));
+  return 0;
+}
+
 int run_zoo_show(const ZooOptions& options) {
-  if (options.train) {
-    return report(Status::error("training-step graphs are not available yet; the loss graph "
-                                "(without --train) is the forward pass with the loss"));
-  }
   Expected<ModelInstance> model = build_model(options.name, options.model);
   if (!model) return report(model.status());
+  if (options.train) return run_zoo_show_step(options, *model);
   const ModelGraph& graph = options.inference ? model->inference : model->loss;
   std::vector<std::string> data;
   size_t weights = 0;
@@ -346,8 +373,8 @@ int run_zoo_export(const ZooOptions& options) {
   return 0;
 }
 
-// Every input of the loss graph by name and its outputs as output/loss and output/logits, for
-// comparing with another implementation (tests/zoo/).
+// Every input of the loss graph by name, its outputs as output/loss and output/logits, and each
+// parameter's gradient as grad/NAME, for comparing with another implementation (tests/zoo/).
 int run_zoo_dump(const ZooOptions& options) {
   Expected<ModelInstance> model = build_model(options.name, options.model);
   if (!model) return report(model.status());
@@ -355,6 +382,10 @@ int run_zoo_dump(const ZooOptions& options) {
   if (!inputs) return report(inputs.status());
   Expected<std::vector<Array>> outputs = interpret(model->loss.graph, *inputs);
   if (!outputs) return report(outputs.status());
+  Expected<TrainingStep> step = build_training_step(*model, std::nullopt);
+  if (!step) return report(step.status());
+  Expected<std::vector<Array>> gradients = interpret(step->graph, *inputs);
+  if (!gradients) return report(gradients.status());
   const double loss = (*outputs)[0][0];
   std::vector<NamedArray> entries;
   for (size_t i = 0; i < inputs->size(); ++i) {
@@ -362,6 +393,9 @@ int run_zoo_dump(const ZooOptions& options) {
   }
   entries.push_back({"output/loss", std::move((*outputs)[0])});
   entries.push_back({"output/logits", std::move((*outputs)[1])});
+  for (size_t i = 0; i < step->parameters.size(); ++i) {
+    entries.push_back({"grad/" + step->parameters[i], std::move((*gradients)[i + 1])});
+  }
   Status written = write_npz(options.output_file, entries);
   if (!written) return report(written);
   fmt::print("wrote {}: {} loss-graph inputs and outputs; loss {}\n", options.output_file,
@@ -469,6 +503,12 @@ int run(int argc, char** argv) {
   zoo_show_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
   zoo_show_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
       ->excludes("--inference");
+  zoo_show_cmd
+      ->add_option("--optimizer", zoo.optimizer,
+                   "With --train: sgd (momentum 0.9), adam, adamw (weight decay 0.01), or none "
+                   "(the step returns the gradients)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
   CLI::App* zoo_export_cmd = zoo_cmd->add_subcommand(
       "export", "Write a preset's inference graph as ONNX, parameters as initializers.");
   add_model_options(zoo_export_cmd, zoo);

@@ -1,12 +1,12 @@
 // The arena planner: exact plans for small cases, and on random lifetimes a plan the independent
 // checker accepts whose peak lies between the live bound and the sum of all buffers.
+#include "runtime/memory_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include "runtime/memory_plan.h"
 
 namespace kiln {
 namespace {
@@ -75,8 +75,8 @@ TEST(MemoryPlan, RandomLifetimesGiveValidTightPlans) {
     for (int i = 0; i < count; ++i) {
       const int first = static_cast<int>(rng() % static_cast<uint32_t>(steps));
       const int last = first + static_cast<int>(rng() % 8);
-      buffers.push_back({.bytes = static_cast<int64_t>(rng() % 5000), .first_step = first,
-                         .last_step = last});
+      buffers.push_back(
+          {.bytes = static_cast<int64_t>(rng() % 5000), .first_step = first, .last_step = last});
     }
     const MemoryPlan plan = plan_memory(buffers);
     ASSERT_EQ(check_memory_plan(buffers, plan), "");

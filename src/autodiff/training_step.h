@@ -1,0 +1,50 @@
+// The training step: one graph that runs the forward pass, the backward pass
+// and the optimizer update, so that the compiler sees (and fuses across) all
+// three.
+//
+// make_training_step clones the forward graph, appends the gradient of the loss
+// with respect to each parameter (autodiff/gradients.h) and, given an
+// optimizer, each parameter's update (autodiff/optimizer.h); then dead-code and
+// common-subexpression elimination drop what the step does not need (the
+// forward graph's other outputs, such as logits) and merge the recomputations
+// that gradient rules introduce. The step's signature:
+//
+//   inputs:  the forward graph's inputs, in order (data and parameters);
+//            with an optimizer: %lr (scalar learning rate), %step (Adam and
+//            AdamW: the step count t, 1 first), then each parameter's state,
+//            "<param>.<state>" (e.g. %fc.w.momentum, %fc.w.m, %fc.w.v),
+//            parameter by parameter; state starts at zeros
+//   outputs: the loss; then per parameter its gradient "<param>.grad" (no
+//   optimizer) or its
+//            updated value "<param>.next"; then the updated state,
+//            "<param>.<state>.next", in the order of the state inputs
+//
+// The scalars have the dtype of the parameters (all parameters must share one).
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "autodiff/optimizer.h"
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln {
+
+struct TrainingStep {
+  Graph graph;
+  std::vector<std::string> parameters = {};    // in order, as given
+  int num_forward_inputs = 0;                  // the step's first inputs are the forward graph's
+  std::vector<std::string> extra_inputs = {};  // the inputs after those: %lr, %step, state
+};
+
+// `loss` is a floating scalar value and `parameters` are distinct floating
+// graph inputs, all of `forward`. Without an optimizer the step returns
+// gradients.
+Expected<TrainingStep> make_training_step(const Graph &forward, const Value *loss,
+                                          std::span<const Value *const> parameters,
+                                          const std::optional<Optimizer> &optimizer);
+
+}  // namespace kiln
