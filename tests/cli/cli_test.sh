@@ -88,6 +88,15 @@ expect run-bad-shape 1 "expected dimensions like 1x128" \
 printf 'not a model' >"$work/garbage.onnx"
 expect run-garbage-onnx 1 'garbage.onnx: not a valid ONNX model' -- "$kiln" run "$work/garbage.onnx"
 
+# Graph passes by name.
+printf 'graph @g(%%x: f32[4]) {\n  %%a = exp(%%x) : f32[4]\n  %%b = exp(%%x) : f32[4]\n  %%c = add(%%a, %%b) : f32[4]\n  %%dead = neg(%%c) : f32[4]\n  return %%c\n}\n' >"$work/dup.kiln"
+expect opt-cse-dce 0 '%c = add\(%a, %a\)' -- "$kiln" opt "$work/dup.kiln" --passes cse,dce
+expect opt-removes-dead 0 '^graph' -- bash -c "! '$kiln' opt '$work/dup.kiln' --passes cse,dce | grep -q dead && echo graph"
+expect opt-time-passes 0 'pass cse .* ms  changed' -- env KILN_TIME_PASSES=1 "$kiln" opt "$work/dup.kiln" --passes cse
+expect opt-dump-after 0 '// after pass dce' -- env KILN_DUMP_AFTER=dce "$kiln" opt "$work/dup.kiln" --passes dce,cse
+expect opt-unknown-pass 1 "unknown pass 'foo'" -- "$kiln" opt "$work/dup.kiln" --passes cse,foo
+expect opt-empty-pass 1 'empty pass name' -- "$kiln" opt "$work/dup.kiln" --passes cse,,dce
+
 # Export to ONNX and back: the round trip computes the same outputs from the same inputs (up
 # to the f32 rounding of the saved outputs).
 expect export-example 0 "wrote $work/enc.onnx: graph @encoder_layer: 13 inputs" \
@@ -142,7 +151,7 @@ expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
 
 # Help on the program and every subcommand.
 expect help 0 'Subcommands:' -- "$kiln" --help
-for subcommand in check print ops run export conformance zoo; do
+for subcommand in check print opt ops run export conformance zoo; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 

@@ -23,6 +23,7 @@
 #include "ir/op.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "passes/pass_manager.h"
 #include "models/model.h"
 #include "support/files.h"
 
@@ -93,6 +94,19 @@ int run_print(const std::string& file) {
   if (!model->weights.empty()) {
     fmt::print("// inputs after the first {} are the model's weights\n", model->num_data_inputs);
   }
+  fmt::print("{}", print_graph(model->graph));
+  return 0;
+}
+
+// Runs graph passes by name on a model and prints the result (DESIGN's `kiln opt`).
+int run_opt(const std::string& file, const std::string& passes) {
+  Expected<std::vector<std::string>> names = parse_pass_list(passes);
+  if (!names) return report(names.status().with_context("--passes"));
+  Expected<ImportedModel> model = load_model(file);
+  if (!model) return report(model.status());
+  Expected<std::vector<PassRun>> runs =
+      run_passes(model->graph, *names, PassManagerOptions::from_environment());
+  if (!runs) return report(runs.status());
   fmt::print("{}", print_graph(model->graph));
   return 0;
 }
@@ -441,6 +455,19 @@ int run(int argc, char** argv) {
       "print", "Load a model (IR text, or ONNX imported) and print it in canonical IR text.");
   print_cmd->add_option("file", print_file, "Model file (.onnx, or IR text)")->required();
 
+  std::string opt_file;
+  std::string opt_passes;
+  std::string pass_help = "Comma-separated passes to run in order:";
+  for (const PassInfo& pass : all_passes()) {
+    pass_help += fmt::format(" {} ({});", pass.name, pass.summary);
+  }
+  CLI::App* opt_cmd = app.add_subcommand(
+      "opt", "Run graph passes on a model (IR text or ONNX) and print the result in IR text. "
+             "KILN_DUMP_AFTER=PASS prints the graph after that pass, KILN_TIME_PASSES=1 times "
+             "each pass (both to stderr).");
+  opt_cmd->add_option("file", opt_file, "Model file (.onnx, or IR text)")->required();
+  opt_cmd->add_option("--passes", opt_passes, pass_help)->required();
+
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand(
       "run", "Run a model (ONNX file or IR text) with the reference interpreter and print its "
@@ -528,6 +555,7 @@ int run(int argc, char** argv) {
   }
   if (check_cmd->parsed()) return run_check(check);
   if (print_cmd->parsed()) return run_print(print_file);
+  if (opt_cmd->parsed()) return run_opt(opt_file, opt_passes);
   if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);
   if (run_cmd->parsed()) return run_run(run);
   if (export_cmd->parsed()) return run_export(export_options);
