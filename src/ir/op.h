@@ -2,9 +2,12 @@
 //
 // An OpDef names the op, documents its inputs, declares its attribute schema (with defaults),
 // its fusion kind, and four functions: type inference, cost, reference evaluation and the
-// gradient rule (or the reason the op has none). Later subsystems add fields here (lowering)
-// rather than keeping side tables, so adding an op touches: ops.def, its family file in ops/,
-// its ONNX mapping and its tests. tests/unit/ir/registry_test.cc fails when a record lacks a
+// gradient rule (or the reason the op has none). Later subsystems add fields here rather than
+// keeping side tables, so adding an op touches: ops.def, its family file in ops/, its ONNX
+// mapping and its tests. The one exception is the lowering to a loop-IR compute definition:
+// it names loop-IR types, and kiln_ir sits below kiln_loop, so it lives in a table keyed by Op
+// in loop/compute.h (families in loop/lowering/), whose test fails when an op has neither a
+// definition nor a reason. tests/unit/ir/registry_test.cc fails when a record lacks a
 // field.
 //
 // Semantics shared by all records:

@@ -1,0 +1,407 @@
+#include "codegen/cpu/emitter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/cpu/prelude.h"
+#include "loop/scalar.h"
+#include "loop/verifier.h"
+#include "support/check.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using loop::Expr;
+using loop::Stmt;
+
+// The C++ type that holds a value of `dtype` in generated code.
+std::string_view value_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "int32_t";
+    case DType::i64: return "int64_t";
+    case DType::boolean: return "bool";
+  }
+  KILN_UNREACHABLE("bad dtype {}", static_cast<int>(dtype));
+}
+
+// The C++ type of one element of a buffer of `dtype` in memory (see the ABI in emitter.h).
+std::string_view storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+    case DType::bf16: return "uint16_t";
+    case DType::boolean: return "uint8_t";
+    default: return value_type(dtype);
+  }
+}
+
+// `value` (a float or double expression) rounded to `dtype` where the C++ type holding it
+// is wider than the dtype.
+std::string round_to(DType dtype, std::string value) {
+  if (dtype == DType::f16) return fmt::format("kiln_round_f16({})", value);
+  if (dtype == DType::bf16) return fmt::format("kiln_round_bf16({})", value);
+  return value;
+}
+
+std::string load_value(DType dtype, std::string element) {
+  switch (dtype) {
+    case DType::f16: return fmt::format("kiln_half_value({})", element);
+    case DType::bf16: return fmt::format("kiln_bfloat16_value({})", element);
+    case DType::boolean: return fmt::format("({} != 0)", element);
+    default: return element;
+  }
+}
+
+std::string stored_value(DType dtype, std::string value) {
+  switch (dtype) {
+    case DType::f16: return fmt::format("kiln_half_bits({})", value);
+    case DType::bf16: return fmt::format("kiln_bfloat16_bits({})", value);
+    case DType::boolean: return fmt::format("static_cast<uint8_t>({})", value);
+    default: return value;
+  }
+}
+
+std::string int_constant(int64_t value, DType dtype) {
+  if (dtype == DType::boolean) return value != 0 ? "true" : "false";
+  if (dtype == DType::i32) {
+    if (value == std::numeric_limits<int32_t>::min()) return "(-2147483647 - 1)";
+    return value < 0 ? fmt::format("({})", value) : fmt::format("{}", value);
+  }
+  if (value == std::numeric_limits<int64_t>::min()) return "(-9223372036854775807L - 1)";
+  return value < 0 ? fmt::format("({}L)", value) : fmt::format("{}L", value);
+}
+
+// A floating constant, exactly: hexadecimal literals for finite values.
+std::string float_constant(double value, DType dtype) {
+  const std::string_view type = value_type(dtype);
+  if (std::isnan(value)) return fmt::format("std::numeric_limits<{}>::quiet_NaN()", type);
+  if (std::isinf(value)) {
+    return fmt::format("({}std::numeric_limits<{}>::infinity())", value < 0 ? "-" : "", type);
+  }
+  const std::string literal = fmt::format("{:a}{}", value, type == "float" ? "f" : "");
+  return std::signbit(value) ? fmt::format("({})", literal) : literal;
+}
+
+std::string scalar_constant(const loop::Scalar& value, DType dtype) {
+  if (const double* x = std::get_if<double>(&value)) return float_constant(*x, dtype);
+  return int_constant(std::get<int64_t>(value), dtype);
+}
+
+std::string cast(DType to, DType from, std::string value) {
+  if (to == from) return value;
+  if (is_floating(to)) {
+    // f16 and bf16 values are exactly representable in the float that holds them.
+    if (to == DType::f32 && value_type(from) == "float") return value;
+    std::string wide =
+        from == DType::f64 ? value : fmt::format("static_cast<double>({})", value);
+    if (to == DType::f64) return wide;
+    if (to == DType::f32) return fmt::format("static_cast<float>({})", wide);
+    return round_to(to, std::move(wide));
+  }
+  if (to == DType::boolean) return fmt::format("({} != 0)", value);
+  if (is_floating(from)) {
+    return fmt::format("{}({})", to == DType::i32 ? "kiln_to_i32" : "kiln_to_i64", value);
+  }
+  if (to == DType::i32 && from == DType::i64) return fmt::format("kiln_clamp_i32({})", value);
+  return fmt::format("static_cast<{}>({})", value_type(to), value);
+}
+
+// `a op b` for operands of type `type` (op is arithmetic, a comparison or logical).
+std::string binary(loop::BinaryOp op, DType type, const std::string& a, const std::string& b) {
+  using loop::BinaryOp;
+  if (loop::is_comparison(op) || loop::is_logical(op)) {
+    return fmt::format("({} {} {})", a, loop::binary_op_symbol(op), b);
+  }
+  switch (op) {
+    case BinaryOp::min: return fmt::format("kiln_min<{}>({}, {})", value_type(type), a, b);
+    case BinaryOp::max: return fmt::format("kiln_max<{}>({}, {})", value_type(type), a, b);
+    case BinaryOp::div:
+      if (!is_floating(type)) return fmt::format("kiln_div<{}>({}, {})", value_type(type), a, b);
+      break;
+    case BinaryOp::mod:
+      if (is_floating(type)) return cast(type, DType::f64, fmt::format("kiln_fmod({}, {})", a, b));
+      return fmt::format("kiln_mod<{}>({}, {})", value_type(type), a, b);
+    default: break;
+  }
+  const std::string result = fmt::format("({} {} {})", a, loop::binary_op_symbol(op), b);
+  return is_floating(type) ? round_to(type, result) : result;
+}
+
+std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args) {
+  using loop::Intrinsic;
+  if (!is_floating(type)) {
+    KILN_CHECK(f == Intrinsic::abs, "{} of an integer passed the verifier", intrinsic_name(f));
+    return fmt::format("kiln_abs<{}>({})", value_type(type), args[0]);
+  }
+  std::string call;
+  switch (f) {
+    case Intrinsic::abs: call = fmt::format("std::fabs({})", args[0]); break;
+    case Intrinsic::rsqrt: call = fmt::format("kiln_rsqrt({})", args[0]); break;
+    case Intrinsic::sigmoid: call = fmt::format("kiln_sigmoid({})", args[0]); break;
+    case Intrinsic::pow: call = fmt::format("std::pow({}, {})", args[0], args[1]); break;
+    default: call = fmt::format("std::{}({})", loop::intrinsic_name(f), args[0]); break;
+  }
+  return round_to(type, std::move(call));
+}
+
+// Emits one kernel function. Scopes map loop-IR names (never emitted) to fresh identifiers.
+class KernelEmitter {
+ public:
+  std::string emit(const loop::Kernel& kernel, std::string_view symbol) {
+    out_ += fmt::format("extern \"C\" void {}(void* const* buffers) {{\n", symbol);
+    indent_ = 1;
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      const loop::Buffer& param = kernel.params[i];
+      const std::string ident = fmt::format("b{}", i);
+      line(fmt::format("// parameter {}: {}[{}]", i, dtype_name(param.dtype()),
+                       fmt::join(param.shape(), ", ")));
+      line(fmt::format("{0}* const {1} = static_cast<{0}*>(buffers[{2}]);",
+                       storage_type(param.dtype()), ident, i));
+      buffers_.emplace_back(param.name(), ident);
+    }
+    emit_stmt(kernel.body);
+    out_ += "}\n";
+    return std::move(out_);
+  }
+
+ private:
+  // --- Names ------------------------------------------------------------------------------
+
+  std::string fresh_name(char prefix) { return fmt::format("{}{}", prefix, next_name_++); }
+  std::string bind_var(const std::string& name) {
+    std::string ident = fresh_name('v');
+    vars_.emplace_back(name, ident);
+    return ident;
+  }
+  void unbind_var() { vars_.pop_back(); }
+
+  static const std::string& lookup(const std::vector<std::pair<std::string, std::string>>& scope,
+                                   const std::string& name) {
+    auto it = std::find_if(scope.rbegin(), scope.rend(),
+                           [&](const auto& entry) { return entry.first == name; });
+    KILN_CHECK(it != scope.rend(), "unbound name passed the verifier");
+    return it->second;
+  }
+
+  // --- Expressions ------------------------------------------------------------------------
+
+  std::string emit_expr(const Expr& e) {
+    switch (e.kind()) {
+      case loop::ExprKind::int_imm: return int_constant(e.as<loop::IntImm>()->value, e.type());
+      case loop::ExprKind::float_imm:
+        return float_constant(e.as<loop::FloatImm>()->value, e.type());
+      case loop::ExprKind::variable: return lookup(vars_, e.as<loop::Variable>()->name);
+      case loop::ExprKind::binary: {
+        const auto* b = e.as<loop::Binary>();
+        return binary(b->op, b->a.type(), emit_expr(b->a), emit_expr(b->b));
+      }
+      case loop::ExprKind::logical_not:
+        return fmt::format("(!{})", emit_expr(e.as<loop::Not>()->a));
+      case loop::ExprKind::select: {
+        const auto* s = e.as<loop::Select>();
+        return fmt::format("({} ? {} : {})", emit_expr(s->condition), emit_expr(s->true_value),
+                           emit_expr(s->false_value));
+      }
+      case loop::ExprKind::cast: {
+        const auto* c = e.as<loop::Cast>();
+        return cast(c->type, c->value.type(), emit_expr(c->value));
+      }
+      case loop::ExprKind::load: {
+        const auto* l = e.as<loop::Load>();
+        return load_value(l->type, element(l->buffer, l->index));
+      }
+      case loop::ExprKind::call: {
+        const auto* c = e.as<loop::Call>();
+        std::vector<std::string> args;
+        for (const Expr& arg : c->args) args.push_back(emit_expr(arg));
+        return intrinsic(c->intrinsic, c->type, args);
+      }
+      case loop::ExprKind::let: return emit_let(*e.as<loop::Let>());
+      case loop::ExprKind::reduce: return emit_reduce(*e.as<loop::Reduce>());
+    }
+    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+  }
+
+  std::string element(const loop::Buffer& buffer, const Expr& index) {
+    return fmt::format("{}[{}]", lookup(buffers_, buffer.name()), emit_expr(index));
+  }
+
+  std::string emit_let(const loop::Let& let) {
+    const std::string value = emit_expr(let.value);
+    const std::string ident = bind_var(let.name);
+    const std::string body = emit_expr(let.body);
+    unbind_var();
+    return fmt::format("[&]() -> {} {{ const {} {} = {}; return {}; }}()", value_type(let.type),
+                       value_type(let.value.type()), ident, value, body);
+  }
+
+  // [&]() -> T { const int64_t v_begin = min, v_end = v_begin + extent;
+  //              if (v_end <= v_begin) return identity;
+  //              T acc = start; for (v = v_begin; v < v_end; ++v) acc = acc op body;
+  //              return acc; }()
+  std::string emit_reduce(const loop::Reduce& r) {
+    const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
+    const std::string acc = fresh_name('r');
+    const std::string v = bind_var(r.var);
+    const std::string body = emit_expr(r.body);
+    unbind_var();
+    const DType type = r.type;
+    const std::string identity = scalar_constant(loop::reduce_identity(r.op, type), type);
+    // -0.0 + x is x for every x (0.0 + -0.0 is not), so a floating sum started there equals
+    // one started from the first term, as the IR defines it.
+    const std::string start = r.op == loop::ReduceOp::sum && is_floating(type)
+                                  ? float_constant(-0.0, type)
+                                  : identity;
+    const std::string combined = binary(loop::reduce_combiner(r.op), type, acc, body);
+    return fmt::format(
+        "[&]() -> {0} {{ const int64_t {1}_begin = {2}, {1}_end = {1}_begin + {3}; "
+        "if ({1}_end <= {1}_begin) return {4}; {0} {5} = {6}; "
+        "for (int64_t {1} = {1}_begin; {1} < {1}_end; ++{1}) {5} = {7}; return {5}; }}()",
+        value_type(type), v, min, extent, identity, acc, start, combined);
+  }
+
+  // --- Statements -------------------------------------------------------------------------
+
+  void line(const std::string& text) {
+    out_.append(static_cast<size_t>(indent_) * 2, ' ');
+    out_ += text;
+    out_ += '\n';
+  }
+
+  void emit_stmt(const Stmt& s) {
+    switch (s.kind()) {
+      case loop::StmtKind::for_loop: emit_for(*s.as<loop::For>()); return;
+      case loop::StmtKind::store: {
+        const auto* st = s.as<loop::Store>();
+        line(fmt::format("{} = {};", element(st->buffer, st->index),
+                         stored_value(st->buffer.dtype(), emit_expr(st->value))));
+        return;
+      }
+      case loop::StmtKind::let_stmt: {
+        const auto* let = s.as<loop::LetStmt>();
+        const std::string value = emit_expr(let->value);
+        const std::string ident = bind_var(let->name);
+        line(fmt::format("const {} {} = {};", value_type(let->value.type()), ident, value));
+        emit_stmt(let->body);
+        unbind_var();
+        return;
+      }
+      case loop::StmtKind::allocate: emit_allocate(*s.as<loop::Allocate>()); return;
+      case loop::StmtKind::if_then_else: {
+        const auto* branch = s.as<loop::IfThenElse>();
+        line(fmt::format("if ({}) {{", emit_expr(branch->condition)));
+        emit_nested(branch->then_case);
+        if (branch->else_case.defined() && !loop::is_no_op(branch->else_case)) {
+          line("} else {");
+          emit_nested(branch->else_case);
+        }
+        line("}");
+        return;
+      }
+      case loop::StmtKind::block:
+        for (const Stmt& child : s.as<loop::Block>()->stmts) emit_stmt(child);
+        return;
+    }
+    KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
+  }
+
+  void emit_nested(const Stmt& s) {
+    ++indent_;
+    emit_stmt(s);
+    --indent_;
+  }
+
+  void emit_for(const loop::For& f) {
+    const std::optional<int64_t> const_min = loop::as_const_int(f.min);
+    const std::optional<int64_t> const_extent = loop::as_const_int(f.extent);
+    const bool constant_bounds = const_min && const_extent;
+    std::string begin, end;
+    if (constant_bounds) {
+      begin = int_constant(*const_min, DType::i64);
+      end = int_constant(*const_min + *const_extent, DType::i64);
+    } else {
+      // Bounds are evaluated once, before the loop (and outside an OpenMP region's loop
+      // header, which needs invariant bounds).
+      const std::string min = emit_expr(f.min), extent = emit_expr(f.extent);
+      const std::string bounds = fresh_name('n');
+      begin = bounds + "_begin";
+      end = bounds + "_end";
+      line("{");
+      ++indent_;
+      line(fmt::format("const int64_t {} = {};", begin, min));
+      line(fmt::format("const int64_t {} = {} + {};", end, begin, extent));
+    }
+    const bool opens_parallel_region = f.for_kind == loop::ForKind::parallel && !in_parallel_;
+    if (opens_parallel_region) line("#pragma omp parallel for");
+    if (f.for_kind == loop::ForKind::vectorized) line("#pragma omp simd");
+    if (f.for_kind == loop::ForKind::unrolled) {
+      // GCC accepts unroll factors up to 65534; the verifier makes the extent a constant.
+      line(fmt::format("#pragma GCC unroll {}", std::min<int64_t>(*const_extent, 65534)));
+    }
+    const std::string v = bind_var(f.var);
+    line(fmt::format("for (int64_t {0} = {1}; {0} < {2}; ++{0}) {{", v, begin, end));
+    in_parallel_ = in_parallel_ || opens_parallel_region;
+    emit_nested(f.body);
+    if (opens_parallel_region) in_parallel_ = false;
+    line("}");
+    unbind_var();
+    if (!constant_bounds) {
+      --indent_;
+      line("}");
+    }
+  }
+
+  void emit_allocate(const loop::Allocate& a) {
+    const loop::Buffer& buffer = a.buffer;
+    const std::string ident = fresh_name('t');
+    const std::string_view type = storage_type(buffer.dtype());
+    const int64_t size = buffer.flat_size();
+    line("{");
+    ++indent_;
+    if (size * dtype_size_bytes(buffer.dtype()) <= kMaxStackAllocationBytes) {
+      line(fmt::format("alignas(64) {} {}[{}];", type, ident, size));
+    } else {
+      line(fmt::format("const std::unique_ptr<{0}[]> {1}_storage(new {0}[{2}]);", type, ident,
+                       size));
+      line(fmt::format("{0}* const {1} = {1}_storage.get();", type, ident));
+    }
+    buffers_.emplace_back(buffer.name(), ident);
+    emit_stmt(a.body);
+    buffers_.pop_back();
+    --indent_;
+    line("}");
+  }
+
+  std::string out_;
+  int indent_ = 0;
+  std::vector<std::pair<std::string, std::string>> vars_;     // loop-IR name, identifier
+  std::vector<std::pair<std::string, std::string>> buffers_;  // innermost last
+  int next_name_ = 0;
+  bool in_parallel_ = false;
+};
+
+}  // namespace
+
+std::string kernel_symbol(size_t index) { return fmt::format("kiln_kernel_{}", index); }
+
+Expected<std::string> emit_translation_unit(std::span<const loop::Kernel> kernels) {
+  std::string source(cpu_prelude());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    Status verified = loop::verify(kernels[i]);
+    if (!verified) return verified.with_context(fmt::format("kernel {} of the unit", i));
+    source += '\n';
+    source += KernelEmitter().emit(kernels[i], kernel_symbol(i));
+  }
+  return source;
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,103 @@
+#include "codegen/cpu/kernel_compiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "codegen/cpu/compile_cache.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+struct Unit {
+  size_t first_kernel = 0;  // index of its first kernel in the caller's list
+  std::string source;
+  std::vector<std::string> symbols;
+};
+
+Expected<std::vector<Unit>> emit_units(std::span<const loop::Kernel> kernels, size_t per_unit) {
+  std::vector<Unit> units;
+  for (size_t first = 0; first < kernels.size(); first += per_unit) {
+    const auto group = kernels.subspan(first, std::min(per_unit, kernels.size() - first));
+    Expected<std::string> source = emit_translation_unit(group);
+    if (!source) {
+      return source.status().with_context(
+          fmt::format("kernels {} to {}", first, first + group.size() - 1));
+    }
+    Unit unit{.first_kernel = first, .source = std::move(*source), .symbols = {}};
+    for (size_t i = 0; i < group.size(); ++i) unit.symbols.push_back(kernel_symbol(i));
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+CompilerConfig compiler_config(const CpuCompileOptions& options) {
+  std::string compiler = options.compiler;
+  if (compiler.empty()) {
+    const char* from_env = std::getenv("CXX");
+    compiler = from_env != nullptr && *from_env != '\0' ? from_env : "c++";
+  }
+  return {.compiler = std::move(compiler), .flags = options.flags, .timeout = options.timeout};
+}
+
+// Runs load_or_compile for every unit on up to `jobs` threads; results in unit order.
+std::vector<std::optional<Expected<CachedLibrary>>> build_units(const std::vector<Unit>& units,
+                                                                const CompileCache& cache,
+                                                                const CompilerConfig& config,
+                                                                int jobs) {
+  std::vector<std::optional<Expected<CachedLibrary>>> results(units.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < units.size(); i = next++) {
+      results[i].emplace(cache.load_or_compile(units[i].source, config, units[i].symbols));
+    }
+  };
+  std::vector<std::jthread> workers;
+  const size_t threads = std::min(units.size(), static_cast<size_t>(std::max(jobs, 1)));
+  for (size_t t = 1; t < threads; ++t) workers.emplace_back(work);
+  work();
+  return results;
+}
+
+}  // namespace
+
+std::vector<std::string> default_compile_flags() {
+  return {"-std=c++17", "-O3",    "-march=native", "-fopenmp", "-fPIC", "-shared",
+          "-ffp-contract=off", "-fno-math-errno"};
+}
+
+Expected<CompiledKernels> compile_kernels(std::span<const loop::Kernel> kernels,
+                                          const CpuCompileOptions& options) {
+  if (options.kernels_per_unit < 1) {
+    return Status::errorf("kernels_per_unit must be at least 1, not {}",
+                          options.kernels_per_unit);
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Unit> units,
+                        emit_units(kernels, static_cast<size_t>(options.kernels_per_unit)));
+  const CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir);
+  const int jobs = options.jobs > 0 ? options.jobs
+                                    : static_cast<int>(std::thread::hardware_concurrency());
+  auto results = build_units(units, cache, compiler_config(options), jobs);
+
+  CompiledKernels compiled;
+  for (size_t u = 0; u < units.size(); ++u) {
+    Expected<CachedLibrary>& result = *results[u];
+    if (!result) {
+      return result.status().with_context(fmt::format(
+          "kernels {} to {}", units[u].first_kernel,
+          units[u].first_kernel + units[u].symbols.size() - 1));
+    }
+    for (void* address : result->symbols) {
+      compiled.functions_.push_back(reinterpret_cast<KernelFunction>(address));
+    }
+    compiled.units_compiled_ += result->compiled ? 1 : 0;
+    compiled.libraries_.push_back(std::move(result->library));
+  }
+  return compiled;
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,28 @@
+// The prelude of every generated C++ translation unit: includes and the small inline
+// functions generated kernels call where C++'s own operators differ from the loop IR's
+// semantics (loop/expr.h). Each helper mirrors its counterpart in loop/scalar.cc, ir/dtype.cc
+// or support/float16.cc, which are the executable specification; the code generator's tests
+// hold them to it by comparing compiled kernels with the loop-IR evaluator.
+//
+//  - kiln_div / kiln_mod: floor division and its remainder, x / 0 = x % 0 = 0, and no trap
+//    on INT_MIN / -1 (C++'s / and % truncate and trap).
+//  - kiln_min / kiln_max: std::min / std::max (same choice between equal operands, so -0.0
+//    and 0.0 come out as the evaluator's), NaN when either operand is NaN.
+//  - kiln_fmod: floating x - y * floor(x / y), computed in double as the evaluator does.
+//  - kiln_abs: integer absolute value that wraps instead of overflowing.
+//  - kiln_to_i32 / kiln_to_i64: float-to-integer casts that truncate toward zero and saturate
+//    (NaN becomes 0); kiln_clamp_i32: the saturating i64-to-i32 cast.
+//  - kiln_round_f16 / kiln_round_bf16: rounding a value to f16 or bf16 (through f32, as
+//    round_to_dtype does); kiln_half_bits / kiln_half_value and the bf16 pair convert
+//    between the 16-bit storage of a buffer and the float that holds an f16 or bf16 value in
+//    generated code.
+//  - kiln_sigmoid, kiln_rsqrt: 1 / (1 + exp(-x)) and 1 / sqrt(x) in the argument's type.
+#pragma once
+
+#include <string_view>
+
+namespace kiln::codegen::cpu {
+
+std::string_view cpu_prelude();
+
+}  // namespace kiln::codegen::cpu

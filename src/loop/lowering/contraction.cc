@@ -1,0 +1,198 @@
+// Lowerings of the contractions (ir/ops/contraction.cc) as naive reductions: the correct
+// fallback and test oracle. Kernels for these ops are expected to call a library (BLAS,
+// oneDNN) for the inner block and keep the definition for epilogues and small shapes.
+//
+//   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
+//
+// conv reads x through a guard: taps that fall in the padding contribute 0, their load clamped
+// into range. conv_grad_data sums, for each input element, over the taps whose output
+// position (x + pad - tap * dilation) / stride is integral and in range. spmm reduces over the
+// CSR row range [row_ptr[r], row_ptr[r + 1]) with data-dependent bounds; transposed, each
+// output row sums over every non-zero of A and keeps those in its column.
+#include "loop/lowering/lowering_family.h"
+
+namespace kiln::loop::lowering {
+namespace {
+
+Expected<Expr> lower_matmul(const ComputeArgs& args) {
+  const Shape& a = args.inputs[0].shape;
+  const Shape& b = args.inputs[1].shape;
+  const bool ta = args.attrs.get_bool("transpose_a");
+  const bool tb = args.attrs.get_bool("transpose_b");
+  const int64_t k = ta ? a.dim(a.rank() - 2) : a.dim(a.rank() - 1);
+  const size_t out_rank = args.index.size();
+  const std::vector<Expr> batch(args.index.begin(), args.index.end() - 2);
+  const Expr i = args.index[out_rank - 2];
+  const Expr j = args.index[out_rank - 1];
+  auto operand_index = [&](const Shape& shape, Expr row, Expr col, bool transposed) {
+    const Shape batch_shape(std::vector<int64_t>(shape.dims().begin(), shape.dims().end() - 2));
+    std::vector<Expr> index = broadcast_index(batch, batch_shape);
+    index.push_back(transposed ? col : row);
+    index.push_back(transposed ? row : col);
+    return index;
+  };
+  return reduce_nest(ReduceOp::sum, {k}, args.names, [&](const std::vector<Expr>& p) {
+    return args.input(0, operand_index(a, i, p[0], ta)) *
+           args.input(1, operand_index(b, p[0], j, tb));
+  });
+}
+
+// conv's window parameters, as ir/ops/contraction.cc reads them (validated by inference).
+struct ConvParams {
+  std::vector<int64_t> strides;
+  std::vector<int64_t> pads_begin;
+  std::vector<int64_t> dilations;
+  int64_t groups = 1;
+};
+
+std::vector<int64_t> per_dim(const Attrs& attrs, std::string_view name, size_t count,
+                             int64_t fill) {
+  std::vector<int64_t> values = attrs.get_ints(name);
+  if (values.empty()) values.assign(count, fill);
+  return values;
+}
+
+ConvParams conv_params(const Attrs& attrs, int spatial) {
+  const auto s = static_cast<size_t>(spatial);
+  const std::vector<int64_t> pads = per_dim(attrs, "pads", 2 * s, 0);
+  return {per_dim(attrs, "strides", s, 1),
+          std::vector<int64_t>(pads.begin(), pads.begin() + spatial),
+          per_dim(attrs, "dilations", s, 1), attrs.get_int("groups")};
+}
+
+// The x position of output position `out` and kernel tap `tap` along spatial dim `d`.
+Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& tap) {
+  return out * p.strides[d] - p.pads_begin[d] + tap * p.dilations[d];
+}
+
+// x[n, channel, positions] where every position is in range, else 0 (a padding tap).
+Expr guarded_read(const ComputeArgs& args, int input, const Shape& shape, const Expr& n,
+                  const Expr& channel, const std::vector<Expr>& positions) {
+  Expr inside = make_bool(true);
+  std::vector<Expr> index = {n, channel};
+  for (size_t d = 0; d < positions.size(); ++d) {
+    const int64_t extent = shape.dim(static_cast<int>(d) + 2);
+    inside = inside && positions[d] >= 0 && positions[d] < extent;
+    index.push_back(clamp_index(positions[d], extent));
+  }
+  return select(inside, args.input(input, index), make_zero(args.outputs[0].dtype));
+}
+
+// y[n, oc, out...] = sum over ic < C/groups and taps of x[n, g*C/groups + ic, pos] * w[oc, ic, tap].
+Expected<Expr> lower_conv(const ComputeArgs& args) {
+  const Shape& x = args.inputs[0].shape;
+  const Shape& w = args.inputs[1].shape;
+  const int spatial = x.rank() - 2;
+  const ConvParams p = conv_params(args.attrs, spatial);
+  const int64_t group_in = w.dim(1);
+  const int64_t group_out = w.dim(0) / p.groups;
+  std::vector<int64_t> extents = {group_in};
+  for (int d = 0; d < spatial; ++d) extents.push_back(w.dim(d + 2));
+  const Expr n = args.index[0], oc = args.index[1];
+  return reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+    std::vector<Expr> positions;
+    std::vector<Expr> w_index = {oc, k[0]};
+    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
+      positions.push_back(tap_position(p, d, args.index[d + 2], k[d + 1]));
+      w_index.push_back(k[d + 1]);
+    }
+    const Expr channel = oc / group_out * group_in + k[0];
+    return guarded_read(args, 0, x, n, channel, positions) * args.input(1, w_index);
+  });
+}
+
+// dx[n, c, pos...] = sum over the output channels of c's group and the taps whose output
+// position q = (pos + pad - tap * dilation) / stride is integral and in range, of
+// grad_out[n, oc, q] * w[oc, c % (C/groups), tap].
+Expected<Expr> lower_conv_grad_data(const ComputeArgs& args) {
+  const Shape& grad_out = args.inputs[0].shape;
+  const Shape& w = args.inputs[1].shape;
+  const int spatial = grad_out.rank() - 2;
+  const ConvParams p = conv_params(args.attrs, spatial);
+  const int64_t group_in = w.dim(1);
+  const int64_t group_out = w.dim(0) / p.groups;
+  std::vector<int64_t> extents = {group_out};
+  for (int d = 0; d < spatial; ++d) extents.push_back(w.dim(d + 2));
+  const Expr n = args.index[0], c = args.index[1];
+  return reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+    const Expr oc = c / group_in * group_out + k[0];
+    Expr inside = make_bool(true);
+    std::vector<Expr> y_index = {n, oc};
+    std::vector<Expr> w_index = {oc, c % group_in};
+    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
+      const Expr shifted = args.index[d + 2] + p.pads_begin[d] - k[d + 1] * p.dilations[d];
+      const int64_t extent = grad_out.dim(static_cast<int>(d) + 2);
+      const Expr q = shifted / p.strides[d];
+      inside = inside && shifted % p.strides[d] == 0 && q >= 0 && q < extent;
+      y_index.push_back(clamp_index(q, extent));
+      w_index.push_back(k[d + 1]);
+    }
+    return select(inside, args.input(0, y_index) * args.input(1, w_index),
+                  make_zero(args.outputs[0].dtype));
+  });
+}
+
+// dw[oc, ic, tap...] = sum over n and output positions of x[n, channel, pos] * grad_out[n, oc, out].
+Expected<Expr> lower_conv_grad_weight(const ComputeArgs& args) {
+  const Shape& x = args.inputs[0].shape;
+  const Shape& grad_out = args.inputs[1].shape;
+  const int spatial = x.rank() - 2;
+  const ConvParams p = conv_params(args.attrs, spatial);
+  const int64_t group_in = args.outputs[0].shape.dim(1);
+  const int64_t group_out = args.outputs[0].shape.dim(0) / p.groups;
+  std::vector<int64_t> extents = {grad_out.dim(0)};
+  for (int d = 0; d < spatial; ++d) extents.push_back(grad_out.dim(d + 2));
+  const Expr oc = args.index[0], ic = args.index[1];
+  return reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+    std::vector<Expr> positions;
+    std::vector<Expr> y_index = {k[0], oc};
+    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
+      positions.push_back(tap_position(p, d, k[d + 1], args.index[d + 2]));
+      y_index.push_back(k[d + 1]);
+    }
+    const Expr channel = oc / group_out * group_in + ic;
+    return guarded_read(args, 0, x, k[0], channel, positions) * args.input(1, y_index);
+  });
+}
+
+Expected<Expr> lower_spmm(const ComputeArgs& args) {
+  const int64_t rows = args.inputs[0].shape.dim(0) - 1;
+  const int64_t nnz = args.inputs[2].shape.dim(0);
+  const Expr j = args.index[1];
+  auto row_start = [&](const Expr& r) { return cast(DType::i64, args.input(0, {r})); };
+  auto column = [&](const Expr& i) { return cast(DType::i64, args.input(1, {i})); };
+  // values[i] * dense[row, j], with i clamped in case row_ptr is malformed.
+  auto term = [&](const Expr& i, const Expr& dense_row) {
+    const Expr safe = clamp_index(i, nnz);
+    return args.input(2, {safe}) * args.input(3, {dense_row, j});
+  };
+  if (!args.attrs.get_bool("transpose")) {
+    const Expr r = args.index[0];
+    const std::string i = args.names.fresh("k");
+    const Expr start = row_start(r);
+    const Expr body = term(var(i), clamp_index(column(clamp_index(var(i), nnz)),
+                                               args.inputs[3].shape.dim(0)));
+    return reduce(ReduceOp::sum, i, start, row_start(r + 1) - start, body);
+  }
+  const Expr c = args.index[0];
+  const std::string r = args.names.fresh("k");
+  const std::string i = args.names.fresh("k");
+  const Expr start = row_start(var(r));
+  const Expr in_column = column(clamp_index(var(i), nnz)) == c;
+  const Expr body =
+      select(in_column, term(var(i), var(r)), make_zero(args.outputs[0].dtype));
+  return reduce(ReduceOp::sum, r, 0, rows,
+                reduce(ReduceOp::sum, i, start, row_start(var(r) + 1) - start, body));
+}
+
+}  // namespace
+
+void register_contraction_lowerings(LoweringTable& table) {
+  table.define(Op::matmul, &lower_matmul);
+  table.define(Op::conv, &lower_conv);
+  table.define(Op::conv_grad_data, &lower_conv_grad_data);
+  table.define(Op::conv_grad_weight, &lower_conv_grad_weight);
+  table.define(Op::spmm, &lower_spmm);
+}
+
+}  // namespace kiln::loop::lowering

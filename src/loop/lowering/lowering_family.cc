@@ -1,0 +1,65 @@
+#include "loop/lowering/lowering_family.h"
+
+#include "support/check.h"
+
+namespace kiln::loop::lowering {
+
+void LoweringTable::define(Op op, ComputeFn compute) {
+  entries_[static_cast<size_t>(op)].compute = std::move(compute);
+}
+
+void LoweringTable::not_lowered(Op op, std::string reason) {
+  entries_[static_cast<size_t>(op)].not_lowered = std::move(reason);
+}
+
+Expr constant_of(DType dtype, double value) {
+  return make_const(dtype, round_to_dtype(value, dtype));
+}
+
+std::vector<Expr> broadcast_index(const std::vector<Expr>& index, const Shape& shape) {
+  const size_t skipped = index.size() - static_cast<size_t>(shape.rank());
+  std::vector<Expr> result;
+  for (int d = 0; d < shape.rank(); ++d) {
+    result.push_back(shape.dim(d) == 1 ? Expr(0) : index[skipped + static_cast<size_t>(d)]);
+  }
+  return result;
+}
+
+Expr clamp_index(const Expr& index, int64_t extent) {
+  return min(max(index, 0), std::max<int64_t>(extent - 1, 0));
+}
+
+Expr bind(NameGenerator& names, const Expr& value, const std::function<Expr(const Expr&)>& body) {
+  if (is_const(value) || value.as<Variable>() != nullptr) return body(value);
+  const std::string name = names.fresh("v");
+  return let(name, value, body(var(name, value.type())));
+}
+
+Expr reduce_nest(ReduceOp op, const std::vector<int64_t>& extents, NameGenerator& names,
+                 const std::function<Expr(const std::vector<Expr>&)>& body) {
+  std::vector<std::string> vars;
+  std::vector<Expr> k;
+  for (size_t i = 0; i < extents.size(); ++i) {
+    vars.push_back(names.fresh("k"));
+    k.push_back(var(vars.back()));
+  }
+  Expr result = body(k);
+  for (size_t i = extents.size(); i-- > 0;) {
+    result = reduce(op, vars[i], 0, extents[i], result);
+  }
+  return result;
+}
+
+int64_t dims_product(const Shape& shape, int begin, int end) {
+  int64_t product = 1;
+  for (int axis = begin; axis < end; ++axis) product *= shape.dim(axis);
+  return product;
+}
+
+int axis_of(int64_t axis, int rank) {
+  Expected<int> normalized = normalize_axis(axis, rank);
+  KILN_CHECK(normalized.has_value(), "axis {} of rank {} passed type inference", axis, rank);
+  return *normalized;
+}
+
+}  // namespace kiln::loop::lowering

@@ -1,0 +1,61 @@
+// Shared helpers for the lowering family files (loop/lowering/*.cc). Internal to src/loop.
+//
+// Each family file defines `register_<family>_lowerings(LoweringTable&)`, filling one entry
+// per op of the family, as ir/ops/ does for op records. The helpers are the index arithmetic
+// many definitions share: broadcasting, clamping a data-dependent index, nested reductions
+// over several axes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loop/compute.h"
+
+namespace kiln::loop::lowering {
+
+class LoweringTable {
+ public:
+  explicit LoweringTable(std::vector<Lowering>& entries) : entries_(entries) {}
+  void define(Op op, ComputeFn compute);
+  void not_lowered(Op op, std::string reason);
+
+ private:
+  std::vector<Lowering>& entries_;
+};
+
+void register_unary_lowerings(LoweringTable& table);
+void register_binary_lowerings(LoweringTable& table);
+void register_reduction_lowerings(LoweringTable& table);
+void register_layout_lowerings(LoweringTable& table);
+void register_contraction_lowerings(LoweringTable& table);
+void register_pooling_lowerings(LoweringTable& table);
+void register_composite_lowerings(LoweringTable& table);
+
+// `value` stored in `dtype` (round_to_dtype), as a constant of that type.
+Expr constant_of(DType dtype, double value);
+
+// The index NumPy broadcasting reads in an input of `shape` for the output index `index`
+// (whose rank may be larger): leading output dims are dropped, size-1 dims read 0.
+std::vector<Expr> broadcast_index(const std::vector<Expr>& index, const Shape& shape);
+
+// `index` clamped into [0, extent - 1]: keeps a data-dependent load inside its buffer.
+Expr clamp_index(const Expr& index, int64_t extent);
+
+// `value` bound to a fresh name around the expression `body(name)` builds, so that an input
+// read several times is computed once. Constants and variables are passed through.
+Expr bind(NameGenerator& names, const Expr& value, const std::function<Expr(const Expr&)>& body);
+
+// op over the multi-index k (one fresh variable per extent, k[0] outermost) of body(k): a
+// nest of reduce expressions. With no extents, body({}).
+Expr reduce_nest(ReduceOp op, const std::vector<int64_t>& extents, NameGenerator& names,
+                 const std::function<Expr(const std::vector<Expr>&)>& body);
+
+// Product of dims[begin, end).
+int64_t dims_product(const Shape& shape, int begin, int end);
+
+// Resolves a possibly negative axis attribute against `rank`; infer has validated it.
+int axis_of(int64_t axis, int rank);
+
+}  // namespace kiln::loop::lowering

@@ -1,0 +1,84 @@
+// The emitter's source text: what it must never contain (names from the kernel) and the
+// loop-kind pragmas. What the code computes is tested by compiling it (kernels_test.cc).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "codegen/cpu/emitter.h"
+#include "unit/codegen/codegen_test_util.h"
+#include "unit/test_util.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using namespace loop;
+using testing::hostile_kernel;
+using testing::kHostileNames;
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(CpuEmitter, NeverCopiesNamesIntoTheSource) {
+  const Kernel kernel = hostile_kernel();
+  Expected<std::string> source = emit_translation_unit({&kernel, 1});
+  ASSERT_TRUE(source.has_value()) << source.status().message();
+  for (const std::string& name : kHostileNames) {
+    EXPECT_EQ(source->find(name), std::string::npos) << name;
+  }
+  for (const char* fragment : {"system", "rm -rf", "passwd", "*/", "evil", "\\"}) {
+    EXPECT_EQ(source->find(fragment), std::string::npos) << fragment << "\n" << *source;
+  }
+  EXPECT_TRUE(std::all_of(source->begin(), source->end(),
+                          [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
+  EXPECT_NE(source->find("extern \"C\" void kiln_kernel_0(void* const* buffers)"),
+            std::string::npos);
+}
+
+TEST(CpuEmitter, OpensOneParallelRegionAndMarksSimdAndUnrolledLoops) {
+  Buffer out = Buffer::param("out", DType::f32, {4, 4, 4});
+  Expr i = var("i"), j = var("j"), k = var("k");
+  Stmt body = for_loop(
+      "i", 0, 4, ForKind::parallel,
+      for_loop("j", 0, 4, ForKind::parallel,
+               block({for_loop("k", 0, 4, ForKind::vectorized,
+                               store(out, {i, j, k}, make_float(1.0))),
+                      for_loop("k", 0, 4, ForKind::unrolled,
+                               store(out, {i, j, k}, make_float(2.0)))})));
+  const Kernel kernel{.name = "loops", .params = {out}, .body = body};
+  Expected<std::string> source = emit_translation_unit({&kernel, 1});
+  ASSERT_TRUE(source.has_value()) << source.status().message();
+  EXPECT_EQ(count(*source, "#pragma omp parallel for"), 1u) << *source;
+  EXPECT_EQ(count(*source, "#pragma omp simd"), 1u) << *source;
+  EXPECT_EQ(count(*source, "#pragma GCC unroll 4"), 1u) << *source;
+}
+
+TEST(CpuEmitter, RejectsAKernelThatDoesNotVerify) {
+  Buffer out = Buffer::param("out", DType::i64, {4});
+  const Kernel good{.name = "good", .params = {out}, .body = store(out, 0, make_int(1))};
+  const Kernel bad{.name = "bad", .params = {out}, .body = store(out, var("unbound"), 1)};
+  const Kernel kernels[] = {good, bad};
+  Expected<std::string> source = emit_translation_unit(kernels);
+  EXPECT_TRUE(kiln::testing::is_error_with(source.status(), {"kernel 1", "unbound"}));
+}
+
+TEST(CpuEmitter, LargeLocalBuffersGoOnTheHeap) {
+  Buffer out = Buffer::param("out", DType::f32, {1});
+  Buffer small = Buffer::local("small", DType::f32, 16);
+  Buffer large = Buffer::local("large", DType::f32, kMaxStackAllocationBytes);
+  Stmt body = allocate(
+      small, allocate(large, block({store(small, 0, make_float(1.0)),
+                                    store(large, 0, load(small, 0)),
+                                    store(out, 0, load(large, 0))})));
+  const Kernel kernel{.name = "allocations", .params = {out}, .body = body};
+  Expected<std::string> source = emit_translation_unit({&kernel, 1});
+  ASSERT_TRUE(source.has_value()) << source.status().message();
+  EXPECT_EQ(count(*source, "alignas(64) float"), 1u) << *source;
+  EXPECT_EQ(count(*source, "std::unique_ptr<float[]>"), 1u) << *source;
+}
+
+}  // namespace
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,174 @@
+// Lowering groups of several nodes: inlining of elementwise producers, materialisation of
+// reductions, kernel parameters, Kiln's own names, and errors.
+#include <gtest/gtest.h>
+
+#include "ir/builder.h"
+#include "loop/ir_visitor.h"
+#include "unit/loop/lowering_check.h"
+#include "unit/test_util.h"
+
+namespace kiln::loop {
+namespace {
+
+using testing::in;
+using testing::matches_interpreter;
+using testing::random_array;
+
+// Counts the statements that cost memory traffic: allocations, loops and stores.
+class StmtCounter : public IRVisitor {
+ public:
+  int allocations = 0, loops = 0, stores = 0;
+
+ protected:
+  void visit_allocate(const Allocate& node) override {
+    ++allocations;
+    IRVisitor::visit_allocate(node);
+  }
+  void visit_for(const For& node) override {
+    ++loops;
+    IRVisitor::visit_for(node);
+  }
+  void visit_store(const Store& node) override {
+    ++stores;
+    IRVisitor::visit_store(node);
+  }
+};
+
+StmtCounter count(const Kernel& kernel) {
+  StmtCounter counter;
+  counter.visit(kernel.body);
+  return counter;
+}
+
+std::vector<Array> random_inputs(const Graph& graph) {
+  std::mt19937_64 rng(testing::test_seed());
+  std::vector<Array> inputs;
+  for (const Value* value : graph.inputs()) inputs.push_back(random_array({value->type()}, rng));
+  return inputs;
+}
+
+// layer norm over the last axis of x [R, N], written in primitives.
+Value* layer_norm_chain(GraphBuilder& b, Value* x, Value* scale, Value* bias) {
+  Value* mean = b.mean(x, {-1}, /*keepdims=*/true);
+  Value* centered = b.sub(x, mean);
+  Value* var = b.mean(b.mul(centered, centered), {-1}, /*keepdims=*/true);
+  Value* inv_std = b.rsqrt(b.add(var, b.scalar(1e-5, x->dtype())));
+  return b.add(b.mul(b.mul(centered, inv_std), scale), bias);
+}
+
+TEST(LowerGroup, LayerNormChainInlinesElementwiseAndMaterialisesReductions) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* y = layer_norm_chain(b, b.input("x", dtype, {3, 7}), b.input("scale", dtype, {7}),
+                                b.input("bias", dtype, {7}));
+    graph.set_outputs({y});
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8)) << dtype_name(dtype);
+    Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    // The two means live in local buffers; sub, mul, add, rsqrt and the scalar are inlined.
+    const StmtCounter counts = count(lowered->kernel);
+    EXPECT_EQ(counts.allocations, 2) << print(lowered->kernel);
+    EXPECT_EQ(counts.stores, 3) << print(lowered->kernel);
+    EXPECT_EQ(lowered->kernel.params.size(), 4u);
+  }
+}
+
+TEST(LowerGroup, SoftmaxFromPrimitivesMatchesTheInterpreter) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 6});
+  Value* e = b.exp(b.sub(x, b.reduce_max(x, {1}, /*keepdims=*/true)));
+  Value* y = b.div(e, b.sum(e, {1}, /*keepdims=*/true));
+  graph.set_outputs({y});
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 4));
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const StmtCounter counts = count(lowered->kernel);
+  EXPECT_EQ(counts.allocations, 2) << print(lowered->kernel);  // the max and the sum
+  EXPECT_EQ(counts.stores, 3) << print(lowered->kernel);
+}
+
+TEST(LowerGroup, ValueUsedOutsideTheGroupIsAnOutputParameter) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f64, {2, 3});
+  Value* a = b.exp(x);
+  Value* y = b.add(a, b.scalar(1, DType::f64));
+  b.neg(a);  // a user of `a` outside the group
+  graph.set_outputs({y});
+  std::vector<Node*> group = {graph.nodes()[0], graph.nodes()[1], graph.nodes()[2]};
+  ASSERT_EQ(a->producer(), group[0]);
+  Expected<LoweredGroup> lowered = lower_group(graph, group);
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(lowered->inputs, (std::vector<const Value*>{x}));
+  EXPECT_EQ(lowered->outputs, (std::vector<const Value*>{a, y}));
+  ASSERT_EQ(lowered->kernel.params.size(), 3u);
+  EXPECT_EQ(lowered->kernel.params[1].name(), "out0");
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 1, group));
+  // y reads a back from its parameter instead of recomputing exp.
+  EXPECT_EQ(count(lowered->kernel).stores, 2);
+}
+
+TEST(LowerGroup, ConstantTensorsAreInputsAndScalarsAreLiterals) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {2, 3});
+  Value* table = b.constant(Array(DType::f32, Shape{3}, {1, 2, 3}));
+  Value* y = b.mul(b.add(x, table), b.scalar(2));
+  graph.set_outputs({y});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(lowered->inputs, (std::vector<const Value*>{x, table}));
+  std::vector<Array> inputs = {Array(DType::f32, Shape{2, 3}, {1, 1, 1, 2, 2, 2}),
+                               Array(DType::f32, Shape{3}, {1, 2, 3})};
+  Expected<std::vector<std::vector<double>>> out = testing::run_lowered(*lowered, inputs);
+  ASSERT_TRUE(out.has_value()) << out.status().message();
+  EXPECT_EQ((*out)[0], (std::vector<double>{4, 6, 8, 6, 8, 10}));
+}
+
+TEST(LowerGroup, ModelNamesNeverReachTheKernel) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x\"); system(\"rm", DType::f32, {2});
+  Value* y = b.sum(b.exp(x), {});
+  graph.rename_value(y, "evil_output_name");
+  graph.set_outputs({y});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const std::string text = print(lowered->kernel);
+  EXPECT_EQ(text.find("system"), std::string::npos) << text;
+  EXPECT_EQ(text.find("evil"), std::string::npos) << text;
+  EXPECT_NE(text.find("in0"), std::string::npos) << text;
+}
+
+TEST(LowerGroup, NodesAreLoweredOnlyWhereNeeded) {
+  // A multi-output op of which one output is used: only that output is computed.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f64, {2, 5});
+  std::vector<Value*> parts = b.apply(Op::split, {x}, {{"axis", 1}, {"sizes", {2, 3}}});
+  Value* y = b.exp(parts[1]);
+  graph.set_outputs({y});
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph)));
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value());
+  EXPECT_EQ(count(lowered->kernel).stores, 1);
+}
+
+TEST(LowerGroup, ErrorsNameTheOpOrTheGroupProblem) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4});
+  graph.set_outputs({b.apply1(Op::dropout, {x})});
+  std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
+  EXPECT_TRUE(::kiln::testing::is_error_with(lower_group(graph, nodes).status(),
+                                             {"dropout", "not lowered"}));
+  nodes.push_back(nodes[0]);
+  EXPECT_TRUE(::kiln::testing::is_error_with(lower_group(graph, nodes).status(), {"twice"}));
+  EXPECT_TRUE(
+      ::kiln::testing::is_error_with(lower_group(graph, {}).status(), {"no nodes"}));
+}
+
+}  // namespace
+}  // namespace kiln::loop

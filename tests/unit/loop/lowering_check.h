@@ -1,0 +1,169 @@
+// Test support for lowering: builds a graph, runs it through the reference interpreter and
+// through lower_group + the loop-IR evaluator on the same random inputs, and compares.
+//
+// Inputs are drawn fresh per call from a generator seeded by KILN_LOOP_SEED (default fixed;
+// printed on failure). Tolerances are per dtype: f64 results agree to 1e-12 relative; f32
+// results to 1e-5 relative plus 1e-5 * scale absolute, `scale` covering reductions whose
+// f32 accumulation rounds more often than the interpreter's single rounding.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "interp/interpreter.h"
+#include "ir/graph.h"
+#include "loop/evaluator.h"
+#include "loop/lower_group.h"
+#include "loop/printer.h"
+
+namespace kiln::loop::testing {
+
+enum class Fill {
+  signed_values,  // floats in [-2, 2]; integers in [-5, 5] without 0
+  positive,       // floats in [0.1, 3]; integers in [1, 5]
+  range,          // integers in [lo, hi)
+  boolean,
+};
+
+struct InputSpec {
+  TensorType type;
+  Fill fill = Fill::signed_values;
+  int64_t lo = 0, hi = 0;          // for Fill::range
+  std::optional<Array> fixed = {};  // used as is when set
+};
+
+inline InputSpec in(DType dtype, std::vector<int64_t> dims, Fill fill = Fill::signed_values) {
+  return {{dtype, Shape(std::move(dims))}, fill};
+}
+inline InputSpec indices(DType dtype, std::vector<int64_t> dims, int64_t lo, int64_t hi) {
+  return {{dtype, Shape(std::move(dims))}, Fill::range, lo, hi};
+}
+inline InputSpec fixed(Array value) { return {value.type(), Fill::signed_values, 0, 0, value}; }
+
+inline uint64_t test_seed() {
+  const char* text = std::getenv("KILN_LOOP_SEED");
+  return text != nullptr ? std::strtoull(text, nullptr, 10) : 20240517;
+}
+
+inline Array random_array(const InputSpec& spec, std::mt19937_64& rng) {
+  if (spec.fixed) return *spec.fixed;
+  Array array(spec.type.dtype, spec.type.shape);
+  const bool floating = is_floating(spec.type.dtype);
+  for (double& v : array.data) {
+    switch (spec.fill) {
+      case Fill::signed_values:
+        if (floating) {
+          v = std::uniform_real_distribution<double>(-2, 2)(rng);
+        } else {
+          v = static_cast<double>(std::uniform_int_distribution<int64_t>(1, 5)(rng));
+          if (rng() % 2 == 0) v = -v;
+        }
+        break;
+      case Fill::positive:
+        v = floating ? std::uniform_real_distribution<double>(0.1, 3)(rng)
+                     : static_cast<double>(std::uniform_int_distribution<int64_t>(1, 5)(rng));
+        break;
+      case Fill::range:
+        v = static_cast<double>(std::uniform_int_distribution<int64_t>(spec.lo, spec.hi - 1)(rng));
+        break;
+      case Fill::boolean: v = static_cast<double>(rng() % 2); break;
+    }
+  }
+  array.round_to_dtype();
+  return array;
+}
+
+inline bool close(double actual, double expected, DType dtype, double scale) {
+  if (std::isnan(expected) || std::isnan(actual)) return std::isnan(expected) && std::isnan(actual);
+  if (std::isinf(expected)) return actual == expected;
+  const bool wide = dtype == DType::f64 || !is_floating(dtype);
+  const double rtol = wide ? 1e-12 : 1e-5;
+  const double atol = (wide ? 1e-12 : 1e-5) * scale;
+  return std::fabs(actual - expected) <= atol + rtol * std::fabs(expected);
+}
+
+// Runs `lowered` on `inputs` with the loop evaluator; the outputs' values in order.
+inline Expected<std::vector<std::vector<double>>> run_lowered(const LoweredGroup& lowered,
+                                                              const std::vector<Array>& inputs) {
+  std::vector<std::vector<double>> args;
+  for (const Array& input : inputs) args.push_back(input.data);
+  for (size_t i = inputs.size(); i < lowered.kernel.params.size(); ++i) {
+    args.emplace_back(static_cast<size_t>(lowered.kernel.params[i].flat_size()), -12345.0);
+  }
+  KILN_RETURN_IF_ERROR(run_kernel(lowered.kernel, args));
+  return std::vector<std::vector<double>>(args.begin() + static_cast<ptrdiff_t>(inputs.size()),
+                                          args.end());
+}
+
+// Compares lowering `group` (default: every node) of `graph` with the interpreter; every graph
+// output must be an output of the group, and the graph inputs are its inputs, in order.
+inline ::testing::AssertionResult matches_interpreter(const Graph& graph,
+                                                      const std::vector<Array>& inputs,
+                                                      double scale = 1,
+                                                      std::span<Node* const> group = {}) {
+  const std::span<Node* const> nodes = group.empty() ? graph.nodes() : group;
+  Expected<LoweredGroup> lowered = lower_group(graph, nodes);
+  if (!lowered) return ::testing::AssertionFailure() << lowered.status().message();
+  Expected<std::vector<Array>> expected = interpret(graph, inputs);
+  if (!expected) return ::testing::AssertionFailure() << expected.status().message();
+  std::vector<Array> bound;
+  for (const Value* value : lowered->inputs) {
+    const auto it = std::find(graph.inputs().begin(), graph.inputs().end(), value);
+    if (it == graph.inputs().end()) return ::testing::AssertionFailure() << "input not a graph input";
+    bound.push_back(inputs[static_cast<size_t>(it - graph.inputs().begin())]);
+  }
+  Expected<std::vector<std::vector<double>>> actual = run_lowered(*lowered, bound);
+  if (!actual) {
+    return ::testing::AssertionFailure() << actual.status().message() << "\n"
+                                         << print(lowered->kernel);
+  }
+  for (size_t o = 0; o < graph.outputs().size(); ++o) {
+    const auto it =
+        std::find(lowered->outputs.begin(), lowered->outputs.end(), graph.outputs()[o]);
+    if (it == lowered->outputs.end()) {
+      return ::testing::AssertionFailure() << "graph output " << o << " is not a kernel output";
+    }
+    const std::vector<double>& got = (*actual)[static_cast<size_t>(it - lowered->outputs.begin())];
+    const Array& want = (*expected)[o];
+    for (int64_t i = 0; i < want.size(); ++i) {
+      if (!close(got[static_cast<size_t>(i)], want[i], want.dtype, scale)) {
+        return ::testing::AssertionFailure()
+               << fmt::format("output {} ({}) element {}: lowered {} vs interpreter {} (seed {})\n",
+                              o, want.type().to_string(), i, got[static_cast<size_t>(i)], want[i],
+                              test_seed())
+               << print(lowered->kernel);
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// One node of `op` on random inputs, every output a graph output, lowered as a one-op group.
+inline ::testing::AssertionResult op_matches_interpreter(Op op, const std::vector<InputSpec>& specs,
+                                                         const Attrs& attrs = {},
+                                                         double scale = 1) {
+  Graph graph;
+  std::vector<Value*> values;
+  std::vector<Array> inputs;
+  std::mt19937_64 rng(test_seed() + static_cast<uint64_t>(op));
+  for (const InputSpec& spec : specs) {
+    values.push_back(graph.add_input(spec.type));
+    inputs.push_back(random_array(spec, rng));
+  }
+  Expected<Node*> node = graph.add_node(op, values, attrs);
+  if (!node) return ::testing::AssertionFailure() << node.status().message();
+  graph.set_outputs((*node)->outputs());
+  return matches_interpreter(graph, inputs, scale);
+}
+
+}  // namespace kiln::loop::testing
