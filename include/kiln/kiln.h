@@ -1,0 +1,75 @@
+// Kiln's public API: compile a graph for this machine's CPU and run it.
+//
+//   kiln::Compiler compiler;                                  // default options
+//   kiln::Expected<kiln::CompiledModel> model = compiler.compile(std::move(graph));
+//   if (!model) { report(model.status()); }
+//   kiln::Expected<std::vector<kiln::Array>> outputs = model->run(inputs);
+//
+// A CompiledModel owns its graph, its loaded kernels and its arena. `run` takes and returns
+// Arrays (encoding them to each dtype's bytes); `run_raw` takes the caller's own memory, laid
+// out as the kernel ABI says (codegen/cpu/emitter.h), and copies nothing. Runs of one model
+// must not overlap: they share the arena. `check` runs kernel by kernel against the reference
+// evaluation and names the first kernel that disagrees.
+//
+// The types it speaks (Graph, Array, Status, Program) are Kiln's own, from the libraries
+// under src/.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compiler/compile_graph.h"
+#include "compiler/run.h"
+#include "ir/array.h"
+#include "ir/graph.h"
+#include "runtime/executor.h"
+#include "support/status.h"
+
+namespace kiln {
+
+class CompiledModel {
+ public:
+  const Graph& graph() const { return *graph_; }
+  const runtime::Program& program() const { return *compiled_->program; }
+  const CompiledGraph& compiled() const { return *compiled_; }
+  const CompileStats& stats() const { return compiled_->stats; }
+
+  // One Array per graph input, of its exact type; the graph outputs.
+  Expected<std::vector<Array>> run(std::span<const Array> inputs,
+                                   runtime::Profile* profile = nullptr);
+  // One pointer per graph input and output, each to its tensor's bytes.
+  Status run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
+                 runtime::Profile* profile = nullptr);
+  Expected<CheckReport> check(std::span<const Array> inputs);
+
+  // The generated C++ of every kernel, in one translation unit.
+  Expected<std::string> source() const { return kernel_source(*compiled_); }
+
+ private:
+  friend class Compiler;
+  CompiledModel(std::unique_ptr<Graph> graph, std::unique_ptr<CompiledGraph> compiled,
+                std::unique_ptr<runtime::Executor> executor)
+      : graph_(std::move(graph)), compiled_(std::move(compiled)),
+        executor_(std::move(executor)) {}
+
+  // Held by pointer so that moving the model keeps the addresses the compiled code and the
+  // executor refer to.
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<CompiledGraph> compiled_;
+  std::unique_ptr<runtime::Executor> executor_;
+};
+
+class Compiler {
+ public:
+  explicit Compiler(CompileOptions options = {}) : options_(std::move(options)) {}
+
+  // Compiles `graph` (verified first) with one kernel per node: the unfused baseline.
+  Expected<CompiledModel> compile(Graph graph) const;
+
+ private:
+  CompileOptions options_;
+};
+
+}  // namespace kiln

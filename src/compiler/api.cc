@@ -1,0 +1,36 @@
+#include "kiln/kiln.h"
+
+#include "ir/verifier.h"
+
+namespace kiln {
+
+Expected<CompiledModel> Compiler::compile(Graph graph) const {
+  auto owned = std::make_unique<Graph>(std::move(graph));
+  KILN_RETURN_IF_ERROR(verify(*owned));
+  KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, compile_graph(*owned, options_));
+  auto compiled_graph = std::make_unique<CompiledGraph>(std::move(compiled));
+  std::vector<runtime::KernelFunction> functions;
+  for (size_t k = 0; k < compiled_graph->kernels.size(); ++k) {
+    functions.push_back(compiled_graph->kernels.function(k));
+  }
+  KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
+                        runtime::Executor::create(compiled_graph->program, std::move(functions)));
+  return CompiledModel(std::move(owned), std::move(compiled_graph),
+                       std::make_unique<runtime::Executor>(std::move(executor)));
+}
+
+Expected<std::vector<Array>> CompiledModel::run(std::span<const Array> inputs,
+                                                runtime::Profile* profile) {
+  return run_compiled(*graph_, *executor_, inputs, {.profile = profile});
+}
+
+Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
+                              runtime::Profile* profile) {
+  return executor_->run(inputs, outputs, {.profile = profile});
+}
+
+Expected<CheckReport> CompiledModel::check(std::span<const Array> inputs) {
+  return check_compiled(*graph_, *compiled_, *executor_, inputs);
+}
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+// The compile pipeline from a graph to a runnable program: each group of nodes becomes one
+// kernel (lowered, scheduled, emitted as C++, compiled through the cache and loaded), and the
+// values between kernels get buffers: the caller's memory for graph inputs and outputs, a
+// constant segment for `constant` nodes, and one planned arena for everything else.
+//
+// The unit is a *group*: `compile_groups` takes the partition the fusion pass chooses;
+// `compile_graph` is the unfused baseline, one group per node. Groups run in the order given,
+// which must respect the graph's dependencies (every value a group reads is a graph input, a
+// constant or computed by an earlier group). Constant nodes are never kernels: their values
+// are encoded once into the program's constant segment.
+//
+// Arena buffers live from the step that writes them to the last step that reads them, and
+// runtime/memory_plan.h packs them; graph outputs are written by their kernels straight into
+// the caller's memory. A graph output that is a graph input, a constant, or an output listed
+// twice gets a copy step.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu/kernel_compiler.h"
+#include "ir/graph.h"
+#include "loop/lower_group.h"
+#include "runtime/program.h"
+#include "support/status.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  codegen::cpu::CpuCompileOptions cpu;
+  // Apply the default schedule (loop/default_schedule.h) to every kernel; off leaves the
+  // lowered loop nests serial, for comparing or bisecting.
+  bool schedule = true;
+};
+
+// Per kernel: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of
+// the kernel is bound to values[i] (the group's inputs, then its outputs).
+struct KernelRecord {
+  std::vector<const Node*> nodes;
+  loop::Kernel kernel;
+  std::vector<const Value*> inputs;
+  std::vector<const Value*> outputs;
+};
+
+struct CompileStats {
+  double lower_seconds = 0;    // lowering and scheduling every group
+  double codegen_seconds = 0;  // emitting, compiling (or finding in the cache) and loading
+  int units = 0;               // translation units
+  int units_compiled = 0;      // of which the compiler ran; the rest came from the cache
+  int64_t arena_total_bytes = 0;  // the sum of every arena buffer: what no planning would cost
+  int64_t arena_live_bound_bytes = 0;
+};
+
+// Everything compiled from one graph. It points into the graph, which must outlive it.
+struct CompiledGraph {
+  std::shared_ptr<const runtime::Program> program;
+  codegen::cpu::CompiledKernels kernels;  // program kernel k is kernels.function(k)
+  std::vector<KernelRecord> records;      // per kernel
+  std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
+  CompileStats stats;
+};
+
+Expected<CompiledGraph> compile_groups(const Graph& graph,
+                                       std::span<const std::vector<Node*>> groups,
+                                       const CompileOptions& options = {});
+
+// One group per node (constants excepted): the unfused baseline.
+Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& options = {});
+
+// The C++ source of every kernel in one translation unit, kernel k as kiln_kernel_k (the
+// cache compiles them in smaller units; the code is the same).
+Expected<std::string> kernel_source(const CompiledGraph& compiled);
+
+}  // namespace kiln

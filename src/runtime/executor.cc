@@ -1,0 +1,154 @@
+#include "runtime/executor.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/memory_plan.h"
+
+namespace kiln::runtime {
+namespace {
+
+Status check_slot(const Program& program, const BufferSlot& slot, size_t index) {
+  auto inside = [&](int64_t offset, int64_t size, std::string_view where) -> Status {
+    if (offset < 0 || slot.bytes < 0 || offset > size || slot.bytes > size - offset) {
+      return Status::errorf("buffer {} ({} bytes at {}) lies outside the {} ({} bytes)", index,
+                            slot.bytes, offset, where, size);
+    }
+    return Status::ok();
+  };
+  switch (slot.storage) {
+    case Storage::input:
+      if (slot.index < 0 || slot.index >= static_cast<int64_t>(program.input_bytes.size()) ||
+          slot.bytes != program.input_bytes[static_cast<size_t>(slot.index)]) {
+        return Status::errorf("buffer {} names input {}, which has another size or none", index,
+                              slot.index);
+      }
+      return Status::ok();
+    case Storage::output:
+      if (slot.index < 0 || slot.index >= static_cast<int64_t>(program.output_bytes.size()) ||
+          slot.bytes != program.output_bytes[static_cast<size_t>(slot.index)]) {
+        return Status::errorf("buffer {} names output {}, which has another size or none", index,
+                              slot.index);
+      }
+      return Status::ok();
+    case Storage::constant:
+      return inside(slot.offset, static_cast<int64_t>(program.constants.size()),
+                    "constant segment");
+    case Storage::arena:
+      return inside(slot.offset, program.arena_bytes, "arena");
+  }
+  return Status::errorf("buffer {} has no valid storage", index);
+}
+
+Status check_program(const Program& program, size_t num_kernels) {
+  if (static_cast<size_t>(program.num_kernels) != num_kernels) {
+    return Status::errorf("the program calls {} kernels, {} were given", program.num_kernels,
+                          num_kernels);
+  }
+  for (size_t i = 0; i < program.buffers.size(); ++i) {
+    KILN_RETURN_IF_ERROR(check_slot(program, program.buffers[i], i));
+  }
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step& step = program.steps[s];
+    for (int buffer : step.buffers) {
+      if (buffer < 0 || static_cast<size_t>(buffer) >= program.buffers.size()) {
+        return Status::errorf("step {} ({}) uses buffer {}, which does not exist", s, step.label,
+                              buffer);
+      }
+    }
+    if (step.kind == Step::Kind::kernel &&
+        (step.kernel < 0 || step.kernel >= program.num_kernels)) {
+      return Status::errorf("step {} ({}) calls kernel {}, which does not exist", s, step.label,
+                            step.kernel);
+    }
+    if (step.kind == Step::Kind::copy &&
+        (step.buffers.size() != 2 ||
+         program.buffers[static_cast<size_t>(step.buffers[0])].bytes !=
+             program.buffers[static_cast<size_t>(step.buffers[1])].bytes)) {
+      return Status::errorf("step {} ({}) copies between buffers of different sizes", s,
+                            step.label);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void Executor::FreeAligned::operator()(std::byte* memory) const { std::free(memory); }
+
+Executor::Executor(std::shared_ptr<const Program> program, std::vector<KernelFunction> kernels)
+    : program_(std::move(program)), kernels_(std::move(kernels)) {}
+
+Expected<Executor> Executor::create(std::shared_ptr<const Program> program,
+                                    std::vector<KernelFunction> kernels) {
+  KILN_RETURN_IF_ERROR(check_program(*program, kernels.size()));
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    if (kernels[k] == nullptr) return Status::errorf("kernel {} is missing", k);
+  }
+  const int64_t arena_bytes = program->arena_bytes;
+  Executor executor(std::move(program), std::move(kernels));
+  if (arena_bytes > 0) {
+    // aligned_alloc wants a multiple of the alignment; the plan's offsets are aligned to it.
+    const auto size = static_cast<size_t>((arena_bytes + kArenaAlignment - 1) / kArenaAlignment *
+                                          kArenaAlignment);
+    auto* memory = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, size));
+    if (memory == nullptr) {
+      return Status::errorf("cannot allocate the {}-byte arena", arena_bytes);
+    }
+    executor.arena_.reset(memory);
+  }
+  return executor;
+}
+
+Status Executor::run(std::span<const void* const> inputs, std::span<void* const> outputs,
+                     const RunHooks& hooks) {
+  const Program& program = *program_;
+  if (inputs.size() != program.input_bytes.size() ||
+      outputs.size() != program.output_bytes.size()) {
+    return Status::errorf("the program takes {} inputs and {} outputs, got {} and {}",
+                          program.input_bytes.size(), program.output_bytes.size(), inputs.size(),
+                          outputs.size());
+  }
+  std::vector<void*> addresses(program.buffers.size());
+  for (size_t i = 0; i < program.buffers.size(); ++i) {
+    const BufferSlot& slot = program.buffers[i];
+    switch (slot.storage) {
+      case Storage::input:
+        // Kernels never store to their inputs (lowering writes only outputs and locals).
+        addresses[i] = const_cast<void*>(inputs[static_cast<size_t>(slot.index)]);
+        break;
+      case Storage::output: addresses[i] = outputs[static_cast<size_t>(slot.index)]; break;
+      case Storage::constant:
+        // Likewise read only.
+        addresses[i] = const_cast<std::byte*>(program.constants.data()) + slot.offset;
+        break;
+      case Storage::arena: addresses[i] = arena_.get() + slot.offset; break;
+    }
+  }
+  if (hooks.profile != nullptr) {
+    hooks.profile->step_seconds.resize(program.steps.size(), 0.0);
+    ++hooks.profile->runs;
+  }
+  std::vector<void*> arguments;
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step& step = program.steps[s];
+    arguments.clear();
+    for (int buffer : step.buffers) arguments.push_back(addresses[static_cast<size_t>(buffer)]);
+    const auto start = std::chrono::steady_clock::now();
+    if (step.kind == Step::Kind::kernel) {
+      kernels_[static_cast<size_t>(step.kernel)](arguments.data());
+    } else if (arguments[0] != arguments[1]) {
+      std::memcpy(arguments[1], arguments[0],
+                  static_cast<size_t>(program.buffers[static_cast<size_t>(step.buffers[1])].bytes));
+    }
+    if (hooks.profile != nullptr) {
+      hooks.profile->step_seconds[s] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    if (hooks.after_step) KILN_RETURN_IF_ERROR(hooks.after_step(static_cast<int>(s), arguments));
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::runtime

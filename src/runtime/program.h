@@ -1,0 +1,60 @@
+// A compiled model as the runtime sees it: a list of steps (kernel calls and copies) over
+// buffers that live in one of four places, with every arena offset fixed before the first run.
+//
+//   buffer 0  input 0        (the caller's memory)
+//   buffer 1  constant @0    (the program's constant segment: weights folded into the model)
+//   buffer 2  arena @0       (an intermediate; offsets from runtime/memory_plan.h)
+//   buffer 3  output 0       (the caller's memory: the last kernel writes it in place)
+//   step 0  kernel 0 (buffers 0, 1, 2)
+//   step 1  kernel 1 (buffers 2, 3)
+//
+// Kernels are plain functions with the ABI of runtime/kernel_abi.h; a step passes them the base
+// addresses of its buffers in parameter order. A copy step (for a graph output that is a graph
+// input, a constant, or another output) moves bytes between two buffers. Nothing here knows
+// about graphs or the compiler: the program is data, and a compiled model runs with this
+// library alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime {
+
+enum class Storage : uint8_t {
+  input,     // the caller's input number `index`
+  output,    // the caller's output number `index`
+  constant,  // `offset` bytes into the program's constant segment
+  arena,     // `offset` bytes into the arena
+};
+
+struct BufferSlot {
+  Storage storage = Storage::arena;
+  int64_t index = 0;   // input or output number
+  int64_t offset = 0;  // constant or arena byte offset
+  int64_t bytes = 0;
+};
+
+struct Step {
+  enum class Kind : uint8_t { kernel, copy };
+  Kind kind = Kind::kernel;
+  int kernel = 0;            // for Kind::kernel: the kernel number
+  std::vector<int> buffers;  // kernel: its parameters in order; copy: {source, destination}
+  std::string label;         // what the step computes, for profiles and errors ("matmul #12")
+};
+
+struct Program {
+  std::vector<BufferSlot> buffers;
+  std::vector<Step> steps;
+  std::vector<int64_t> input_bytes;   // per input, the size the caller must provide
+  std::vector<int64_t> output_bytes;  // per output
+  int num_kernels = 0;
+  int64_t arena_bytes = 0;
+  std::vector<std::byte> constants;
+};
+
+// A readable listing of the program, as in the comment above, with the arena's size first.
+std::string print_program(const Program& program);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,194 @@
+// The compile pipeline end to end: graphs compiled one kernel per node, run over the planned
+// arena, against the reference interpreter; the program's buffers and copies; the check mode
+// naming a wrong kernel; the executor's validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "interp/interpreter.h"
+#include "interp/random_inputs.h"
+#include "ir/builder.h"
+#include "ir/parser.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+// Compiles `graph`, runs it and the interpreter on the same random inputs and compares every
+// output within f32 tolerance.
+void expect_matches_interpreter(const Graph& graph, uint64_t seed = 7) {
+  const std::vector<Array> inputs = random_inputs(graph, {.seed = seed});
+  Expected<std::vector<Array>> expected = interpret(graph, inputs);
+  ASSERT_TRUE(expected) << expected.status().message();
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  Expected<std::vector<Array>> actual = model->run(inputs);
+  ASSERT_TRUE(actual) << actual.status().message();
+  ASSERT_EQ(actual->size(), expected->size());
+  for (size_t o = 0; o < actual->size(); ++o) {
+    const Array& got = (*actual)[o];
+    const Array& want = (*expected)[o];
+    ASSERT_EQ(got.type(), want.type());
+    for (int64_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
+          << "output " << o << " element " << i;
+    }
+  }
+}
+
+Graph parse(std::string_view text) {
+  Expected<Graph> graph = parse_graph(text);
+  EXPECT_TRUE(graph) << graph.status().message();
+  return graph ? std::move(*graph) : Graph();
+}
+
+TEST(CompileGraph, SmallNetworkMatchesInterpreter) {
+  expect_matches_interpreter(parse(R"(
+    graph @net(%x: f32[5,7], %w: f32[7,3], %b: f32[3]) {
+      %h = matmul(%x, %w) : f32[5,3]
+      %hb = add(%h, %b) : f32[5,3]
+      %r = relu(%hb) : f32[5,3]
+      %p = softmax(%r) : f32[5,3]
+      %s = sum(%p) {axes = [1]} : f32[5]
+      return %p, %s
+    })"));
+}
+
+TEST(CompileGraph, EncoderLayerExampleMatchesInterpreter) {
+  const char* source_dir = std::getenv("KILN_SOURCE_DIR");
+  ASSERT_NE(source_dir, nullptr);
+  std::ifstream file(std::string(source_dir) + "/examples/encoder_layer.kiln");
+  std::stringstream text;
+  text << file.rdbuf();
+  expect_matches_interpreter(parse(text.str()));
+}
+
+TEST(CompileGraph, OutputsThatNoKernelComputesAreCopied) {
+  // An input returned as is, a constant, and one value returned twice.
+  const Graph graph = parse(R"(
+    graph @g(%x: f32[4]) {
+      %c = constant() {value = tensor<f32[2]>[1.5, -2]} : f32[2]
+      %y = exp(%x) : f32[4]
+      return %x, %c, %y, %y
+    })");
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  int copies = 0;
+  for (const runtime::Step& step : model->program().steps) {
+    copies += step.kind == runtime::Step::Kind::copy ? 1 : 0;
+  }
+  EXPECT_EQ(copies, 3);
+  EXPECT_EQ(model->program().num_kernels, 1);
+  expect_matches_interpreter(graph);
+}
+
+TEST(CompileGraph, ArenaReusesBuffersOfAChain) {
+  // Ten elementwise steps over 64 KiB tensors: at most two intermediates are alive at once.
+  GraphBuilder b;
+  Value* x = b.input("x", DType::f32, Shape{16384});
+  Value* v = x;
+  for (int i = 0; i < 10; ++i) v = i % 2 == 0 ? b.exp(b.neg(v)) : b.relu(v);
+  b.output(v);
+  Expected<Graph> built = b.finish();
+  ASSERT_TRUE(built) << built.status().message();
+  const Graph& graph = *built;
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  const int64_t tensor = 16384 * 4;
+  EXPECT_LE(model->program().arena_bytes, 2 * tensor);
+  EXPECT_GE(model->stats().arena_total_bytes, 13 * tensor);
+  expect_matches_interpreter(graph);
+}
+
+TEST(CompileGraph, CheckModePassesACorrectModel) {
+  const Graph graph = parse(R"(
+    graph @g(%x: f32[3,9], %scale: f32[9], %bias: f32[9]) {
+      %y = layer_norm(%x, %scale, %bias) : f32[3,9]
+      %z = tanh(%y) : f32[3,9]
+      return %z
+    })");
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  Expected<CheckReport> report = model->check(random_inputs(graph, {.seed = 3}));
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(report->kernels.size(), 2u);
+}
+
+TEST(CompileGraph, CheckModeNamesTheFirstWrongKernel) {
+  // Run the program of exp -> neg -> relu with the kernels of exp -> sin -> relu: the second
+  // step is wrong and must be named; the first is right.
+  const Graph good = parse(R"(
+    graph @g(%x: f32[8]) {
+      %a = exp(%x) : f32[8]
+      %b = neg(%a) : f32[8]
+      %c = relu(%b) : f32[8]
+      return %c
+    })");
+  const Graph bad = parse(R"(
+    graph @g(%x: f32[8]) {
+      %a = exp(%x) : f32[8]
+      %b = sin(%a) : f32[8]
+      %c = relu(%b) : f32[8]
+      return %c
+    })");
+  Expected<CompiledGraph> good_compiled = compile_graph(good);
+  Expected<CompiledGraph> bad_compiled = compile_graph(bad);
+  ASSERT_TRUE(good_compiled && bad_compiled);
+  std::vector<runtime::KernelFunction> kernels;
+  for (size_t k = 0; k < 3; ++k) kernels.push_back(bad_compiled->kernels.function(k));
+  Expected<runtime::Executor> executor =
+      runtime::Executor::create(good_compiled->program, std::move(kernels));
+  ASSERT_TRUE(executor) << executor.status().message();
+  Expected<CheckReport> report =
+      check_compiled(good, *good_compiled, *executor, random_inputs(good, {.seed = 1}));
+  ASSERT_TRUE(report) << report.status().message();
+  ASSERT_FALSE(report->ok());
+  ASSERT_EQ(report->kernels.size(), 2u);
+  EXPECT_TRUE(report->kernels[0].mismatch.empty());
+  EXPECT_NE(report->kernels[1].label.find("neg"), std::string::npos);
+}
+
+TEST(CompileGraph, GeneratedSourceCarriesNoModelNames) {
+  const Graph graph = parse(R"(
+    graph @g(%"evil\"); system(\"rm -rf /\"); //": f32[4]) {
+      %"also*/evil" = exp(%"evil\"); system(\"rm -rf /\"); //") : f32[4]
+      return %"also*/evil"
+    })");
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  Expected<std::string> source = model->source();
+  ASSERT_TRUE(source);
+  EXPECT_EQ(source->find("evil"), std::string::npos);
+  EXPECT_EQ(source->find("system"), std::string::npos);
+}
+
+TEST(Executor, RejectsAProgramWhoseBuffersLeaveTheArena) {
+  auto program = std::make_shared<runtime::Program>();
+  program->arena_bytes = 64;
+  program->buffers.push_back({runtime::Storage::arena, 0, 32, 64});
+  Expected<runtime::Executor> executor = runtime::Executor::create(program, {});
+  ASSERT_FALSE(executor);
+  EXPECT_NE(executor.status().message().find("outside the arena"), std::string::npos);
+}
+
+TEST(Executor, ProfileHasOneTimePerStep) {
+  const Graph graph = parse(R"(
+    graph @g(%x: f32[4]) {
+      %a = exp(%x) : f32[4]
+      %b = neg(%a) : f32[4]
+      return %b
+    })");
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  runtime::Profile profile;
+  const std::vector<Array> inputs = random_inputs(graph);
+  for (int run = 0; run < 3; ++run) ASSERT_TRUE(model->run(inputs, &profile));
+  EXPECT_EQ(profile.runs, 3);
+  EXPECT_EQ(profile.step_seconds.size(), 2u);
+}
+
+}  // namespace
+}  // namespace kiln
