@@ -1,6 +1,7 @@
 # Kiln's two everyday commands, and the builds behind them.
 #
-#   make demo        install dependencies, build, run Kiln on the built-in example model
+#   make demo        install dependencies, build, compile the built-in example model, check
+#                    every kernel against the reference interpreter and time it
 #   make test        install dependencies, build, run the test suite (minutes)
 #   make test-asan   the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer build
 #   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
@@ -37,7 +38,7 @@ build-asan: deps
 	@cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 
 demo: build
-	$(KILN) check $(DEMO_MODEL)
+	$(KILN) run $(DEMO_MODEL) --check --repeat 20
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE models

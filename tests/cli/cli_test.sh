@@ -60,6 +60,18 @@ expect directory 1 'is a directory' -- "$kiln" check "$work"
 
 # kiln run: IR text and ONNX models, inputs from files, comparison with expected outputs.
 expect run-ir-random-inputs 0 'random inputs \(seed 0\): %x, %wq' -- "$kiln" run "$example"
+# Compiled runs: the check mode, the profile, repeated timing, the interpreter on request.
+expect run-compiled 0 'outputs \(compiled\)' -- "$kiln" run "$example"
+expect run-interpret 0 'outputs \(reference interpreter, f64\)' -- "$kiln" run "$example" --interpret
+expect run-check 0 'check: all 25 kernels agree with the reference' -- "$kiln" run "$example" --check
+expect run-profile 0 'share +kernel' -- "$kiln" run "$example" --profile
+expect run-repeat 0 'time per run \(3 runs after a warm-up\): median' -- "$kiln" run "$example" --repeat 3
+expect run-repeat-negative 2 'repeat' -- "$kiln" run "$example" --repeat -1
+expect run-check-interpret 1 'apply to compiled runs' -- "$kiln" run "$example" --interpret --check
+expect compile-writes 0 'wrote .*kernels.cc, kernels.loop, plan.txt' -- "$kiln" compile "$example" -o "$work/compiled"
+expect compile-plan 0 'kernel 0: matmul' -- cat "$work/compiled/plan.txt"
+expect compile-source 0 'extern "C" void kiln_kernel_24' -- cat "$work/compiled/kernels.cc"
+expect compile-needs-output 2 'output' -- "$kiln" compile "$example"
 printf 'graph @g(%%x: f32[2]) {\n  %%y = relu(%%x) : f32[2]\n  return %%y\n}\n' >"$work/relu.kiln"
 python3 - "$work" <<'PY'
 import struct, sys
@@ -151,7 +163,7 @@ expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
 
 # Help on the program and every subcommand.
 expect help 0 'Subcommands:' -- "$kiln" --help
-for subcommand in check print opt ops run export conformance zoo; do
+for subcommand in check print opt ops run compile export conformance zoo; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 

@@ -6,7 +6,11 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <map>
+#include <numeric>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +22,8 @@
 #include "driver/model_io.h"
 #include "frontend/onnx_export.h"
 #include "interp/interpreter.h"
+#include "kiln/kiln.h"
+#include "loop/printer.h"
 #include "interp/random_inputs.h"
 #include "interp/statistics.h"
 #include "ir/op.h"
@@ -120,6 +126,10 @@ struct RunOptions {
   uint64_t seed = 0;
   double atol = 1e-5;
   double rtol = 1e-3;
+  bool interpret = false;  // the reference interpreter instead of compiled code
+  bool check = false;
+  bool profile = false;
+  int repeat = 0;
 };
 
 // The model's data inputs: given ones by name, the rest random (and said so).
@@ -166,6 +176,89 @@ Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::st
   return import_options;
 }
 
+std::string format_bytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+std::string format_seconds(double seconds) {
+  if (seconds >= 1) return fmt::format("{:.2f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
+  return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
+void print_compile_summary(const CompiledModel& model) {
+  const CompileStats& stats = model.stats();
+  fmt::print("compiled {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest cached)\n",
+             count_noun(static_cast<size_t>(model.program().num_kernels), "kernel"),
+             format_seconds(stats.lower_seconds + stats.codegen_seconds),
+             format_seconds(stats.lower_seconds), format_seconds(stats.codegen_seconds),
+             stats.units_compiled, stats.units);
+  fmt::print("arena {} planned for {} of intermediates (no plan can use less than {})\n",
+             format_bytes(model.program().arena_bytes), format_bytes(stats.arena_total_bytes),
+             format_bytes(stats.arena_live_bound_bytes));
+}
+
+// Per-kernel times of `profile`, largest first, summed over steps with one label.
+void print_profile(const runtime::Program& program, const runtime::Profile& profile) {
+  std::vector<size_t> order(program.steps.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return profile.step_seconds[a] > profile.step_seconds[b];
+  });
+  double total = 0;
+  for (double seconds : profile.step_seconds) total += seconds;
+  const double runs = std::max(profile.runs, 1);
+  fmt::print("profile: {} per run over {} steps ({} runs)\n", format_seconds(total / runs),
+             program.steps.size(), profile.runs);
+  fmt::print("  {:>5}  {:>10}  {:>6}  {}\n", "step", "time/run", "share", "kernel");
+  for (size_t s : order) {
+    const double seconds = profile.step_seconds[s];
+    fmt::print("  {:>5}  {:>10}  {:>5.1f}%  {}\n", s, format_seconds(seconds / runs),
+               total > 0 ? 100 * seconds / total : 0.0, program.steps[s].label);
+  }
+}
+
+// Compiles `graph`, optionally checks it kernel by kernel, and runs it (timed when asked).
+Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<Array>& inputs,
+                                                const RunOptions& options) {
+  KILN_ASSIGN_OR_RETURN(CompiledModel model, Compiler().compile(std::move(graph)));
+  print_compile_summary(model);
+  if (options.check) {
+    KILN_ASSIGN_OR_RETURN(CheckReport report, model.check(inputs));
+    if (!report.ok()) {
+      const KernelCheck& bad = report.kernels.back();
+      return Status::errorf("check: step {} ({}) disagrees with the reference: {}", bad.step,
+                            bad.label, bad.mismatch);
+    }
+    double worst = 0;
+    for (const KernelCheck& kernel : report.kernels) worst = std::max(worst, kernel.max_abs_error);
+    fmt::print("check: all {} agree with the reference (largest abs error {:.3g})\n",
+               count_noun(report.kernels.size(), "kernel"), worst);
+  }
+  runtime::Profile profile;
+  runtime::Profile* profiling = options.profile ? &profile : nullptr;
+  KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, model.run(inputs, profiling));
+  if (options.repeat > 0) {
+    // The first run above was the warm-up (page faults, first-touch of the arena, OpenMP
+    // threads); time the next `repeat`.
+    std::vector<double> times;
+    for (int r = 0; r < options.repeat; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      KILN_ASSIGN_OR_RETURN(outputs, model.run(inputs, profiling));
+      times.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(times.begin(), times.end());
+    fmt::print("time per run ({} runs after a warm-up): median {}, min {}, max {}\n",
+               options.repeat, format_seconds(times[times.size() / 2]), format_seconds(times.front()),
+               format_seconds(times.back()));
+  }
+  if (profiling != nullptr) print_profile(model.program(), profile);
+  return outputs;
+}
+
 int run_run(const RunOptions& options) {
   Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
   if (!import_options) return report(import_options.status());
@@ -178,14 +271,21 @@ int run_run(const RunOptions& options) {
   Expected<std::vector<Array>> inputs = gather_inputs(*model, options);
   if (!inputs) return report(inputs.status());
   for (Array& weight : model->weights) inputs->push_back(std::move(weight));
-  Expected<std::vector<Array>> outputs = interpret(model->graph, *inputs);
+  const bool compiled = !options.interpret;
+  if (!compiled && (options.check || options.profile || options.repeat > 0)) {
+    return report(Status::error("--check, --profile and --repeat apply to compiled runs, not "
+                                "to --interpret"));
+  }
+  Expected<std::vector<Array>> outputs = compiled
+                                             ? run_compiled_model(model->graph.clone(), *inputs, options)
+                                             : interpret(model->graph, *inputs);
   if (!outputs) return report(outputs.status());
 
   Expected<std::map<std::string, Array>> expected = load_named_tensors(options.expected);
   if (!expected) return report(expected.status());
   bool all_match = true;
   std::vector<NamedArray> named_outputs;
-  fmt::print("outputs (reference interpreter, f64):\n");
+  fmt::print("outputs ({}):\n", compiled ? "compiled" : "reference interpreter, f64");
   for (size_t i = 0; i < outputs->size(); ++i) {
     const Value& value = *model->graph.outputs()[i];
     fmt::print("  {} {}: {}\n", print_value_ref(value), value.type().to_string(),
@@ -215,6 +315,67 @@ int run_run(const RunOptions& options) {
     std::fprintf(stderr, "kiln: outputs differ from the expected values beyond tolerance\n");
     return kUserError;
   }
+  return 0;
+}
+
+struct CompileCommandOptions {
+  std::string model;
+  std::string output_dir;
+  std::vector<std::string> shapes;
+};
+
+Status write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) return Status::errorf("cannot write {}", path.string());
+  return Status::ok();
+}
+
+// The plan: the program (buffers, arena offsets, steps) and, per kernel, the nodes it computes.
+std::string describe_plan(const CompiledModel& model) {
+  std::string text = runtime::print_program(model.program());
+  text += "\nkernels:\n";
+  const std::vector<KernelRecord>& records = model.compiled().records;
+  for (size_t k = 0; k < records.size(); ++k) {
+    std::vector<std::string> nodes;
+    for (const Node* node : records[k].nodes) {
+      nodes.push_back(fmt::format("{} -> {}", node->op_name(), print_value_ref(*node->output())));
+    }
+    text += fmt::format("kernel {}: {}\n", k, fmt::join(nodes, "; "));
+  }
+  return text;
+}
+
+// Compiles a model and writes what was made: the C++ source, the loop IR and the plan.
+int run_compile(const CompileCommandOptions& options) {
+  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
+  if (!import_options) return report(import_options.status());
+  Expected<ImportedModel> loaded = load_model(options.model, *import_options);
+  if (!loaded) return report(loaded.status());
+  Expected<CompiledModel> model = Compiler().compile(std::move(loaded->graph));
+  if (!model) return report(model.status());
+  print_compile_summary(*model);
+  std::error_code error;
+  std::filesystem::create_directories(options.output_dir, error);
+  if (error) {
+    return report(Status::errorf("cannot create {}: {}", options.output_dir, error.message()));
+  }
+  const std::filesystem::path dir(options.output_dir);
+  Expected<std::string> source = model->source();
+  if (!source) return report(source.status());
+  std::string loop_ir;
+  for (const KernelRecord& record : model->compiled().records) {
+    loop_ir += loop::print(record.kernel) + "\n";
+  }
+  for (const auto& [name, text] : {std::pair<std::string, const std::string*>{"kernels.cc", &*source},
+                                   {"kernels.loop", &loop_ir}}) {
+    if (Status written = write_text(dir / name, *text); !written) return report(written);
+  }
+  if (Status written = write_text(dir / "plan.txt", describe_plan(*model)); !written) {
+    return report(written);
+  }
+  fmt::print("wrote {}/kernels.cc, kernels.loop, plan.txt\n", options.output_dir);
   return 0;
 }
 
@@ -470,8 +631,8 @@ int run(int argc, char** argv) {
 
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand(
-      "run", "Run a model (ONNX file or IR text) with the reference interpreter and print its "
-             "outputs; compare them with expected values if given.");
+      "run", "Compile a model (ONNX file or IR text) for this CPU, run it and print its outputs; "
+             "compare them with expected values if given.");
   run_cmd->add_option("model", run.model, "Model file (.onnx, or IR text)")->required();
   run_cmd->add_option("--input", run.inputs,
                       "Input tensor: NAME=FILE (.npy or TensorProto .pb) or FILE.npz; inputs "
@@ -486,6 +647,28 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   run_cmd->add_option("--rtol", run.rtol, "Relative tolerance against --expected")
       ->capture_default_str();
+  run_cmd->add_flag("--interpret", run.interpret,
+                    "Run the fp64 reference interpreter instead of compiled code");
+  run_cmd->add_flag("--check", run.check,
+                    "Compare every kernel's outputs with the reference evaluation of its nodes on "
+                    "the same inputs; fail naming the first kernel that disagrees");
+  run_cmd->add_flag("--profile", run.profile, "Print the time of every kernel, largest first");
+  run_cmd->add_option("--repeat", run.repeat,
+                      "Run N more times after the first (warm-up) run and print the median, min "
+                      "and max time per run (compile time apart)")
+      ->check(CLI::NonNegativeNumber);
+
+  CompileCommandOptions compile_options;
+  CLI::App* compile_cmd = app.add_subcommand(
+      "compile", "Compile a model (one kernel per node) and write the generated C++ "
+                 "(kernels.cc), the kernels' loop IR (kernels.loop) and the memory plan and "
+                 "kernel list (plan.txt) to a directory.");
+  compile_cmd->add_option("model", compile_options.model, "Model file (.onnx, or IR text)")
+      ->required();
+  compile_cmd->add_option("--output,-o", compile_options.output_dir, "Directory to write")
+      ->required();
+  compile_cmd->add_option("--shape", compile_options.shapes,
+                          "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
 
   ExportOptions export_options;
   CLI::App* export_cmd = app.add_subcommand(
@@ -558,6 +741,7 @@ int run(int argc, char** argv) {
   if (opt_cmd->parsed()) return run_opt(opt_file, opt_passes);
   if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);
   if (run_cmd->parsed()) return run_run(run);
+  if (compile_cmd->parsed()) return run_compile(compile_options);
   if (export_cmd->parsed()) return run_export(export_options);
   if (zoo_show_cmd->parsed()) return run_zoo_show(zoo);
   if (zoo_export_cmd->parsed()) return run_zoo_export(zoo);
