@@ -3,6 +3,11 @@
 // interpreter. tests/onnx/known_failures.txt lists every case that does not pass, with its
 // outcome; the test fails when a case's outcome differs from the list (a regression, or a fix
 // whose entry should be removed) and prints the line to put in the list.
+//
+// The same cases run compiled (one kernel per node, through the system C++ compiler): every
+// case the interpreter passes must pass compiled too, except those listed in
+// tests/onnx/known_compiled_failures.txt. The compiled run is split into shards, separate
+// tests, so that CTest runs them side by side.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -74,6 +79,39 @@ TEST(OnnxConformance, EveryCaseHasItsListedOutcome) {
               counts[static_cast<int>(CaseOutcome::failed)],
               counts[static_cast<int>(CaseOutcome::unsupported)]);
 }
+
+constexpr int kCompiledShards = 4;
+
+class OnnxConformanceCompiled : public ::testing::TestWithParam<int> {};
+
+TEST_P(OnnxConformanceCompiled, InterpreterPassesAlsoPassCompiled) {
+  const fs::path suite = suite_dir();
+  if (!fs::is_directory(suite / "node")) GTEST_SKIP() << "no ONNX node tests at " << suite;
+  const std::map<std::string, std::string> known =
+      read_known_failures(source_dir() / "tests" / "onnx" / "known_failures.txt");
+  const std::map<std::string, std::string> known_compiled =
+      read_known_failures(source_dir() / "tests" / "onnx" / "known_compiled_failures.txt");
+  ASSERT_FALSE(known.empty());
+  int index = 0, passed = 0;
+  for (const char* group : {"node", "simple"}) {
+    for (const std::string& dir : conformance_case_dirs((suite / group).string())) {
+      if (index++ % kCompiledShards != GetParam()) continue;
+      const std::string name = std::string(group) + "/" + fs::path(dir).filename().string();
+      if (known.contains(name)) continue;  // the interpreter does not pass it either
+      const CaseResult result = run_conformance_case(dir, {.tolerance = {},
+                                                           .engine = Engine::compiled});
+      const bool listed = known_compiled.contains(name);
+      passed += result.outcome == CaseOutcome::passed ? 1 : 0;
+      if ((result.outcome == CaseOutcome::passed) == !listed) continue;
+      ADD_FAILURE() << name << ": compiled " << outcome_name(result.outcome)
+                    << (listed ? ", but known_compiled_failures.txt lists it" : "") << "\n  "
+                    << result.detail;
+    }
+  }
+  std::printf("ONNX conformance compiled, shard %d: %d passed\n", GetParam(), passed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, OnnxConformanceCompiled, ::testing::Range(0, kCompiledShards));
 
 }  // namespace
 }  // namespace kiln

@@ -402,14 +402,20 @@ int run_export(const ExportOptions& options) {
   return 0;
 }
 
-int run_conformance(const std::string& dir, const std::string& filter, bool verbose) {
+int run_conformance(const std::string& dir, const std::string& filter, bool verbose,
+                    bool compiled) {
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error)) {
     return report(Status::errorf("{}: not a directory", dir));
   }
   int counts[3] = {0, 0, 0};
-  for (const CaseResult& result : run_conformance_suite(dir)) {
-    if (result.name.find(filter) == std::string::npos) continue;
+  const ConformanceOptions options{
+      .tolerance = {}, .engine = compiled ? Engine::compiled : Engine::interpreter};
+  for (const std::string& case_dir : conformance_case_dirs(dir)) {
+    if (std::filesystem::path(case_dir).filename().string().find(filter) == std::string::npos) {
+      continue;
+    }
+    const CaseResult result = run_conformance_case(case_dir, options);
     ++counts[static_cast<int>(result.outcome)];
     if (result.outcome == CaseOutcome::failed ||
         (verbose && result.outcome == CaseOutcome::unsupported)) {
@@ -684,12 +690,16 @@ int run(int argc, char** argv) {
   std::string conformance_dir;
   std::string conformance_filter;
   bool conformance_verbose = false;
+  bool conformance_compiled = false;
   CLI::App* conformance_cmd = app.add_subcommand(
       "conformance", "Run ONNX backend test cases (folders holding model.onnx and "
                      "test_data_set_0/) and print a pass/fail/unsupported summary.");
   conformance_cmd->add_option("dir", conformance_dir, "Folder of test case folders")->required();
   conformance_cmd->add_option("--filter", conformance_filter,
                               "Only cases whose name contains this text");
+  conformance_cmd->add_flag("--compiled", conformance_compiled,
+                            "Run the cases compiled (one kernel per node) instead of with the "
+                            "reference interpreter");
   conformance_cmd->add_flag("--verbose,-v", conformance_verbose,
                             "Also list unsupported cases with the reason");
 
@@ -748,7 +758,8 @@ int run(int argc, char** argv) {
   if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
   if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {
-    return run_conformance(conformance_dir, conformance_filter, conformance_verbose);
+    return run_conformance(conformance_dir, conformance_filter, conformance_verbose,
+                           conformance_compiled);
   }
   return kUsageError;
 }

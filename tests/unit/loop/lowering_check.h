@@ -1,6 +1,11 @@
 // Test support for lowering: builds a graph, runs it through the reference interpreter and
 // through lower_group + the loop-IR evaluator on the same random inputs, and compares.
 //
+// Built with KILN_LOWERING_CHECK_COMPILED defined (the kiln_compiled_ops_tests executable), the
+// same cases go through the whole compiler instead: the group is lowered, scheduled, emitted
+// as C++, compiled, loaded and run by the runtime's executor. Every op is then checked
+// compiled alone, in the same shapes.
+//
 // Inputs are drawn fresh per call from a generator seeded by KILN_LOOP_SEED (default fixed;
 // printed on failure). Tolerances are per dtype: f64 results agree to 1e-12 relative; f32
 // results to 1e-5 relative plus 1e-5 * scale absolute, `scale` covering reductions whose
@@ -25,6 +30,12 @@
 #include "loop/evaluator.h"
 #include "loop/lower_group.h"
 #include "loop/printer.h"
+
+#ifdef KILN_LOWERING_CHECK_COMPILED
+#include "compiler/compile_graph.h"
+#include "compiler/tensor_bytes.h"
+#include "runtime/executor.h"
+#endif
 
 namespace kiln::loop::testing {
 
@@ -105,6 +116,46 @@ inline Expected<std::vector<std::vector<double>>> run_lowered(const LoweredGroup
                                           args.end());
 }
 
+#ifndef KILN_LOWERING_CHECK_COMPILED
+// The outputs of `group` of `graph`, lowered as `lowered`, on `inputs`: by the loop evaluator.
+inline Expected<std::vector<std::vector<double>>> run_group(const Graph&,
+                                                            const LoweredGroup& lowered,
+                                                            std::span<Node* const>,
+                                                            const std::vector<Array>& inputs) {
+  return run_lowered(lowered, inputs);
+}
+#else
+// Compiles `group` as one kernel through the whole pipeline and runs it with the executor on
+// buffers of its own: the kernel's inputs, then its outputs, bound as lower_group binds them.
+inline Expected<std::vector<std::vector<double>>> run_group(const Graph& graph,
+                                                            const LoweredGroup& lowered,
+                                                            std::span<Node* const> group,
+                                                            const std::vector<Array>& inputs) {
+  const std::vector<Node*> nodes(group.begin(), group.end());
+  KILN_ASSIGN_OR_RETURN(CompiledGraph compiled,
+                        compile_groups(graph, std::span<const std::vector<Node*>>(&nodes, 1)));
+  if (compiled.records.size() != 1) return Status::error("expected one kernel");
+  // Run the kernel directly on its parameters, in lower_group's order, with the output
+  // buffers poisoned so that an element the kernel fails to write shows.
+  std::vector<std::vector<std::byte>> buffers;
+  for (const Array& input : inputs) buffers.push_back(encode_array(input));
+  for (const Value* output : lowered.outputs) {
+    Array poison(output->dtype(), output->shape());
+    for (double& v : poison.data) v = is_floating(output->dtype()) ? -12345.0 : 123;
+    buffers.push_back(encode_array(poison));
+  }
+  std::vector<void*> pointers;
+  for (std::vector<std::byte>& buffer : buffers) pointers.push_back(buffer.data());
+  compiled.kernels.function(0)(pointers.data());
+  std::vector<std::vector<double>> results;
+  for (size_t o = 0; o < lowered.outputs.size(); ++o) {
+    results.push_back(decode_array(lowered.outputs[o]->type(),
+                                   buffers[inputs.size() + o].data()).data);
+  }
+  return results;
+}
+#endif
+
 // Compares lowering `group` (default: every node) of `graph` with the interpreter; every graph
 // output must be an output of the group, and the graph inputs are its inputs, in order.
 inline ::testing::AssertionResult matches_interpreter(const Graph& graph,
@@ -122,7 +173,7 @@ inline ::testing::AssertionResult matches_interpreter(const Graph& graph,
     if (it == graph.inputs().end()) return ::testing::AssertionFailure() << "input not a graph input";
     bound.push_back(inputs[static_cast<size_t>(it - graph.inputs().begin())]);
   }
-  Expected<std::vector<std::vector<double>>> actual = run_lowered(*lowered, bound);
+  Expected<std::vector<std::vector<double>>> actual = run_group(graph, *lowered, nodes, bound);
   if (!actual) {
     return ::testing::AssertionFailure() << actual.status().message() << "\n"
                                          << print(lowered->kernel);
