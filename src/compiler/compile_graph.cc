@@ -11,6 +11,7 @@
 #include "codegen/cpu/emitter.h"
 #include "compiler/tensor_bytes.h"
 #include "ir/printer.h"
+#include "loop/printer.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/memory_plan.h"
 
@@ -62,6 +63,20 @@ Expected<std::vector<KernelRecord>> lower_groups(const Graph& graph,
   return records;
 }
 
+// Numbers the distinct kernels of `records` (by their printed loop IR) in order of first use,
+// sets each record's program_kernel, and returns the distinct kernels.
+std::vector<loop::Kernel> share_identical_kernels(std::vector<KernelRecord>& records) {
+  std::map<std::string, int> number_of;
+  std::vector<loop::Kernel> kernels;
+  for (KernelRecord& record : records) {
+    const auto [it, inserted] =
+        number_of.emplace(loop::print(record.kernel), static_cast<int>(kernels.size()));
+    if (inserted) kernels.push_back(record.kernel);
+    record.program_kernel = it->second;
+  }
+  return kernels;
+}
+
 // Builds the program's buffers and steps for `records`, run in order.
 class ProgramBuilder {
  public:
@@ -75,9 +90,10 @@ class ProgramBuilder {
     for (const Value* output : graph.outputs()) program_.output_bytes.push_back(bytes_of(*output));
   }
 
-  Status add_kernel_step(const KernelRecord& record, int kernel, std::vector<int>& step_records) {
-    runtime::Step step{.kind = runtime::Step::Kind::kernel, .kernel = kernel, .buffers = {},
-                       .label = label_of(record.nodes)};
+  Status add_kernel_step(const KernelRecord& record, int record_index,
+                         std::vector<int>& step_records) {
+    runtime::Step step{.kind = runtime::Step::Kind::kernel, .kernel = record.program_kernel,
+                       .buffers = {}, .label = label_of(record.nodes)};
     const int index = static_cast<int>(program_.steps.size());
     for (const Value* input : record.inputs) {
       KILN_ASSIGN_OR_RETURN(int buffer, buffer_for_read(*input, step.label));
@@ -91,7 +107,7 @@ class ProgramBuilder {
       step.buffers.push_back(buffer);
     }
     program_.steps.push_back(std::move(step));
-    step_records.push_back(kernel);
+    step_records.push_back(record_index);
     return Status::ok();
   }
 
@@ -197,18 +213,18 @@ Expected<CompiledGraph> compile_groups(const Graph& graph,
   KILN_ASSIGN_OR_RETURN(compiled.records, lower_groups(graph, groups, options));
   compiled.stats.lower_seconds = seconds_since(lower_start);
 
+  const std::vector<loop::Kernel> kernels = share_identical_kernels(compiled.records);
+
   ProgramBuilder builder(graph);
-  for (size_t k = 0; k < compiled.records.size(); ++k) {
-    KILN_RETURN_IF_ERROR(builder.add_kernel_step(compiled.records[k], static_cast<int>(k),
+  for (size_t r = 0; r < compiled.records.size(); ++r) {
+    KILN_RETURN_IF_ERROR(builder.add_kernel_step(compiled.records[r], static_cast<int>(r),
                                                  compiled.step_kernel_record));
   }
   KILN_RETURN_IF_ERROR(builder.add_output_copies(compiled.step_kernel_record));
   compiled.program = std::make_shared<const runtime::Program>(
-      builder.finish(static_cast<int>(compiled.records.size()), compiled.stats));
+      builder.finish(static_cast<int>(kernels.size()), compiled.stats));
 
   const Clock::time_point codegen_start = Clock::now();
-  std::vector<loop::Kernel> kernels;
-  for (const KernelRecord& record : compiled.records) kernels.push_back(record.kernel);
   KILN_ASSIGN_OR_RETURN(compiled.kernels, codegen::cpu::compile_kernels(kernels, options.cpu));
   compiled.stats.codegen_seconds = seconds_since(codegen_start);
   compiled.stats.units = compiled.kernels.units();
@@ -225,8 +241,10 @@ Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& 
 }
 
 Expected<std::string> kernel_source(const CompiledGraph& compiled) {
-  std::vector<loop::Kernel> kernels;
-  for (const KernelRecord& record : compiled.records) kernels.push_back(record.kernel);
+  std::vector<loop::Kernel> kernels(static_cast<size_t>(compiled.program->num_kernels));
+  for (const KernelRecord& record : compiled.records) {
+    kernels[static_cast<size_t>(record.program_kernel)] = record.kernel;
+  }
   return codegen::cpu::emit_translation_unit(kernels);
 }
 

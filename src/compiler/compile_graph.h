@@ -35,11 +35,15 @@ struct CompileOptions {
   bool schedule = true;
 };
 
-// Per kernel: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of
-// the kernel is bound to values[i] (the group's inputs, then its outputs).
+// Per group: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of
+// the kernel is bound to the group's inputs, then its outputs. Groups whose loop IR is
+// identical (the same op on the same shapes, as in the repeated layers of a transformer) share
+// one compiled kernel, `program_kernel`: loop IR names are Kiln's own and deterministic, so
+// equal text means equal code.
 struct KernelRecord {
   std::vector<const Node*> nodes;
   loop::Kernel kernel;
+  int program_kernel = 0;
   std::vector<const Value*> inputs;
   std::vector<const Value*> outputs;
 };
@@ -57,7 +61,7 @@ struct CompileStats {
 struct CompiledGraph {
   std::shared_ptr<const runtime::Program> program;
   codegen::cpu::CompiledKernels kernels;  // program kernel k is kernels.function(k)
-  std::vector<KernelRecord> records;      // per kernel
+  std::vector<KernelRecord> records;      // per group that computes something
   std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
   CompileStats stats;
 };
@@ -69,8 +73,8 @@ Expected<CompiledGraph> compile_groups(const Graph& graph,
 // One group per node (constants excepted): the unfused baseline.
 Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& options = {});
 
-// The C++ source of every kernel in one translation unit, kernel k as kiln_kernel_k (the
-// cache compiles them in smaller units; the code is the same).
+// The C++ source of every program kernel in one translation unit, kernel k as kiln_kernel_k
+// (the cache compiles them in smaller units; the code is the same).
 Expected<std::string> kernel_source(const CompiledGraph& compiled);
 
 }  // namespace kiln

@@ -70,7 +70,7 @@ expect run-repeat-negative 2 'repeat' -- "$kiln" run "$example" --repeat -1
 expect run-check-interpret 1 'apply to compiled runs' -- "$kiln" run "$example" --interpret --check
 expect compile-writes 0 'wrote .*kernels.cc, kernels.loop, plan.txt' -- "$kiln" compile "$example" -o "$work/compiled"
 expect compile-plan 0 'kernel 0: matmul' -- cat "$work/compiled/plan.txt"
-expect compile-source 0 'extern "C" void kiln_kernel_24' -- cat "$work/compiled/kernels.cc"
+expect compile-source 0 'extern "C" void kiln_kernel_15' -- cat "$work/compiled/kernels.cc"
 expect compile-needs-output 2 'output' -- "$kiln" compile "$example"
 printf 'graph @g(%%x: f32[2]) {\n  %%y = relu(%%x) : f32[2]\n  return %%y\n}\n' >"$work/relu.kiln"
 python3 - "$work" <<'PY'

@@ -190,8 +190,10 @@ std::string format_seconds(double seconds) {
 
 void print_compile_summary(const CompiledModel& model) {
   const CompileStats& stats = model.stats();
-  fmt::print("compiled {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest cached)\n",
-             count_noun(static_cast<size_t>(model.program().num_kernels), "kernel"),
+  fmt::print("compiled {} as {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest "
+             "cached)\n",
+             count_noun(model.compiled().records.size(), "kernel call"),
+             count_noun(static_cast<size_t>(model.program().num_kernels), "distinct kernel"),
              format_seconds(stats.lower_seconds + stats.codegen_seconds),
              format_seconds(stats.lower_seconds), format_seconds(stats.codegen_seconds),
              stats.units_compiled, stats.units);
@@ -332,17 +334,17 @@ Status write_text(const std::filesystem::path& path, const std::string& text) {
   return Status::ok();
 }
 
-// The plan: the program (buffers, arena offsets, steps) and, per kernel, the nodes it computes.
+// The plan: the program (buffers, arena offsets, steps) and, per kernel call, the kernel and
+// the nodes it computes.
 std::string describe_plan(const CompiledModel& model) {
   std::string text = runtime::print_program(model.program());
-  text += "\nkernels:\n";
-  const std::vector<KernelRecord>& records = model.compiled().records;
-  for (size_t k = 0; k < records.size(); ++k) {
+  text += "\nkernel calls:\n";
+  for (const KernelRecord& record : model.compiled().records) {
     std::vector<std::string> nodes;
-    for (const Node* node : records[k].nodes) {
+    for (const Node* node : record.nodes) {
       nodes.push_back(fmt::format("{} -> {}", node->op_name(), print_value_ref(*node->output())));
     }
-    text += fmt::format("kernel {}: {}\n", k, fmt::join(nodes, "; "));
+    text += fmt::format("kernel {}: {}\n", record.program_kernel, fmt::join(nodes, "; "));
   }
   return text;
 }
@@ -502,6 +504,7 @@ struct ZooOptions {
   std::string optimizer = "adam";
   bool inference = false;
   std::string output_file;
+  RunOptions run;  // for `zoo run`: --check, --profile, --repeat
 };
 
 // The training step: forward, backward and the optimizer's update in one graph.
@@ -539,6 +542,52 @@ int run_zoo_show(const ZooOptions& options) {
   fmt::print("// {}: data inputs {}; the other {} inputs are parameters and state\n", model->preset,
              fmt::join(data, ", "), weights);
   fmt::print("{}", print_graph(graph.graph));
+  return 0;
+}
+
+// The graph a zoo command works on, with its inputs: the loss graph (default), the inference
+// graph, or the training step, whose inputs after the loss graph's are the learning rate
+// (1e-3), the step count (1) and the optimizer state (zero, as before the first step).
+Expected<std::pair<Graph, std::vector<Array>>> zoo_graph_and_inputs(const ZooOptions& options,
+                                                                     const ModelInstance& model) {
+  if (!options.train) {
+    const ModelGraph& graph = options.inference ? model.inference : model.loss;
+    KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs, model.input_values(graph));
+    return std::pair{graph.graph.clone(), std::move(inputs)};
+  }
+  KILN_ASSIGN_OR_RETURN(std::optional<Optimizer> optimizer, parse_optimizer(options.optimizer));
+  KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, optimizer));
+  KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs, model.input_values(model.loss));
+  for (size_t i = inputs.size(); i < step.graph.inputs().size(); ++i) {
+    const Value& input = *step.graph.inputs()[i];
+    Array value(input.dtype(), input.shape());
+    if (input.name() == "lr") value.data = {1e-3};
+    if (input.name() == "step") value.data = {1};
+    value.round_to_dtype();
+    inputs.push_back(std::move(value));
+  }
+  return std::pair{std::move(step.graph), std::move(inputs)};
+}
+
+// Compiles a preset (loss graph, inference graph or training step) and runs it on the preset's
+// deterministic inputs.
+int run_zoo_run(const ZooOptions& options) {
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  Expected<std::pair<Graph, std::vector<Array>>> graph = zoo_graph_and_inputs(options, *model);
+  if (!graph) return report(graph.status());
+  fmt::print("{} {}: {}\n", model->preset,
+             options.train ? "training step (" + options.optimizer + ")"
+                           : (options.inference ? "inference graph" : "loss graph"),
+             count_noun(static_cast<size_t>(graph->first.num_nodes()), "node"));
+  std::vector<std::string> names;
+  for (const Value* output : graph->first.outputs()) names.push_back(output->name());
+  Expected<std::vector<Array>> outputs =
+      run_compiled_model(std::move(graph->first), graph->second, options.run);
+  if (!outputs) return report(outputs.status());
+  // The loss (or the logits) says whether the run is sane; the other outputs are many.
+  fmt::print("output %{} {}: {}\n", names[0], (*outputs)[0].type().to_string(),
+             format_statistics(compute_statistics((*outputs)[0])));
   return 0;
 }
 
@@ -729,6 +778,23 @@ int run(int argc, char** argv) {
                    "(the step returns the gradients)")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  CLI::App* zoo_run_cmd = zoo_cmd->add_subcommand(
+      "run", "Compile a preset (the loss graph by default, the inference graph, or the training "
+             "step) and run it on the preset's own inputs; with --check, --profile, --repeat as "
+             "for `kiln run`.");
+  add_model_options(zoo_run_cmd, zoo);
+  zoo_run_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
+  zoo_run_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
+      ->excludes("--inference");
+  zoo_run_cmd
+      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  zoo_run_cmd->add_flag("--check", zoo.run.check,
+                        "Compare every kernel with the reference evaluation of its nodes");
+  zoo_run_cmd->add_flag("--profile", zoo.run.profile, "Print the time of every kernel");
+  zoo_run_cmd->add_option("--repeat", zoo.run.repeat, "Time N runs after a warm-up run")
+      ->check(CLI::NonNegativeNumber);
   CLI::App* zoo_export_cmd = zoo_cmd->add_subcommand(
       "export", "Write a preset's inference graph as ONNX, parameters as initializers.");
   add_model_options(zoo_export_cmd, zoo);
@@ -755,6 +821,7 @@ int run(int argc, char** argv) {
   if (export_cmd->parsed()) return run_export(export_options);
   if (zoo_show_cmd->parsed()) return run_zoo_show(zoo);
   if (zoo_export_cmd->parsed()) return run_zoo_export(zoo);
+  if (zoo_run_cmd->parsed()) return run_zoo_run(zoo);
   if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
   if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {

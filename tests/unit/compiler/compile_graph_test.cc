@@ -84,6 +84,22 @@ TEST(CompileGraph, OutputsThatNoKernelComputesAreCopied) {
   expect_matches_interpreter(graph);
 }
 
+TEST(CompileGraph, IdenticalGroupsShareOneKernel) {
+  // Two exps of one shape share a kernel; the exp of another shape does not.
+  const Graph graph = parse(R"(
+    graph @g(%x: f32[4,5], %y: f32[4,5], %z: f32[5]) {
+      %a = exp(%x) : f32[4,5]
+      %b = exp(%y) : f32[4,5]
+      %c = exp(%z) : f32[5]
+      return %a, %b, %c
+    })");
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  EXPECT_EQ(model->program().steps.size(), 3u);
+  EXPECT_EQ(model->program().num_kernels, 2);
+  expect_matches_interpreter(graph);
+}
+
 TEST(CompileGraph, ArenaReusesBuffersOfAChain) {
   // Ten elementwise steps over 64 KiB tensors: at most two intermediates are alive at once.
   GraphBuilder b;
