@@ -349,6 +349,26 @@ std::string describe_plan(const CompiledModel& model) {
   return text;
 }
 
+// Writes the C++ source (kernels.cc), the loop IR (kernels.loop) and the plan (plan.txt) of a
+// compiled model to `dir`, creating it.
+Status write_compiled(const CompiledModel& model, const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return Status::errorf("cannot create {}: {}", dir, error.message());
+  KILN_ASSIGN_OR_RETURN(std::string source, model.source());
+  std::string loop_ir;
+  std::vector<bool> printed(static_cast<size_t>(model.program().num_kernels), false);
+  for (const KernelRecord& record : model.compiled().records) {
+    if (printed[static_cast<size_t>(record.program_kernel)]) continue;
+    printed[static_cast<size_t>(record.program_kernel)] = true;
+    loop_ir += fmt::format("// kernel {}\n{}\n", record.program_kernel, loop::print(record.kernel));
+  }
+  const std::filesystem::path path(dir);
+  KILN_RETURN_IF_ERROR(write_text(path / "kernels.cc", source));
+  KILN_RETURN_IF_ERROR(write_text(path / "kernels.loop", loop_ir));
+  return write_text(path / "plan.txt", describe_plan(model));
+}
+
 // Compiles a model and writes what was made: the C++ source, the loop IR and the plan.
 int run_compile(const CompileCommandOptions& options) {
   Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
@@ -358,23 +378,7 @@ int run_compile(const CompileCommandOptions& options) {
   Expected<CompiledModel> model = Compiler().compile(std::move(loaded->graph));
   if (!model) return report(model.status());
   print_compile_summary(*model);
-  std::error_code error;
-  std::filesystem::create_directories(options.output_dir, error);
-  if (error) {
-    return report(Status::errorf("cannot create {}: {}", options.output_dir, error.message()));
-  }
-  const std::filesystem::path dir(options.output_dir);
-  Expected<std::string> source = model->source();
-  if (!source) return report(source.status());
-  std::string loop_ir;
-  for (const KernelRecord& record : model->compiled().records) {
-    loop_ir += loop::print(record.kernel) + "\n";
-  }
-  for (const auto& [name, text] : {std::pair<std::string, const std::string*>{"kernels.cc", &*source},
-                                   {"kernels.loop", &loop_ir}}) {
-    if (Status written = write_text(dir / name, *text); !written) return report(written);
-  }
-  if (Status written = write_text(dir / "plan.txt", describe_plan(*model)); !written) {
+  if (Status written = write_compiled(*model, options.output_dir); !written) {
     return report(written);
   }
   fmt::print("wrote {}/kernels.cc, kernels.loop, plan.txt\n", options.output_dir);
@@ -545,28 +549,55 @@ int run_zoo_show(const ZooOptions& options) {
   return 0;
 }
 
-// The graph a zoo command works on, with its inputs: the loss graph (default), the inference
-// graph, or the training step, whose inputs after the loss graph's are the learning rate
-// (1e-3), the step count (1) and the optimizer state (zero, as before the first step).
-Expected<std::pair<Graph, std::vector<Array>>> zoo_graph_and_inputs(const ZooOptions& options,
-                                                                     const ModelInstance& model) {
-  if (!options.train) {
-    const ModelGraph& graph = options.inference ? model.inference : model.loss;
-    KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs, model.input_values(graph));
-    return std::pair{graph.graph.clone(), std::move(inputs)};
-  }
+// The graph a zoo command works on: the loss graph (default), the inference graph, or the
+// training step.
+Expected<Graph> zoo_graph(const ZooOptions& options, const ModelInstance& model) {
+  if (!options.train) return (options.inference ? model.inference : model.loss).graph.clone();
   KILN_ASSIGN_OR_RETURN(std::optional<Optimizer> optimizer, parse_optimizer(options.optimizer));
   KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, optimizer));
+  return std::move(step.graph);
+}
+
+// The inputs of zoo_graph's graph: the preset's own values; for the training step, after the
+// loss graph's, the learning rate (1e-3), the step count (1) and the optimizer state (zero, as
+// before the first step).
+Expected<std::vector<Array>> zoo_inputs(const ZooOptions& options, const ModelInstance& model,
+                                        const Graph& graph) {
+  if (!options.train) return model.input_values(options.inference ? model.inference : model.loss);
   KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs, model.input_values(model.loss));
-  for (size_t i = inputs.size(); i < step.graph.inputs().size(); ++i) {
-    const Value& input = *step.graph.inputs()[i];
+  for (size_t i = inputs.size(); i < graph.inputs().size(); ++i) {
+    const Value& input = *graph.inputs()[i];
     Array value(input.dtype(), input.shape());
     if (input.name() == "lr") value.data = {1e-3};
     if (input.name() == "step") value.data = {1};
     value.round_to_dtype();
     inputs.push_back(std::move(value));
   }
-  return std::pair{std::move(step.graph), std::move(inputs)};
+  return inputs;
+}
+
+std::string zoo_graph_kind(const ZooOptions& options) {
+  if (options.train) return "training step (" + options.optimizer + ")";
+  return options.inference ? "inference graph" : "loss graph";
+}
+
+// Compiles a preset's graph and writes what `kiln compile` writes when -o is given.
+int run_zoo_compile(const ZooOptions& options) {
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  Expected<Graph> graph = zoo_graph(options, *model);
+  if (!graph) return report(graph.status());
+  fmt::print("{} {}: {}\n", model->preset, zoo_graph_kind(options),
+             count_noun(static_cast<size_t>(graph->num_nodes()), "node"));
+  Expected<CompiledModel> compiled = Compiler().compile(std::move(*graph));
+  if (!compiled) return report(compiled.status());
+  print_compile_summary(*compiled);
+  if (options.output_file.empty()) return 0;
+  if (Status written = write_compiled(*compiled, options.output_file); !written) {
+    return report(written);
+  }
+  fmt::print("wrote {}/kernels.cc, kernels.loop, plan.txt\n", options.output_file);
+  return 0;
 }
 
 // Compiles a preset (loss graph, inference graph or training step) and runs it on the preset's
@@ -574,19 +605,17 @@ Expected<std::pair<Graph, std::vector<Array>>> zoo_graph_and_inputs(const ZooOpt
 int run_zoo_run(const ZooOptions& options) {
   Expected<ModelInstance> model = build_model(options.name, options.model);
   if (!model) return report(model.status());
-  Expected<std::pair<Graph, std::vector<Array>>> graph = zoo_graph_and_inputs(options, *model);
+  Expected<Graph> graph = zoo_graph(options, *model);
   if (!graph) return report(graph.status());
-  fmt::print("{} {}: {}\n", model->preset,
-             options.train ? "training step (" + options.optimizer + ")"
-                           : (options.inference ? "inference graph" : "loss graph"),
-             count_noun(static_cast<size_t>(graph->first.num_nodes()), "node"));
-  std::vector<std::string> names;
-  for (const Value* output : graph->first.outputs()) names.push_back(output->name());
-  Expected<std::vector<Array>> outputs =
-      run_compiled_model(std::move(graph->first), graph->second, options.run);
+  fmt::print("{} {}: {}\n", model->preset, zoo_graph_kind(options),
+             count_noun(static_cast<size_t>(graph->num_nodes()), "node"));
+  Expected<std::vector<Array>> inputs = zoo_inputs(options, *model, *graph);
+  if (!inputs) return report(inputs.status());
+  const std::string first_output = graph->outputs()[0]->name();
+  Expected<std::vector<Array>> outputs = run_compiled_model(std::move(*graph), *inputs, options.run);
   if (!outputs) return report(outputs.status());
   // The loss (or the logits) says whether the run is sane; the other outputs are many.
-  fmt::print("output %{} {}: {}\n", names[0], (*outputs)[0].type().to_string(),
+  fmt::print("output %{} {}: {}\n", first_output, (*outputs)[0].type().to_string(),
              format_statistics(compute_statistics((*outputs)[0])));
   return 0;
 }
@@ -795,6 +824,19 @@ int run(int argc, char** argv) {
   zoo_run_cmd->add_flag("--profile", zoo.run.profile, "Print the time of every kernel");
   zoo_run_cmd->add_option("--repeat", zoo.run.repeat, "Time N runs after a warm-up run")
       ->check(CLI::NonNegativeNumber);
+  CLI::App* zoo_compile_cmd = zoo_cmd->add_subcommand(
+      "compile", "Compile a preset's graph (loss graph, inference graph or training step) and "
+                 "print the kernel count, compile time and memory plan; with -o, write the "
+                 "generated code and plan as `kiln compile` does.");
+  add_model_options(zoo_compile_cmd, zoo);
+  zoo_compile_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
+  zoo_compile_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
+      ->excludes("--inference");
+  zoo_compile_cmd
+      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  zoo_compile_cmd->add_option("--output,-o", zoo.output_file, "Directory to write");
   CLI::App* zoo_export_cmd = zoo_cmd->add_subcommand(
       "export", "Write a preset's inference graph as ONNX, parameters as initializers.");
   add_model_options(zoo_export_cmd, zoo);
@@ -822,6 +864,7 @@ int run(int argc, char** argv) {
   if (zoo_show_cmd->parsed()) return run_zoo_show(zoo);
   if (zoo_export_cmd->parsed()) return run_zoo_export(zoo);
   if (zoo_run_cmd->parsed()) return run_zoo_run(zoo);
+  if (zoo_compile_cmd->parsed()) return run_zoo_compile(zoo);
   if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
   if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {
