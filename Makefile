@@ -4,6 +4,7 @@
 #                    every kernel against the reference interpreter and time it
 #   make test        install dependencies, build, run the test suite (minutes)
 #   make test-asan   the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer build
+#   make bench       build and run the benchmarks in bench/ (elementwise bandwidth, matmul)
 #   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
 #                    compared with PyTorch's own outputs (label `models`, about 10 minutes)
 #
@@ -18,7 +19,7 @@ DEMO_MODEL ?= examples/encoder_layer.kiln
 
 KILN := $(BUILD_DIR)/tools/kiln/kiln
 
-.PHONY: all deps build build-asan demo test test-asan test-models clean
+.PHONY: all deps build build-asan demo test test-asan test-models bench clean
 
 all: build
 
@@ -50,6 +51,12 @@ test-asan: build-asan
 # a time: two at once would only fight over the cores and memory.
 test-models: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 -L models
+
+# Benchmarks time the machine they run on; they are never part of `make test`.
+bench: build
+	$(BUILD_DIR)/bench/kiln_elementwise_bench
+	$(BUILD_DIR)/bench/kiln_matmul_bench --benchmark_repetitions=5 \
+	  --benchmark_report_aggregates_only=true
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(BUILD_DIR).configure.log $(ASAN_BUILD_DIR).configure.log

@@ -96,6 +96,7 @@ class Evaluator {
       case StmtKind::block:
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(exec(child));
         return Status::ok();
+      case StmtKind::gemm: return exec_gemm(*s.as<Gemm>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -165,6 +166,65 @@ class Evaluator {
     KILN_ASSIGN_OR_RETURN(double* slot, element(s.buffer, s.index, "store to"));
     *slot = is_floating(s.value.type()) ? std::get<double>(value)
                                         : static_cast<double>(std::get<int64_t>(value));
+    return Status::ok();
+  }
+
+  // A gemm operand's storage and base offset, evaluated once.
+  struct Region {
+    std::vector<double>* data;
+    int64_t offset;
+    int64_t ld;
+    const Buffer* buffer;
+  };
+
+  Expected<Region> region(const MatrixRegion& r) {
+    KILN_ASSIGN_OR_RETURN(Scalar offset, eval(r.offset));
+    auto it = env_.buffers.find(r.buffer.name());
+    if (it == env_.buffers.end()) {
+      return Status::errorf("buffer '{}' has no storage", r.buffer.name());
+    }
+    return Region{it->second, std::get<int64_t>(offset), r.leading_dim, &r.buffer};
+  }
+
+  static Expected<double*> at(const Region& r, int64_t row, int64_t col) {
+    const int64_t index = r.offset + row * r.ld + col;
+    if (index < 0 || index >= static_cast<int64_t>(r.data->size())) {
+      return Status::errorf("gemm element {}[{}] is out of bounds: size {}", r.buffer->name(),
+                            index, r.data->size());
+    }
+    return &(*r.data)[static_cast<size_t>(index)];
+  }
+
+  // The plain triple loop: each C element's sum runs over p in increasing order starting from
+  // the first product (0 when k <= 0), then is added to C when accumulating; every operation
+  // rounds to the dtype.
+  Status exec_gemm(const Gemm& g) {
+    KILN_ASSIGN_OR_RETURN(Region a, region(g.a));
+    KILN_ASSIGN_OR_RETURN(Region b, region(g.b));
+    KILN_ASSIGN_OR_RETURN(Region c, region(g.c));
+    KILN_ASSIGN_OR_RETURN(Scalar m_value, eval(g.m));
+    KILN_ASSIGN_OR_RETURN(Scalar n_value, eval(g.n));
+    KILN_ASSIGN_OR_RETURN(Scalar k_value, eval(g.k));
+    const int64_t m = std::get<int64_t>(m_value), n = std::get<int64_t>(n_value),
+                  k = std::get<int64_t>(k_value);
+    const DType dtype = g.c.buffer.dtype();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        Scalar acc = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          KILN_ASSIGN_OR_RETURN(double* x, g.transpose_a ? at(a, p, i) : at(a, i, p));
+          KILN_ASSIGN_OR_RETURN(double* y, g.transpose_b ? at(b, j, p) : at(b, p, j));
+          const Scalar product = apply_binary(BinaryOp::mul, dtype, round_to_dtype(*x, dtype),
+                                              round_to_dtype(*y, dtype));
+          acc = p == 0 ? product : apply_binary(BinaryOp::add, dtype, acc, product);
+        }
+        KILN_ASSIGN_OR_RETURN(double* out, at(c, i, j));
+        if (g.accumulate) {
+          acc = apply_binary(BinaryOp::add, dtype, round_to_dtype(*out, dtype), acc);
+        }
+        *out = std::get<double>(acc);
+      }
+    }
     return Status::ok();
   }
 

@@ -4,8 +4,11 @@
 // It executes the semantics stated in loop/expr.h and loop/stmt.h with the arithmetic of
 // loop/scalar.h: loops run serially in order whatever their kind, reductions combine in
 // order of increasing variable starting from the first element, every floating result is
-// rounded to its type. Buffers hold one double per element, as kiln::Array does (integers
-// exact up to 2^53, bool 0 or 1); a store rounds the value to the buffer's dtype.
+// rounded to its type. A gemm is the plain triple loop in its dtype's arithmetic, each sum in
+// order of increasing k (a BLAS library orders it differently: compare gemm results within
+// the dtype's tolerance, not bit for bit). Buffers hold one double per element, as
+// kiln::Array does (integers exact up to 2^53, bool 0 or 1); a store rounds the value to the
+// buffer's dtype.
 // Out-of-bounds loads and stores are errors naming the buffer and index. It is slow and
 // meant for small tests.
 #pragma once

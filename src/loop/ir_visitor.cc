@@ -29,6 +29,7 @@ void IRVisitor::visit(const Stmt& s) {
     case StmtKind::allocate: return visit_allocate(*s.as<Allocate>());
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>());
     case StmtKind::block: return visit_block(*s.as<Block>());
+    case StmtKind::gemm: return visit_gemm(*s.as<Gemm>());
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }
@@ -81,6 +82,15 @@ void IRVisitor::visit_block(const Block& node) {
   for (const Stmt& s : node.stmts) visit(s);
 }
 
+void IRVisitor::visit_gemm(const Gemm& node) {
+  visit(node.a.offset);
+  visit(node.b.offset);
+  visit(node.c.offset);
+  visit(node.m);
+  visit(node.n);
+  visit(node.k);
+}
+
 Expr IRMutator::mutate(const Expr& e) {
   switch (e.kind()) {
     case ExprKind::int_imm: return visit_int_imm(*e.as<IntImm>(), e);
@@ -106,6 +116,7 @@ Stmt IRMutator::mutate(const Stmt& s) {
     case StmtKind::allocate: return visit_allocate(*s.as<Allocate>(), s);
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>(), s);
     case StmtKind::block: return visit_block(*s.as<Block>(), s);
+    case StmtKind::gemm: return visit_gemm(*s.as<Gemm>(), s);
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }
@@ -209,6 +220,24 @@ Stmt IRMutator::visit_block(const Block& node, const Stmt& self) {
     changed = changed || !stmts.back().same_as(s);
   }
   return changed ? block(std::move(stmts)) : self;
+}
+
+Stmt IRMutator::visit_gemm(const Gemm& node, const Stmt& self) {
+  Expr a = mutate(node.a.offset), b = mutate(node.b.offset), c = mutate(node.c.offset);
+  Expr m = mutate(node.m), n = mutate(node.n), k = mutate(node.k);
+  if (a.same_as(node.a.offset) && b.same_as(node.b.offset) && c.same_as(node.c.offset) &&
+      m.same_as(node.m) && n.same_as(node.n) && k.same_as(node.k)) {
+    return self;
+  }
+  return gemm({.a = {node.a.buffer, std::move(a), node.a.leading_dim},
+               .b = {node.b.buffer, std::move(b), node.b.leading_dim},
+               .c = {node.c.buffer, std::move(c), node.c.leading_dim},
+               .transpose_a = node.transpose_a,
+               .transpose_b = node.transpose_b,
+               .m = std::move(m),
+               .n = std::move(n),
+               .k = std::move(k),
+               .accumulate = node.accumulate});
 }
 
 }  // namespace kiln::loop

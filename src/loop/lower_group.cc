@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "loop/compute.h"
+#include "loop/lowering/lowering_family.h"
 #include "loop/simplify.h"
 #include "loop/verifier.h"
 
@@ -24,6 +26,29 @@ bool is_inlinable(const Node& node) {
          kind == FusionKind::injective;
 }
 
+// Rows of C per gemm call when epilogues read the block back. The block (rows x N elements)
+// is kept near kGemmBlockBytes so that it is still in L2 when the epilogue reads it right
+// after the gemm wrote it (1 MiB: half of a 2 MiB per-core L2 of current x86 servers, the
+// other half for the packed panels of A and B); at least kMinGemmBlockRows, because OpenBLAS
+// packs all of B again on every call and fewer rows would not amortise that. Without an
+// epilogue nothing reads the block while it is hot, so one call covers every row.
+constexpr int64_t kGemmBlockBytes = int64_t{1} << 20;
+constexpr int64_t kMinGemmBlockRows = 64;
+
+// Matmuls that lower to gemm statements (BLAS has no f16, bf16 or integer gemm; those keep
+// the reduce definition).
+bool lowers_to_gemm(const Value& value) {
+  const Node& node = *value.producer();
+  return node.op() == Op::matmul && (value.dtype() == DType::f32 || value.dtype() == DType::f64);
+}
+
+// Elementwise and broadcast ops read an input whose shape equals their output's at the
+// output's own index: the ops an epilogue may chain on a gemm's block.
+bool reads_at_own_index(const Node& node) {
+  const FusionKind kind = node.def().fusion_kind;
+  return kind == FusionKind::elementwise || kind == FusionKind::broadcast;
+}
+
 // Row-major flat offset of `index` in `shape`.
 Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {
   const std::vector<int64_t> strides = shape.strides();
@@ -32,9 +57,17 @@ Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {
   return offset;
 }
 
+// How a matmul lowered to gemm statements is stored and which values ride on its blocks.
+struct GemmPlan {
+  std::vector<const Value*> epilogues;  // stored in the block loop right after each gemm
+  int64_t block_rows = 0;               // rows of C per gemm call
+  bool block_local = false;  // the product lives only in a per-block buffer, not in full
+};
+
 class GroupLowerer {
  public:
-  GroupLowerer(const Graph& graph, std::span<Node* const> nodes) : graph_(graph) {
+  GroupLowerer(const Graph& graph, std::span<Node* const> nodes, const LowerGroupOptions& options)
+      : graph_(graph), options_(options) {
     members_.insert(nodes.begin(), nodes.end());
   }
 
@@ -53,7 +86,10 @@ class GroupLowerer {
     collect_outputs_and_locals();
     std::vector<Stmt> nests;
     for (const Value* value : stored_) {
-      Expected<Stmt> nest = store_nest(*value);
+      if (epilogue_values_.contains(value)) continue;  // stored inside its gemm's block loop
+      auto plan = gemms_.find(value);
+      Expected<Stmt> nest =
+          plan != gemms_.end() ? gemm_nest(*value, plan->second) : store_nest(*value);
       if (!nest) return nest.status();
       nests.push_back(std::move(nest).value());
     }
@@ -109,26 +145,147 @@ class GroupLowerer {
   }
 
   // Decides, in node order, which computed values are stored (group outputs and materialised
-  // values) and which are inlined.
+  // values) and which are inlined, plans the gemms, and gives stored values their buffers.
   void collect_outputs_and_locals() {
     for (const Node* node : order_) {
       if (!computed(node)) continue;
       for (const Value* value : node->outputs()) {
-        if (used_outside(value)) {
-          add_param(value, outputs_, "out");
-          stored_.push_back(value);
-        } else if (used_inside(value) && !is_inlinable(*node)) {
-          const std::string name = fmt::format("t{}", locals_.size());
-          const int64_t size = std::max<int64_t>(value->shape().num_elements(), 1);
-          locals_.push_back(Buffer::local(name, value->dtype(), size));
-          buffers_.emplace(value, locals_.back());
+        if (used_outside(value) || (used_inside(value) && !is_inlinable(*node)) ||
+            feeds_gemm(value)) {
+          position_.emplace(value, stored_.size());
           stored_.push_back(value);
         }
       }
     }
+    plan_gemms();
+    for (const Value* value : stored_) {
+      if (used_outside(value)) {
+        add_param(value, outputs_, "out");
+        continue;
+      }
+      auto plan = gemms_.find(value);
+      if (plan != gemms_.end() && plan->second.block_local) continue;  // one block at a time
+      const std::string name = fmt::format("t{}", locals_.size());
+      const int64_t size = std::max<int64_t>(value->shape().num_elements(), 1);
+      locals_.push_back(Buffer::local(name, value->dtype(), size));
+      buffers_.emplace(value, locals_.back());
+    }
+  }
+
+  // --- Gemm plans -------------------------------------------------------------------------
+  //
+  // A stored matmul of f32 or f64 becomes a loop over its batch and row blocks with one gemm
+  // per block. Its epilogues are the stored values (group outputs) that can be computed block
+  // by block right after the gemm, while the block is in cache: values of the matmul's shape
+  // produced by elementwise or broadcast ops that read the matmul (or an earlier epilogue)
+  // only at their own index, through a chain of such ops, and read nothing else that is
+  // computed after the matmul. When every stored value that reads an internal matmul is an
+  // epilogue, the matmul needs no full buffer: each block lives in a block-sized local.
+
+  bool stored(const Value* value) const { return position_.contains(value); }
+
+  // Whether a matmul of the group that lowers to gemm reads `value`: a gemm reads its
+  // operands from memory, so an operand that would be inlined is stored in a local buffer.
+  bool feeds_gemm(const Value* value) const {
+    return std::any_of(value->users().begin(), value->users().end(), [&](const Node* user) {
+      return computed(user) && lowers_to_gemm(*user->output(0));
+    });
+  }
+
+  void plan_gemms() {
+    for (const Value* value : stored_) {
+      if (!lowers_to_gemm(*value)) continue;
+      GemmPlan plan;
+      for (size_t s = position_.at(value) + 1; s < stored_.size(); ++s) {
+        const Value* candidate = stored_[s];
+        if (!epilogue_values_.contains(candidate) && is_epilogue(*candidate, *value, plan)) {
+          plan.epilogues.push_back(candidate);
+          epilogue_values_.insert(candidate);
+        }
+      }
+      plan.block_local = !used_outside(value) && std::none_of(
+          stored_.begin(), stored_.end(), [&](const Value* other) {
+            return other != value && !std::count(plan.epilogues.begin(), plan.epilogues.end(),
+                                                 other) &&
+                   reads_through_inlining(*other->producer(), *value);
+          });
+      const int rank = value->rank();
+      const int64_t m = value->shape().dim(rank - 2), n = value->shape().dim(rank - 1);
+      int64_t rows = m;
+      if (!plan.epilogues.empty()) {
+        rows = options_.gemm_block_rows > 0
+                   ? options_.gemm_block_rows
+                   : std::max(kGemmBlockBytes / (std::max<int64_t>(n, 1) *
+                                                 dtype_size_bytes(value->dtype())),
+                              kMinGemmBlockRows);
+      }
+      plan.block_rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(m, 1));
+      gemms_.emplace(value, std::move(plan));
+    }
+  }
+
+  bool is_epilogue(const Value& candidate, const Value& product, const GemmPlan& plan) const {
+    const Node& node = *candidate.producer();
+    if (!reads_at_own_index(node) || candidate.shape() != product.shape()) return false;
+    const std::optional<bool> reaches = block_reads(node, product, plan);
+    return reaches.value_or(false);
+  }
+
+  // For `node` (elementwise or broadcast, output of the product's shape, evaluated at an
+  // element of the current block): whether its definition reads the product's block, or
+  // nullopt when it reads something the block loop cannot provide (another element of the
+  // product, or a value computed after it).
+  std::optional<bool> block_reads(const Node& node, const Value& product,
+                                  const GemmPlan& plan) const {
+    bool reaches = false;
+    for (const Value* input : node.inputs()) {
+      const bool same_index = input->shape() == product.shape();
+      if (input == &product) {
+        reaches = true;
+      } else if (!computed(input->producer())) {
+        continue;  // a kernel input
+      } else if (stored(input)) {
+        if (position_.at(input) < position_.at(&product)) continue;  // computed before
+        const bool earlier_epilogue =
+            std::count(plan.epilogues.begin(), plan.epilogues.end(), input) != 0;
+        if (!earlier_epilogue || !same_index) return std::nullopt;
+        reaches = true;
+      } else if (same_index && reads_at_own_index(*input->producer())) {
+        const std::optional<bool> inner = block_reads(*input->producer(), product, plan);
+        if (!inner) return std::nullopt;
+        reaches = reaches || *inner;
+      } else if (!independent_of(*input->producer(), product)) {
+        return std::nullopt;
+      }
+    }
+    return reaches;
+  }
+
+  // Whether the inlined definition of `node` reads nothing computed at or after `product`.
+  bool independent_of(const Node& node, const Value& product) const {
+    return std::all_of(node.inputs().begin(), node.inputs().end(), [&](const Value* input) {
+      if (input == &product) return false;
+      if (!computed(input->producer())) return true;
+      if (stored(input)) return position_.at(input) < position_.at(&product);
+      return independent_of(*input->producer(), product);
+    });
+  }
+
+  // Whether `node`'s definition, with its inlined producers, reads `value`.
+  bool reads_through_inlining(const Node& node, const Value& value) const {
+    return std::any_of(node.inputs().begin(), node.inputs().end(), [&](const Value* input) {
+      if (input == &value) return true;
+      return computed(input->producer()) && !stored(input) &&
+             reads_through_inlining(*input->producer(), value);
+    });
   }
 
   Expr load_from(const Value* value, const std::vector<Expr>& index) const {
+    if (block_.value == value) {  // the current block of a block-local product
+      const size_t rank = index.size();
+      return load(block_.buffer, (index[rank - 2] - block_.row0) * value->shape().dims().back() +
+                                     index[rank - 1]);
+    }
     const Buffer& buffer = buffers_.at(value);
     if (buffer.scope() == MemoryScope::global) return load(buffer, index);
     return load(buffer, row_major_offset(index, value->shape()));
@@ -139,7 +296,7 @@ class GroupLowerer {
   InputAccessor accessor(const Node& node) {
     return [this, &node](int input, const std::vector<Expr>& index) -> Expr {
       const Value* value = node.input(input);
-      if (buffers_.count(value) != 0) return load_from(value, index);
+      if (buffers_.count(value) != 0 || block_.value == value) return load_from(value, index);
       const Node& producer = *value->producer();
       Expected<Expr> element = compute_element(producer, value->output_index(), index,
                                                accessor(producer), names_);
@@ -172,12 +329,120 @@ class GroupLowerer {
     return nest;
   }
 
+  // The matmul `product` as gemm statements:
+  //
+  //   for (batch...) for (rb, 0, ceil(M / R)) [allocate blk[R*N] in local] {
+  //     gemm(min(R, M - rb*R), N, K) c[...] = a[...] * b[...]
+  //     for (r, 0, min(R, M - rb*R)) for (c, 0, N) { epilogue stores at [batch, rb*R + r, c] }
+  //   }
+  //
+  // Broadcast batch dims of A and B read batch index 0 (NumPy broadcasting, as the reduce
+  // definition reads them); a transposed A's row block starts at column rb*R of the stored A.
+  Expected<Stmt> gemm_nest(const Value& product, const GemmPlan& plan) {
+    const Node& node = *product.producer();
+    const Shape& a = node.input(0)->shape();
+    const Shape& b = node.input(1)->shape();
+    const bool ta = node.attrs().get_bool("transpose_a");
+    const bool tb = node.attrs().get_bool("transpose_b");
+    const int rank = product.rank();
+    const int64_t m = product.shape().dim(rank - 2), n = product.shape().dim(rank - 1);
+    const int64_t k = ta ? a.dim(a.rank() - 2) : a.dim(a.rank() - 1);
+    const int64_t rows = plan.block_rows;
+
+    std::vector<std::string> batch_vars;
+    std::vector<Expr> batch;
+    for (int d = 0; d < rank - 2; ++d) {
+      batch_vars.push_back(names_.fresh("i"));
+      batch.push_back(var(batch_vars.back()));
+    }
+    const std::string block_var = names_.fresh("i");
+    const Expr row0 = var(block_var) * rows;
+    const Expr block_m = min(Expr(rows), Expr(m) - row0);
+    // Offset of matrix (batch index) in a row-major operand of `shape`.
+    const auto matrix_base = [&](const Shape& shape) {
+      std::vector<Expr> index = lowering::broadcast_index(
+          batch, Shape(std::vector<int64_t>(shape.dims().begin(), shape.dims().end() - 2)));
+      index.push_back(0);
+      index.push_back(0);
+      return row_major_offset(index, shape);
+    };
+    const int64_t lda = a.dims().back();
+    const MatrixRegion a_region{buffers_.at(node.input(0)),
+                                matrix_base(a) + (ta ? row0 : row0 * lda), lda};
+    const MatrixRegion b_region{buffers_.at(node.input(1)), matrix_base(b), b.dims().back()};
+    Buffer block_buffer;
+    MatrixRegion c_region;
+    if (plan.block_local) {
+      block_buffer = Buffer::local(names_.fresh("blk"), product.dtype(),
+                                   std::max<int64_t>(rows * n, 1));
+      c_region = {block_buffer, 0, std::max<int64_t>(n, 1)};
+    } else {
+      c_region = {buffers_.at(&product), matrix_base(product.shape()) + row0 * n,
+                  std::max<int64_t>(n, 1)};
+    }
+    Stmt body = gemm({.a = a_region,
+                      .b = b_region,
+                      .c = c_region,
+                      .transpose_a = ta,
+                      .transpose_b = tb,
+                      .m = block_m,
+                      .n = n,
+                      .k = k,
+                      .accumulate = false});
+    if (!plan.epilogues.empty()) {
+      if (plan.block_local) block_ = {&product, block_buffer, row0};
+      Expected<Stmt> epilogue = epilogue_nest(plan, batch, row0, block_m, n);
+      block_ = {};
+      if (!epilogue) return epilogue.status();
+      body = block({body, std::move(epilogue).value()});
+    }
+    if (plan.block_local) body = allocate(block_buffer, body);
+    body = for_loop(block_var, 0, (m + rows - 1) / rows, body);
+    for (int d = rank - 3; d >= 0; --d) {
+      body = for_loop(batch_vars[static_cast<size_t>(d)], 0, product.shape().dim(d), body);
+    }
+    return body;
+  }
+
+  // One loop nest over the block's rows and columns storing every epilogue value, in order
+  // (a later epilogue may load an earlier one's element, stored just before).
+  Expected<Stmt> epilogue_nest(const GemmPlan& plan, const std::vector<Expr>& batch,
+                               const Expr& row0, const Expr& block_m, int64_t n) {
+    const std::string row_var = names_.fresh("i"), col_var = names_.fresh("i");
+    std::vector<Expr> index = batch;
+    index.push_back(row0 + var(row_var));
+    index.push_back(var(col_var));
+    std::vector<Stmt> stores;
+    for (const Value* value : plan.epilogues) {
+      const Node& node = *value->producer();
+      KILN_ASSIGN_OR_RETURN(Expr element, compute_element(node, value->output_index(), index,
+                                                          accessor(node), names_));
+      KILN_RETURN_IF_ERROR(error_);
+      const Buffer& buffer = buffers_.at(value);
+      stores.push_back(store(buffer, element_offset(buffer, index), element));
+    }
+    return for_loop(row_var, 0, block_m, for_loop(col_var, 0, n, block(std::move(stores))));
+  }
+
+  // The block of a block-local product while its epilogue is built (`value` null otherwise):
+  // loads of the product read `buffer` at (row - row0) * N + column.
+  struct BlockView {
+    const Value* value = nullptr;
+    Buffer buffer = {};
+    Expr row0 = {};
+  };
+
   const Graph& graph_;
+  const LowerGroupOptions& options_;
   std::set<const Node*> members_;
   std::vector<const Node*> order_;
   std::vector<const Value*> inputs_;
   std::vector<const Value*> outputs_;
-  std::vector<const Value*> stored_;  // in the order their nests run
+  std::vector<const Value*> stored_;  // in node order: the order their nests run
+  std::map<const Value*, size_t> position_;  // in stored_
+  std::map<const Value*, GemmPlan> gemms_;
+  std::set<const Value*> epilogue_values_;
+  BlockView block_;
   std::vector<Buffer> locals_;
   std::map<const Value*, Buffer> buffers_;
   NameGenerator names_;
@@ -186,8 +451,9 @@ class GroupLowerer {
 
 }  // namespace
 
-Expected<LoweredGroup> lower_group(const Graph& graph, std::span<Node* const> nodes) {
-  return GroupLowerer(graph, nodes).run(nodes.size());
+Expected<LoweredGroup> lower_group(const Graph& graph, std::span<Node* const> nodes,
+                                   const LowerGroupOptions& options) {
+  return GroupLowerer(graph, nodes, options).run(nodes.size());
 }
 
 }  // namespace kiln::loop

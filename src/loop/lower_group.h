@@ -12,6 +12,25 @@
 //    order, into a local buffer that the consumers load from.
 // A group output is stored once and its consumers in the group load it back.
 //
+// Contractions call a library for their inner block. A matmul of f32 or f64 is not stored
+// through its reduce definition but as gemm statements (loop/stmt.h; BLAS in generated
+// code): a loop over its batch dims and blocks of output rows, one gemm per block. Group
+// outputs computed elementwise from it (a bias add, an activation, a residual add) are its
+// *epilogue*: stored in the same block loop right after each gemm, while the block is in
+// cache, instead of in a separate pass over memory; an intermediate matmul read only by
+// epilogues then lives in a block-sized local buffer.
+//
+//   matmul -> add bias -> relu over a [M, K], w [K, N]:
+//     for (i0, 0, M / R) allocate blk[R*N] {
+//       gemm(R, N, K) blk[0, ld N] = in0[i0*R*K, ld K] * in1[0, ld N]
+//       for i1, i2: out0[i0*R + i1, i2] = max(blk[i1*N + i2] + in2[i2], 0.0f) }
+//
+// Consumers that do not fit (a transpose of the product, a reduction) read the matmul from
+// a full buffer as before. A gemm reads its operands from memory, so an operand computed in
+// the group is stored in a local buffer even where it would otherwise be inlined. Other dtypes of matmul (f16, bf16, integers: no BLAS routine),
+// conv and its gradients, and spmm (OpenBLAS has no sparse routine) keep their reduce
+// definitions: TODO(#5) conv and conv_grad_weight as im2col + gemm.
+//
 //   mean -> sub -> exp over x [R, N]:
 //     allocate t0[R] { for i0: t0[i0] = sum(k0, 0, N, x[i0, k0]) / N
 //                      for i1, i2: out0[i1, i2] = exp(x[i1, i2] - t0[i1]) }
@@ -31,6 +50,12 @@
 
 namespace kiln::loop {
 
+struct LowerGroupOptions {
+  // Rows of C per gemm call for a matmul with epilogues; 0: chosen so that a block fits in
+  // L2 (lower_group.cc). Tests set it to make blocks and tails small.
+  int64_t gemm_block_rows = 0;
+};
+
 struct LoweredGroup {
   Kernel kernel;
   std::vector<const Value*> inputs;   // bound to kernel.params[0, inputs.size())
@@ -39,6 +64,7 @@ struct LoweredGroup {
 
 // `nodes` are distinct nodes of `graph`, in any order. Errors name the op that cannot be
 // lowered.
-Expected<LoweredGroup> lower_group(const Graph& graph, std::span<Node* const> nodes);
+Expected<LoweredGroup> lower_group(const Graph& graph, std::span<Node* const> nodes,
+                                   const LowerGroupOptions& options = {});
 
 }  // namespace kiln::loop

@@ -162,6 +162,7 @@ class StmtPrinter {
       case StmtKind::block:
         for (const Stmt& child : s.as<Block>()->stmts) print(child);
         return;
+      case StmtKind::gemm: return print_gemm(*s.as<Gemm>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -173,6 +174,17 @@ class StmtPrinter {
     const std::string kind =
         f.for_kind == ForKind::serial ? "" : fmt::format("{} ", for_kind_name(f.for_kind));
     scope(fmt::format("{}for ({}, {}, {})", kind, f.var, expr(f.min), expr(f.extent)), f.body);
+  }
+
+  // gemm(m, n, k) c[offset, ld] = a[offset, ld]^T * b[offset, ld]   (+= when accumulating)
+  void print_gemm(const Gemm& g) {
+    const auto region = [](const MatrixRegion& r, bool transposed) {
+      return fmt::format("{}[{}, ld {}]{}", r.buffer.name(), expr(r.offset), r.leading_dim,
+                         transposed ? "^T" : "");
+    };
+    line(fmt::format("gemm({}, {}, {}) {} {} {} * {}", expr(g.m), expr(g.n), expr(g.k),
+                     region(g.c, false), g.accumulate ? "+=" : "=", region(g.a, g.transpose_a),
+                     region(g.b, g.transpose_b)));
   }
 
   void print_if(const IfThenElse& s) {

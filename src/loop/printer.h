@@ -10,12 +10,14 @@
 //
 // Loops print as `kind for (var, min, extent)` (serial loops without a kind); `let v = e`
 // scopes over the lines after it at the same indentation; `allocate t: f32[64] in local {`
-// opens a local buffer's scope. Expressions print with the fewest parentheses that keep the
-// tree (arithmetic binds tighter than comparisons, comparisons than && and ||; a right
-// operand of equal precedence is parenthesised). i64 and bool constants print bare (42,
-// true), finite f32 constants with an `f` suffix (0.5f), f64 with a point (0.5), other types
-// as a cast of the literal (i32(3), f16(0.5), f32(-inf)); casts print as `type(x)`. A parameter
-// buffer that is not row-major prints its strides.
+// opens a local buffer's scope; a gemm is one line, `gemm(m, n, k) c[offset, ld 16] =
+// a[offset, ld 8]^T * b[offset, ld 16]` (`+=` when it accumulates, `^T` on a transposed
+// operand). Expressions print with the fewest parentheses that keep the tree (arithmetic
+// binds tighter than comparisons, comparisons than && and ||; a right operand of equal
+// precedence is parenthesised). i64 and bool constants print bare (42, true), finite f32
+// constants with an `f` suffix (0.5f), f64 with a point (0.5), other types as a cast of the
+// literal (i32(3), f16(0.5), f32(-inf)); casts print as `type(x)`. A parameter buffer that is
+// not row-major prints its strides.
 #pragma once
 
 #include <string>

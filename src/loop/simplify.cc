@@ -267,6 +267,19 @@ class Simplifier : public IRMutator {
     return if_then_else(mutate(!condition), else_case);
   }
 
+  Stmt visit_gemm(const Gemm& node, const Stmt& self) override {
+    Stmt simplified = IRMutator::visit_gemm(node, self);
+    const Gemm& g = *simplified.as<Gemm>();
+    const auto at_most_zero = [](const Expr& e) {
+      const std::optional<int64_t> value = as_const_int(e);
+      return value && *value <= 0;
+    };
+    if (at_most_zero(g.m) || at_most_zero(g.n) || (g.accumulate && at_most_zero(g.k))) {
+      return no_op();
+    }
+    return simplified;
+  }
+
   Stmt visit_block(const Block& node, const Stmt&) override {
     std::vector<Stmt> stmts;
     for (const Stmt& s : node.stmts) {

@@ -32,7 +32,8 @@
 //    identity); with extent 1 the variable is replaced by the minimum; loops with an empty
 //    body are removed. `if` with a constant condition keeps one branch; empty branches and
 //    blocks are dropped and nested blocks flattened; an allocation that its body does not
-//    use is dropped.
+//    use is dropped. A gemm's offsets and extents are simplified; a gemm with a constant
+//    m or n <= 0, or one that accumulates with a constant k <= 0, is removed.
 // The input must verify (loop/verifier.h); the result verifies too. Integer overflow is
 // assumed not to happen (loop/expr.h).
 #pragma once

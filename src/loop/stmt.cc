@@ -52,6 +52,19 @@ Stmt block(std::vector<Stmt> stmts) {
   return Stmt(std::make_shared<const Block>(std::move(stmts)));
 }
 
+Stmt gemm(GemmArgs args) {
+  for (const MatrixRegion* region : {&args.a, &args.b, &args.c}) {
+    KILN_CHECK(region->buffer.defined() && region->offset.defined(),
+               "gemm with an undefined operand");
+  }
+  KILN_CHECK(args.m.defined() && args.n.defined() && args.k.defined(),
+             "gemm with an undefined extent");
+  return Stmt(std::make_shared<const Gemm>(std::move(args.a), std::move(args.b),
+                                           std::move(args.c), args.transpose_a, args.transpose_b,
+                                           std::move(args.m), std::move(args.n),
+                                           std::move(args.k), args.accumulate));
+}
+
 Stmt no_op() { return block({}); }
 
 bool is_no_op(const Stmt& stmt) {

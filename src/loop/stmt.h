@@ -13,6 +13,18 @@
 //    uninitialised, that lives for body's execution (per iteration of enclosing loops).
 //  - `if_then_else(c, then, else)` (else optional), `block(s...)` runs statements in order.
 //    The empty block is the no-op.
+//  - `gemm` is a matrix product over regions of three buffers of one floating dtype (f32 or
+//    f64): for i in [0, m), j in [0, n)
+//        C(i, j) = (accumulate ? C(i, j) : 0) + sum(p, 0, k, op(A)(i, p) * op(B)(p, j))
+//    where a region's element (r, c) is buffer[offset + r * leading_dim + c] (row-major with a
+//    row stride, as BLAS's row-major layout), op(A)(i, p) is A(i, p), or A(p, i) when A is
+//    transposed, and likewise for B. Nothing is done when m or n <= 0; k <= 0 gives sums of
+//    0. C must be a buffer other than A and B. The sum's order is unspecified: the evaluator
+//    adds in order of increasing p and then adds the sum to C, a library (BLAS) blocks and
+//    vectorises it, so floating results agree to rounding, not bit for bit. It is a statement
+//    of its own, not a pattern of loops, so that code generators call a library for the inner
+//    block of a contraction (codegen/cpu: cblas_sgemm / cblas_dgemm) while lowering keeps the
+//    loops around it (batch, row blocks) and the epilogues that run on each block.
 // A Kernel is a name, its parameter buffers (scope global) and a body that reads and writes
 // them; it is what lowering produces, scheduling transforms and code generators consume.
 #pragma once
@@ -27,7 +39,7 @@
 
 namespace kiln::loop {
 
-enum class StmtKind : uint8_t { for_loop, store, let_stmt, allocate, if_then_else, block };
+enum class StmtKind : uint8_t { for_loop, store, let_stmt, allocate, if_then_else, block, gemm };
 enum class ForKind : uint8_t { serial, parallel, vectorized, unrolled };
 
 std::string_view for_kind_name(ForKind kind);
@@ -110,6 +122,37 @@ struct Block final : StmtNode {
   const std::vector<Stmt> stmts;
 };
 
+// One matrix operand of a gemm: element (r, c) is buffer[offset + r * leading_dim + c].
+// The offset is an i64 expression (it may depend on enclosing loops: a batch index, a row
+// block); the leading dimension is a constant because buffers have static shapes, which
+// lets the verifier check it against the matrix's width and the region against the buffer.
+struct MatrixRegion {
+  Buffer buffer;
+  Expr offset;
+  int64_t leading_dim = 0;
+};
+
+struct Gemm final : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::gemm;
+  Gemm(MatrixRegion a_region, MatrixRegion b_region, MatrixRegion c_region, bool ta, bool tb,
+       Expr rows, Expr cols, Expr depth, bool acc)
+      : StmtNode(kKind), a(std::move(a_region)), b(std::move(b_region)), c(std::move(c_region)),
+        transpose_a(ta), transpose_b(tb), m(std::move(rows)), n(std::move(cols)),
+        k(std::move(depth)), accumulate(acc) {}
+  const MatrixRegion a, b, c;
+  const bool transpose_a, transpose_b;
+  const Expr m, n, k;  // i64: C is m x n, the sum runs over k
+  const bool accumulate;  // C += (BLAS's beta 1) instead of C = (beta 0)
+};
+
+// The arguments of `gemm`, named so that call sites read (designated initializers).
+struct GemmArgs {
+  MatrixRegion a = {}, b = {}, c = {};
+  bool transpose_a = false, transpose_b = false;
+  Expr m = {}, n = {}, k = {};
+  bool accumulate = false;
+};
+
 Stmt for_loop(std::string var, Expr min, Expr extent, ForKind kind, Stmt body);
 inline Stmt for_loop(std::string var, Expr min, Expr extent, Stmt body) {
   return for_loop(std::move(var), std::move(min), std::move(extent), ForKind::serial,
@@ -122,6 +165,7 @@ Stmt let_stmt(std::string name, Expr value, Stmt body);
 Stmt allocate(Buffer buffer, Stmt body);
 Stmt if_then_else(Expr condition, Stmt then_case, Stmt else_case = Stmt());
 Stmt block(std::vector<Stmt> stmts);
+Stmt gemm(GemmArgs args);
 Stmt no_op();  // the empty block
 bool is_no_op(const Stmt& stmt);
 

@@ -92,6 +92,12 @@ class UseCollector : public IRVisitor {
     buffers.insert(node.buffer.name());
     IRVisitor::visit_store(node);
   }
+  void visit_gemm(const Gemm& node) override {
+    for (const MatrixRegion* region : {&node.a, &node.b, &node.c}) {
+      buffers.insert(region->buffer.name());
+    }
+    IRVisitor::visit_gemm(node);
+  }
   void visit_let(const Let& node) override {
     visit(node.value);
     bind(node.name, node.body);

@@ -1,6 +1,7 @@
 #include "loop/verifier.h"
 
 #include <cmath>
+#include <limits>
 
 #include "loop/printer.h"
 #include "loop/scalar.h"
@@ -15,6 +16,9 @@ std::string first_line(const Stmt& stmt) {
 }
 
 bool is_numeric(DType type) { return is_integer(type) || is_floating(type); }
+
+// BLAS takes extents and leading dimensions as int (OpenBLAS's default 32-bit interface).
+constexpr int64_t kMaxGemmExtent = std::numeric_limits<int32_t>::max();
 
 class Verifier {
  public:
@@ -91,6 +95,7 @@ class Verifier {
       case StmtKind::block:
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(check(child));
         return Status::ok();
+      case StmtKind::gemm: return check_gemm(s);
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -258,6 +263,71 @@ class Verifier {
       return fail(fmt::format("a store of {} to '{}', which holds {}", dtype_name(st.value.type()),
                               st.buffer.name(), dtype_name(st.buffer.dtype())),
                   line);
+    }
+    return Status::ok();
+  }
+
+  Status check_gemm(const Stmt& s) {
+    const Gemm& g = *s.as<Gemm>();
+    const std::string line = first_line(s);
+    const DType dtype = g.c.buffer.dtype();
+    for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+      KILN_RETURN_IF_ERROR(check_buffer_use(region->buffer, line));
+      KILN_RETURN_IF_ERROR(check(region->offset));
+      if (region->offset.type() != DType::i64) return fail("a gemm offset is not i64", line);
+      if (region->buffer.dtype() != dtype) {
+        return fail(fmt::format("gemm operands hold {} and {}",
+                                dtype_name(region->buffer.dtype()), dtype_name(dtype)),
+                    line);
+      }
+    }
+    if (dtype != DType::f32 && dtype != DType::f64) {
+      return fail(fmt::format("a gemm of {}; it takes f32 or f64", dtype_name(dtype)), line);
+    }
+    if (g.c.buffer.name() == g.a.buffer.name() || g.c.buffer.name() == g.b.buffer.name()) {
+      return fail(fmt::format("gemm writes '{}', which it also reads", g.c.buffer.name()), line);
+    }
+    for (const Expr* extent : {&g.m, &g.n, &g.k}) {
+      KILN_RETURN_IF_ERROR(check(*extent));
+      if (extent->type() != DType::i64) return fail("a gemm extent is not i64", line);
+      const std::optional<int64_t> value = as_const_int(*extent);
+      if (value && *value > kMaxGemmExtent) {
+        return fail(fmt::format("gemm extent {} exceeds BLAS's int", *value), line);
+      }
+    }
+    // Stored shapes: A is m x k (k x m transposed), B is k x n (n x k), C is m x n.
+    KILN_RETURN_IF_ERROR(check_region(g.a, g.transpose_a ? g.k : g.m,
+                                      g.transpose_a ? g.m : g.k, "A", line));
+    KILN_RETURN_IF_ERROR(check_region(g.b, g.transpose_b ? g.n : g.k,
+                                      g.transpose_b ? g.k : g.n, "B", line));
+    return check_region(g.c, g.m, g.n, "C", line);
+  }
+
+  // A gemm operand of `rows` x `cols`: its leading dimension covers a row, and where the
+  // offset and extents are constant the region lies inside its buffer.
+  static Status check_region(const MatrixRegion& region, const Expr& rows, const Expr& cols,
+                             std::string_view operand, const std::string& line) {
+    const int64_t ld = region.leading_dim;
+    if (ld < 1 || ld > kMaxGemmExtent) {
+      return fail(fmt::format("gemm {} has leading dimension {}", operand, ld), line);
+    }
+    const std::optional<int64_t> r = as_const_int(rows), c = as_const_int(cols);
+    if (c && ld < *c) {
+      return fail(fmt::format("gemm {} has leading dimension {} < its {} columns", operand, ld,
+                              *c),
+                  line);
+    }
+    const std::optional<int64_t> offset = as_const_int(region.offset);
+    if (offset && *offset < 0) {
+      return fail(fmt::format("gemm {} starts at offset {}", operand, *offset), line);
+    }
+    if (offset && r && c && *r > 0 && *c > 0) {
+      const int64_t last = *offset + (*r - 1) * ld + *c - 1;
+      if (last >= region.buffer.flat_size()) {
+        return fail(fmt::format("gemm {} reads {}[{}], past its {} elements", operand,
+                                region.buffer.name(), last, region.buffer.flat_size()),
+                    line);
+      }
     }
     return Status::ok();
   }

@@ -12,6 +12,10 @@
 //    enclosing allocation and agrees with that declaration (dtype, shape, strides, scope).
 //  - Buffers: parameters are global with non-negative extents and strides and unique names;
 //    allocations are local, of positive size, and do not shadow another buffer.
+//  - Gemm: its three buffers hold one dtype, f32 or f64; C is neither A nor B; offsets and
+//    extents are i64; leading dimensions are positive and at least the matrix's width where
+//    that is constant; a region whose offset and extents are constant lies inside its
+//    buffer; constant extents fit BLAS's int.
 //  - Loop kinds: vectorized and unrolled loops have constant positive extents; no parallel
 //    or vectorized loop is nested inside a vectorized one.
 // The first violation is returned as a Status naming the rule and printing the offending

@@ -310,6 +310,7 @@ class KernelEmitter {
       case loop::StmtKind::block:
         for (const Stmt& child : s.as<loop::Block>()->stmts) emit_stmt(child);
         return;
+      case loop::StmtKind::gemm: emit_gemm(*s.as<loop::Gemm>()); return;
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -358,6 +359,19 @@ class KernelEmitter {
       --indent_;
       line("}");
     }
+  }
+
+  // kiln_gemm(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate): the
+  // prelude's wrapper of cblas_sgemm / cblas_dgemm.
+  void emit_gemm(const loop::Gemm& g) {
+    const auto region = [&](const loop::MatrixRegion& r) {
+      return fmt::format("{} + {}, {}", lookup(buffers_, r.buffer.name()), emit_expr(r.offset),
+                         int_constant(r.leading_dim, DType::i64));
+    };
+    line(fmt::format("kiln_gemm({}, {}, {}, {}, {}, {}, {}, {}, {});",
+                     g.transpose_a ? "true" : "false", g.transpose_b ? "true" : "false",
+                     emit_expr(g.m), emit_expr(g.n), emit_expr(g.k), region(g.a), region(g.b),
+                     region(g.c), g.accumulate ? "true" : "false"));
   }
 
   void emit_allocate(const loop::Allocate& a) {

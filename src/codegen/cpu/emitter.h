@@ -24,6 +24,10 @@
 //  - `parallel` loops become `#pragma omp parallel for` (only the outermost: nested ones run
 //    serially inside it), `vectorized` ones `#pragma omp simd`, `unrolled` ones
 //    `#pragma GCC unroll N`;
+//  - a gemm calls the prelude's kiln_gemm, which calls OpenBLAS's cblas_sgemm or cblas_dgemm
+//    on row-major data (the kernel library links OpenBLAS: kernel_compiler.h). Inside a
+//    parallel loop the OpenMP build of OpenBLAS runs each call on the calling thread; outside
+//    one it uses the OpenMP threads the kernels share (one pool, no oversubscription);
 //  - local allocations up to kMaxStackAllocationBytes live on the stack, larger ones on the
 //    heap (std::unique_ptr), freed when their scope ends.
 #pragma once

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -63,11 +64,33 @@ std::vector<std::optional<Expected<CachedLibrary>>> build_units(const std::vecto
   return results;
 }
 
+std::vector<std::string_view> split_list(std::string_view list) {
+  std::vector<std::string_view> items;
+  while (!list.empty()) {
+    const size_t end = std::min(list.find(';'), list.size());
+    if (end > 0) items.push_back(list.substr(0, end));
+    list.remove_prefix(std::min(end + 1, list.size()));
+  }
+  return items;
+}
+
 }  // namespace
 
 std::vector<std::string> default_compile_flags() {
-  return {"-std=c++17", "-O3",    "-march=native", "-fopenmp", "-fPIC", "-shared",
-          "-ffp-contract=off", "-fno-math-errno"};
+  std::vector<std::string> flags = {"-std=c++17", "-O3",     "-march=native",
+                                    "-fopenmp",   "-fPIC",   "-shared",
+                                    "-ffp-contract=off",     "-fno-math-errno"};
+  // Folders of the OpenBLAS found at build time (src/codegen/cpu/CMakeLists.txt), each a
+  // ';'-separated CMake list of (usually) one folder.
+  for (const std::string_view folder : split_list(KILN_OPENBLAS_INCLUDE_DIRS)) {
+    flags.push_back(fmt::format("-I{}", folder));
+  }
+  for (const std::string_view folder : split_list(KILN_OPENBLAS_LIBRARY_DIRS)) {
+    flags.push_back(fmt::format("-L{}", folder));
+    flags.push_back(fmt::format("-Wl,-rpath,{}", folder));
+  }
+  flags.insert(flags.end(), {"-Wl,--no-as-needed", "-lopenblas"});
+  return flags;
 }
 
 Expected<CompiledKernels> compile_kernels(std::span<const loop::Kernel> kernels,

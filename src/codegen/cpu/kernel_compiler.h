@@ -11,7 +11,13 @@
 //    every operation exactly as the loop IR defines (and the evaluator computes); an FMA
 //    would be a scheduling decision made explicit in the IR, not one the C++ compiler takes;
 //  - -fno-math-errno: math functions need not set errno (nothing reads it), which lets sqrt
-//    compile to an instruction; it changes no value.
+//    compile to an instruction; it changes no value;
+//  - OpenBLAS for gemm statements: -I, -L and -rpath for the folders of the OpenBLAS found
+//    when Kiln was built (pkg-config), then -Wl,--no-as-needed -lopenblas. The library is
+//    named explicitly because the system's libblas.so may be the slow reference BLAS, and
+//    --no-as-needed keeps it even where the toolchain defaults to --as-needed (the flags come
+//    before the source file on the command line). Kiln's kernels and the OpenMP build of
+//    OpenBLAS share libgomp's one thread pool.
 #pragma once
 
 #include <chrono>

@@ -11,7 +11,42 @@ std::string_view cpu_prelude() {
 #include <memory>
 #include <type_traits>
 
+#include <cblas.h>
+
 namespace {
+
+// C(m x n) = op(A) * op(B) (+ C when accumulating) on row-major regions (loop/stmt.h's gemm).
+// The edge cases are settled here rather than left to the library: nothing to do when m or
+// n <= 0, and k <= 0 stores zeros (or leaves C) without calling it.
+template <typename T, typename Gemm>
+inline void kiln_gemm_with(Gemm gemm, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                           const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
+                           bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (accumulate) return;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = T(0);
+    }
+    return;
+  }
+  gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+       static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), T(1), a,
+       static_cast<blasint>(lda), b, static_cast<blasint>(ldb), accumulate ? T(1) : T(0), c,
+       static_cast<blasint>(ldc));
+}
+
+inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                      bool accumulate) {
+  kiln_gemm_with<float>(cblas_sgemm, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+                      int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
+                      bool accumulate) {
+  kiln_gemm_with<double>(cblas_dgemm, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
 
 template <typename T>
 inline T kiln_div(T a, T b) {

@@ -17,6 +17,12 @@
 //    between the 16-bit storage of a buffer and the float that holds an f16 or bf16 value in
 //    generated code.
 //  - kiln_sigmoid, kiln_rsqrt: 1 / (1 + exp(-x)) and 1 / sqrt(x) in the argument's type.
+//  - kiln_gemm: loop IR's gemm statement through OpenBLAS's cblas_sgemm / cblas_dgemm
+//    (row-major, alpha 1, beta 0 or 1), with m, n <= 0 and k <= 0 handled before the call.
+// The prelude includes OpenBLAS's cblas.h in every unit, not only in units with a gemm: it
+// stays one constant text (like the flags, part of every cache key), the header costs a few
+// milliseconds of a compile that takes hundreds, and every kernel library links OpenBLAS
+// anyway (kernel_compiler.h).
 #pragma once
 
 #include <string_view>

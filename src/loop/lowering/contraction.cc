@@ -1,6 +1,7 @@
 // Lowerings of the contractions (ir/ops/contraction.cc) as naive reductions: the correct
-// fallback and test oracle. Kernels for these ops are expected to call a library (BLAS,
-// oneDNN) for the inner block and keep the definition for epilogues and small shapes.
+// fallback and test oracle. lower_group (loop/lower_group.h) stores f32 and f64 matmuls as
+// gemm statements (BLAS) instead, with their elementwise consumers as per-block epilogues;
+// the other dtypes, conv and its gradients and spmm use these definitions.
 //
 //   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
 //

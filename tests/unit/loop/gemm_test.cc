@@ -1,0 +1,404 @@
+// The gemm statement (loop/stmt.h): its text form, the verifier's rules, the evaluator's
+// values against products computed by hand, the simplifier, substitution and visitors; and
+// lower_group's matmul lowering to gemm statements (batch and row-block loops, broadcast
+// batch dims, transposes, epilogues computed per block) against the graph interpreter.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "loop/evaluator.h"
+#include "loop/ir_visitor.h"
+#include "loop/printer.h"
+#include "loop/simplify.h"
+#include "loop/substitute.h"
+#include "loop/verifier.h"
+#include "unit/loop/lowering_check.h"
+
+namespace kiln::loop {
+namespace {
+
+using testing::matches_interpreter;
+
+// a [2, 3], b [3, 2], c [2, 2], all f32: the product of the whole matrices.
+struct SmallGemm {
+  Buffer a = Buffer::param("a", DType::f32, {2, 3});
+  Buffer b = Buffer::param("b", DType::f32, {3, 2});
+  Buffer c = Buffer::param("c", DType::f32, {2, 2});
+
+  Kernel kernel(GemmArgs args) const { return Kernel{"g", {a, b, c}, gemm(std::move(args))}; }
+  GemmArgs args() const {
+    return {.a = {a, 0, 3}, .b = {b, 0, 2}, .c = {c, 0, 2}, .m = 2, .n = 2, .k = 3};
+  }
+};
+
+std::vector<std::vector<double>> run(const Kernel& kernel, std::vector<std::vector<double>> args) {
+  Status status = run_kernel(kernel, args);
+  EXPECT_TRUE(status.is_ok()) << status.message() << "\n" << print(kernel);
+  return args;
+}
+
+// Counts gemm statements.
+class GemmCounter : public IRVisitor {
+ public:
+  int gemms = 0, stores = 0, allocations = 0;
+
+ protected:
+  void visit_gemm(const Gemm& node) override {
+    ++gemms;
+    IRVisitor::visit_gemm(node);
+  }
+  void visit_store(const Store& node) override {
+    ++stores;
+    IRVisitor::visit_store(node);
+  }
+  void visit_allocate(const Allocate& node) override {
+    ++allocations;
+    IRVisitor::visit_allocate(node);
+  }
+};
+
+GemmCounter count(const Kernel& kernel) {
+  GemmCounter counter;
+  counter.visit(kernel.body);
+  return counter;
+}
+
+TEST(GemmStmt, PrintsOnOneLine) {
+  const SmallGemm g;
+  GemmArgs args = g.args();
+  args.transpose_b = true;
+  args.accumulate = true;
+  args.a.offset = var("i") * 3;
+  args.b.leading_dim = 3;
+  EXPECT_EQ(print(gemm(args)), "gemm(2, 2, 3) c[0, ld 2] += a[i*3, ld 3] * b[0, ld 3]^T\n");
+}
+
+TEST(GemmStmt, EvaluatorComputesTheProduct) {
+  const SmallGemm g;
+  // [1 2 3; 4 5 6] * [7 8; 9 10; 11 12] = [58 64; 139 154]
+  const std::vector<std::vector<double>> in = {{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}, {}};
+  std::vector<std::vector<double>> args = in;
+  args[2] = {-1, -1, -1, -1};
+  EXPECT_EQ(run(g.kernel(g.args()), args)[2], (std::vector<double>{58, 64, 139, 154}));
+
+  GemmArgs accumulate = g.args();
+  accumulate.accumulate = true;
+  args[2] = {1, 2, 3, 4};
+  EXPECT_EQ(run(g.kernel(accumulate), args)[2], (std::vector<double>{59, 66, 142, 158}));
+}
+
+TEST(GemmStmt, EvaluatorReadsTransposedOperandsAndSubmatrices) {
+  // A stored transposed (3 x 2) and B (2 x 3) transposed: A^T * B^T for
+  // A^T = [1 3 5; 2 4 6], B^T = [1 0; 0 1; 1 1]: [6 8; 8 10].
+  Buffer a = Buffer::param("a", DType::f64, {3, 2});
+  Buffer b = Buffer::param("b", DType::f64, {2, 3});
+  Buffer c = Buffer::param("c", DType::f64, {2, 2});
+  Kernel kernel{"t", {a, b, c},
+                gemm({.a = {a, 0, 2}, .b = {b, 0, 3}, .c = {c, 0, 2}, .transpose_a = true,
+                      .transpose_b = true, .m = 2, .n = 2, .k = 3})};
+  EXPECT_EQ(run(kernel, {{1, 2, 3, 4, 5, 6}, {1, 0, 1, 0, 1, 1}, {0, 0, 0, 0}})[2],
+            (std::vector<double>{6, 8, 8, 10}));
+
+  // The 2 x 2 block at row 1, column 1 of a 3 x 4 matrix times a 2 x 1 column, into element
+  // 1 of c: offsets and leading dimensions address regions inside larger buffers.
+  Buffer big = Buffer::param("big", DType::f32, {3, 4});
+  Buffer col = Buffer::param("col", DType::f32, {2, 1});
+  Buffer out = Buffer::param("out", DType::f32, {3, 1});
+  Kernel sub{"sub", {big, col, out},
+             gemm({.a = {big, 5, 4}, .b = {col, 0, 1}, .c = {out, 1, 1}, .m = 2, .n = 1, .k = 2})};
+  // rows [5 6] and [9 10] of 0..11 times [1; 2]: 17 and 29.
+  EXPECT_EQ(run(sub, {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {1, 2}, {-1, -1, -1}})[2],
+            (std::vector<double>{-1, 17, 29}));
+}
+
+TEST(GemmStmt, EvaluatorRoundsEveryOperationInF32) {
+  // 1 + 2^-24 - 1 in f32 order: (1 * 1 + 2^-24 * 1) rounds to 1, then - 1 gives 0; in f64 the
+  // sum would be 2^-24.
+  Buffer a = Buffer::param("a", DType::f32, {1, 3});
+  Buffer b = Buffer::param("b", DType::f32, {3, 1});
+  Buffer c = Buffer::param("c", DType::f32, {1, 1});
+  Kernel kernel{"r", {a, b, c},
+                gemm({.a = {a, 0, 3}, .b = {b, 0, 1}, .c = {c, 0, 1}, .m = 1, .n = 1, .k = 3})};
+  EXPECT_EQ(run(kernel, {{1, std::ldexp(1.0, -24), -1}, {1, 1, 1}, {7}})[2][0], 0.0);
+}
+
+TEST(GemmStmt, EmptySumStoresZeros) {
+  const SmallGemm g;
+  GemmArgs args = g.args();
+  args.k = 0;
+  EXPECT_EQ(run(g.kernel(args), {{1, 2, 3, 4, 5, 6}, {1, 1, 1, 1, 1, 1}, {5, 5, 5, 5}})[2],
+            (std::vector<double>{0, 0, 0, 0}));
+}
+
+TEST(GemmStmt, VerifierRejectsIllFormedGemms) {
+  const SmallGemm g;
+  EXPECT_TRUE(verify(g.kernel(g.args())).is_ok());
+  const auto error = [&](GemmArgs args, std::vector<Buffer> params = {}) {
+    if (params.empty()) params = {g.a, g.b, g.c};
+    Status status = verify(Kernel{"g", params, gemm(std::move(args))});
+    return status.is_ok() ? std::string("ok") : status.message();
+  };
+  GemmArgs past_end = g.args();
+  past_end.a.offset = 1;
+  EXPECT_NE(error(past_end).find("past its 6 elements"), std::string::npos) << error(past_end);
+  GemmArgs narrow = g.args();
+  narrow.b.leading_dim = 1;
+  EXPECT_NE(error(narrow).find("leading dimension 1 < its 2 columns"), std::string::npos);
+  GemmArgs negative = g.args();
+  negative.c.offset = -1;
+  EXPECT_NE(error(negative).find("starts at offset -1"), std::string::npos);
+  GemmArgs aliased = g.args();
+  aliased.c = {g.a, 0, 2};
+  EXPECT_NE(error(aliased).find("which it also reads"), std::string::npos);
+  GemmArgs i32_extent = g.args();
+  i32_extent.m = make_int(2, DType::i32);
+  EXPECT_NE(error(i32_extent).find("extent is not i64"), std::string::npos);
+  GemmArgs unbound = g.args();
+  unbound.a.offset = var("row");
+  EXPECT_NE(error(unbound).find("'row' is not bound"), std::string::npos);
+
+  Buffer a64 = Buffer::param("a", DType::f64, {2, 3});
+  EXPECT_NE(error(g.args(), {a64, g.b, g.c}).find("is declared as"), std::string::npos);
+  GemmArgs mixed = g.args();
+  mixed.a.buffer = a64;
+  EXPECT_NE(error(mixed, {a64, g.b, g.c}).find("gemm operands hold f64 and f32"),
+            std::string::npos);
+  Buffer ai = Buffer::param("a", DType::i32, {2, 3}), bi = Buffer::param("b", DType::i32, {3, 2});
+  Buffer ci = Buffer::param("c", DType::i32, {2, 2});
+  const GemmArgs ints = {.a = {ai, 0, 3}, .b = {bi, 0, 2}, .c = {ci, 0, 2}, .m = 2, .n = 2,
+                         .k = 3};
+  EXPECT_NE(error(ints, {ai, bi, ci}).find("a gemm of i32"), std::string::npos);
+}
+
+TEST(GemmStmt, SimplifierSimplifiesOffsetsAndDropsEmptyGemms) {
+  const SmallGemm g;
+  GemmArgs args = g.args();
+  args.a.offset = var("i") * 3 + 0;
+  args.m = min(Expr(2), Expr(8) - var("i") * 4);  // i in [0, 1]: 2
+  Stmt loop = for_loop("i", 0, 2, gemm(args));
+  const Stmt simplified = simplify(loop);
+  EXPECT_EQ(print(simplified), "for (i, 0, 2) {\n  gemm(2, 2, 3) c[0, ld 2] = a[i*3, ld 3] * "
+                               "b[0, ld 2]\n}\n");
+
+  GemmArgs empty = g.args();
+  empty.n = 0;
+  EXPECT_TRUE(is_no_op(simplify(gemm(empty))));
+  GemmArgs keeps_c = g.args();
+  keeps_c.accumulate = true;
+  keeps_c.k = 0;
+  EXPECT_TRUE(is_no_op(simplify(gemm(keeps_c))));
+  GemmArgs zeros = g.args();
+  zeros.k = 0;  // stores zeros: not removable
+  EXPECT_FALSE(is_no_op(simplify(gemm(zeros))));
+
+  // An allocation a gemm writes is used, and kept.
+  Buffer local = Buffer::local("t", DType::f32, 4);
+  GemmArgs into_local = g.args();
+  into_local.c = {local, 0, 2};
+  const Stmt kept = simplify(allocate(local, gemm(into_local)));
+  EXPECT_EQ(kept.kind(), StmtKind::allocate);
+  EXPECT_TRUE(uses_buffer(kept, "a"));
+}
+
+TEST(GemmStmt, SubstitutionAndMutatorsReachItsExpressions) {
+  const SmallGemm g;
+  GemmArgs args = g.args();
+  args.c.offset = var("j");
+  args.k = var("j") + 1;
+  const Stmt s = substitute(gemm(args), "j", Expr(2));
+  const Gemm& result = *s.as<Gemm>();
+  EXPECT_EQ(print(result.c.offset), "2");
+  EXPECT_EQ(print(result.k), "2 + 1");
+  EXPECT_TRUE(uses_var(gemm(args), "j"));
+  EXPECT_FALSE(uses_var(s, "j"));
+  // An unchanged gemm is shared, not rebuilt.
+  const Stmt unchanged = gemm(g.args());
+  EXPECT_TRUE(substitute(unchanged, "j", Expr(2)).same_as(unchanged));
+}
+
+// --- Lowering matmul to gemm -------------------------------------------------------------
+
+struct MatmulCase {
+  std::vector<int64_t> a, b;
+  bool transpose_a = false, transpose_b = false;
+};
+
+Graph matmul_graph(DType dtype, const MatmulCase& c) {
+  Graph graph;
+  GraphBuilder b(graph);
+  graph.set_outputs({b.matmul(b.input("a", dtype, Shape(c.a)), b.input("b", dtype, Shape(c.b)),
+                              c.transpose_a, c.transpose_b)});
+  return graph;
+}
+
+std::vector<Array> random_inputs(const Graph& graph, uint64_t salt = 0) {
+  std::mt19937_64 rng(testing::test_seed() + salt);
+  std::vector<Array> inputs;
+  for (const Value* value : graph.inputs()) {
+    inputs.push_back(testing::random_array(testing::InputSpec{value->type()}, rng));
+  }
+  return inputs;
+}
+
+const std::vector<MatmulCase>& matmul_cases() {
+  static const std::vector<MatmulCase> cases = {
+      {{1, 1}, {1, 1}},
+      {{7, 5}, {5, 3}},
+      {{5, 7}, {5, 3}, true, false},
+      {{7, 5}, {3, 5}, false, true},
+      {{5, 7}, {3, 5}, true, true},
+      {{2, 3, 4, 5}, {5, 6}},
+      {{3, 1, 4, 5}, {2, 5, 6}},
+      {{4, 5}, {2, 3, 5, 6}},
+      {{2, 1, 5, 4}, {3, 6, 5}, true, true},
+  };
+  return cases;
+}
+
+TEST(LowerMatmul, F32AndF64LowerToGemmsThatMatchTheInterpreter) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const MatmulCase& c : matmul_cases()) {
+      const Graph graph = matmul_graph(dtype, c);
+      SCOPED_TRACE(fmt::format("{} {} x {}", dtype_name(dtype), Shape(c.a).to_string(),
+                               Shape(c.b).to_string()));
+      Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+      ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+      const GemmCounter counts = count(lowered->kernel);
+      EXPECT_EQ(counts.gemms, 1) << print(lowered->kernel);
+      EXPECT_EQ(counts.stores, 0) << print(lowered->kernel);
+      EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
+    }
+  }
+}
+
+TEST(LowerMatmul, BroadcastBatchDimsReadBatchZero) {
+  const Graph graph = matmul_graph(DType::f32, {{3, 1, 4, 5}, {2, 5, 6}});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  // Output [3, 2, 4, 6]: A's batch (i0, 0) and B's batch i1; C's matrix (i0, i1).
+  EXPECT_NE(print(lowered->kernel).find("gemm(4, 6, 5) out0[i0*48 + i1*24, ld 6] = "
+                                        "in0[i0*20, ld 5] * in1[i1*30, ld 6]"),
+            std::string::npos)
+      << print(lowered->kernel);
+}
+
+TEST(LowerMatmul, OperandsComputedInTheGroupAreStoredForTheGemm) {
+  // relu(x) would be inlined into an elementwise consumer; a gemm needs it in memory. The
+  // one-element constant would be a literal; here it is a [1, 1] matrix operand.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.relu(b.input("x", DType::f32, {3, 2}));
+  Value* y = b.matmul(x, b.input("w", DType::f32, {2, 1}));
+  graph.set_outputs({b.matmul(y, b.constant(Array(DType::f32, Shape{1, 1}, {1.5})))});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const GemmCounter counts = count(lowered->kernel);
+  EXPECT_EQ(counts.gemms, 2) << print(lowered->kernel);
+  EXPECT_EQ(counts.stores, 2) << print(lowered->kernel);  // relu(x) and the constant
+  EXPECT_EQ(counts.allocations, 3) << print(lowered->kernel);  // and y
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
+}
+
+TEST(LowerMatmul, OtherDtypesKeepTheReduceDefinition) {
+  for (DType dtype : {DType::i32, DType::i64, DType::f16, DType::bf16}) {
+    const Graph graph = matmul_graph(dtype, {{3, 4}, {4, 2}});
+    Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    EXPECT_EQ(count(lowered->kernel).gemms, 0) << dtype_name(dtype);
+    EXPECT_EQ(count(lowered->kernel).stores, 1) << dtype_name(dtype);
+  }
+}
+
+// x [M, K] * w [K, N] + bias [N], then relu: the fusion issue's epilogue group.
+Graph bias_relu_graph(DType dtype, int64_t m, int64_t k, int64_t n) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", dtype, {m, k}), b.input("w", dtype, {k, n}));
+  graph.set_outputs({b.relu(b.add(y, b.input("bias", dtype, {n})))});
+  return graph;
+}
+
+TEST(LowerMatmul, ElementwiseConsumersRunOnEachBlockAfterItsGemm) {
+  const Graph graph = bias_relu_graph(DType::f32, 7, 5, 3);
+  for (int64_t rows : {0, 1, 3, 7}) {
+    SCOPED_TRACE(rows);
+    const LowerGroupOptions options{.gemm_block_rows = rows};
+    Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes(), options);
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    const GemmCounter counts = count(lowered->kernel);
+    // One gemm into a block-sized local buffer, one store of the relu: no full [7, 3]
+    // intermediate and no second pass.
+    EXPECT_EQ(counts.gemms, 1) << print(lowered->kernel);
+    EXPECT_EQ(counts.stores, 1) << print(lowered->kernel);
+    ASSERT_EQ(counts.allocations, 1) << print(lowered->kernel);
+    const int64_t block = rows == 0 ? 7 : rows;
+    EXPECT_NE(print(lowered->kernel).find(fmt::format(": f32[{}] in local", block * 3)),
+              std::string::npos)
+        << print(lowered->kernel);
+    // The relu's store sits inside the loop that holds the gemm (after the tail's rows).
+    const std::string text = print(lowered->kernel);
+    EXPECT_LT(text.find("gemm("), text.find("out0["));
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  }
+}
+
+TEST(LowerMatmul, EpilogueValuesThatAreOutputsAreStoredOnTheBlockToo) {
+  // y = x*w is an output too; z = y + bias and r = relu(z) both outputs; r reads z back.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f64, {2, 5, 4}), b.input("w", DType::f64, {4, 6}));
+  Value* z = b.add(y, b.input("bias", DType::f64, {6}));
+  Value* r = b.relu(z);
+  graph.set_outputs({y, z, r});
+  Expected<LoweredGroup> lowered =
+      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 2});
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const GemmCounter counts = count(lowered->kernel);
+  EXPECT_EQ(counts.gemms, 1) << print(lowered->kernel);
+  EXPECT_EQ(counts.stores, 2) << print(lowered->kernel);
+  EXPECT_EQ(counts.allocations, 0) << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+}
+
+TEST(LowerMatmul, ConsumersThatReadOtherElementsFallBackToAFullBuffer) {
+  // transpose(y) reads y at another index, and sum(y) reduces over it: neither runs on the
+  // block, so y is materialised in full; the add still runs on the block.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f32, {4, 3}), b.input("w", DType::f32, {3, 4}));
+  Value* added = b.add(y, b.input("bias", DType::f32, {4}));
+  Value* flipped = b.transpose(y, {1, 0});
+  Value* total = b.sum(y, {1});
+  graph.set_outputs({added, flipped, total});
+  Expected<LoweredGroup> lowered =
+      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 3});
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const GemmCounter counts = count(lowered->kernel);
+  EXPECT_EQ(counts.gemms, 1) << print(lowered->kernel);
+  EXPECT_EQ(counts.allocations, 1) << print(lowered->kernel);
+  EXPECT_NE(print(lowered->kernel).find("t0: f32[16] in local"), std::string::npos)
+      << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+}
+
+TEST(LowerMatmul, EpiloguesReadingALaterValueFallBack) {
+  // out = (x*w) + exp(sum(v)) where the sum is computed after the matmul: not an epilogue.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f32, {3, 2}), b.input("w", DType::f32, {2, 4}));
+  Value* s = b.sum(b.input("v", DType::f32, {3, 4}), {1}, /*keepdims=*/true);
+  graph.set_outputs({b.add(y, b.exp(s))});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const GemmCounter counts = count(lowered->kernel);
+  EXPECT_EQ(counts.gemms, 1);
+  EXPECT_EQ(counts.stores, 2) << print(lowered->kernel);  // the sum, then the add
+  EXPECT_EQ(counts.allocations, 2) << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+}
+
+}  // namespace
+}  // namespace kiln::loop
