@@ -11,6 +11,7 @@
 #include "codegen/cpu/emitter.h"
 #include "compiler/tensor_bytes.h"
 #include "ir/printer.h"
+#include "loop/default_schedule.h"
 #include "loop/printer.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/memory_plan.h"
@@ -38,11 +39,12 @@ std::string label_of(std::span<const Node* const> nodes) {
   return fmt::format("fused {} #{}", fmt::join(names, "+"), nodes[0]->id());
 }
 
-// Lowers every group; groups whose values nobody needs lower to nothing and are dropped.
+// Lowers every group and applies the default schedule for this machine; groups whose values
+// nobody needs lower to nothing and are dropped.
 Expected<std::vector<KernelRecord>> lower_groups(const Graph& graph,
                                                  std::span<const std::vector<Node*>> groups,
                                                  const CompileOptions& options) {
-  (void)options;  // the default schedule is applied here once it exists
+  const loop::ScheduleTarget target = loop::host_target();
   std::map<const Node*, size_t> position;
   for (size_t i = 0; i < graph.nodes().size(); ++i) position[graph.nodes()[i]] = i;
   std::vector<KernelRecord> records;
@@ -56,6 +58,19 @@ Expected<std::vector<KernelRecord>> lower_groups(const Graph& graph,
     std::sort(record.nodes.begin(), record.nodes.end(),
               [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
     record.kernel = std::move(lowered->kernel);
+    if (options.schedule) {
+      record.schedule = loop::default_schedule(record.kernel, target);
+      Expected<loop::Kernel> scheduled = loop::apply_schedule(record.kernel, record.schedule);
+      if (!scheduled) {
+        // The default schedule keeps only directives it applied legally, so replaying it
+        // cannot fail: if it does, that is a bug, reported with the kernel.
+        return Status::errorf("internal compiler error: the default schedule of {} does not "
+                              "replay: {}\n{}",
+                              label_of(record.nodes), scheduled.status().message(),
+                              loop::print(record.kernel));
+      }
+      record.kernel = std::move(*scheduled);
+    }
     record.inputs = std::move(lowered->inputs);
     record.outputs = std::move(lowered->outputs);
     records.push_back(std::move(record));

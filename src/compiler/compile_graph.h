@@ -23,6 +23,7 @@
 #include "codegen/cpu/kernel_compiler.h"
 #include "ir/graph.h"
 #include "loop/lower_group.h"
+#include "loop/schedule.h"
 #include "runtime/program.h"
 #include "support/status.h"
 
@@ -42,7 +43,8 @@ struct CompileOptions {
 // equal text means equal code.
 struct KernelRecord {
   std::vector<const Node*> nodes;
-  loop::Kernel kernel;
+  loop::Schedule schedule;  // the directives applied to the lowered kernel
+  loop::Kernel kernel;      // lowered, then scheduled
   int program_kernel = 0;
   std::vector<const Value*> inputs;
   std::vector<const Value*> outputs;

@@ -361,7 +361,10 @@ Status write_compiled(const CompiledModel& model, const std::string& dir) {
   for (const KernelRecord& record : model.compiled().records) {
     if (printed[static_cast<size_t>(record.program_kernel)]) continue;
     printed[static_cast<size_t>(record.program_kernel)] = true;
-    loop_ir += fmt::format("// kernel {}\n{}\n", record.program_kernel, loop::print(record.kernel));
+    std::string schedule = loop::print(record.schedule);
+    if (schedule.empty()) schedule = "(none)\n";
+    loop_ir += fmt::format("// kernel {}, scheduled by:\n{}{}\n", record.program_kernel, schedule,
+                           loop::print(record.kernel));
   }
   const std::filesystem::path path(dir);
   KILN_RETURN_IF_ERROR(write_text(path / "kernels.cc", source));

@@ -1,0 +1,295 @@
+#include "loop/default_schedule.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loop/ir_visitor.h"
+#include "loop/schedule_analysis.h"
+
+namespace kiln::loop {
+namespace {
+
+// Below this many operations a nest finishes in a few microseconds, about what waking an
+// OpenMP thread team costs.
+constexpr int64_t kMinParallelWork = 16 * 1024;
+// Parallel iterations per core: a few per core balance cores that finish unevenly.
+constexpr int64_t kIterationsPerCore = 4;
+
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? std::numeric_limits<int64_t>::max() : product;
+}
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<int64_t>::max() : sum;
+}
+
+int64_t constant_extent_or_one(const Expr& extent) {
+  const std::optional<int64_t> value = as_const_int(extent);
+  return value ? std::max<int64_t>(*value, 0) : 1;
+}
+
+// Reduction steps an expression takes (a reduction's steps times its body's, plus one each).
+class ExprWork : public IRVisitor {
+ public:
+  int64_t work = 0;
+
+ protected:
+  void visit_reduce(const Reduce& node) override {
+    const int64_t saved = scale_;
+    scale_ = saturating_mul(scale_, constant_extent_or_one(node.extent));
+    work = saturating_add(work, scale_);
+    visit(node.body);
+    scale_ = saved;
+  }
+
+ private:
+  int64_t scale_ = 1;
+};
+
+int64_t expr_work(const Expr& e) {
+  ExprWork counter;
+  counter.visit(e);
+  return counter.work;
+}
+
+// Operations a statement performs: a store or a let counts one plus its reductions' steps,
+// a loop its extent times its body (unknown extents count once).
+int64_t stmt_work(const Stmt& s) {
+  switch (s.kind()) {
+    case StmtKind::for_loop: {
+      const auto* loop = s.as<For>();
+      return saturating_mul(constant_extent_or_one(loop->extent), stmt_work(loop->body));
+    }
+    case StmtKind::store:
+      return saturating_add(1, expr_work(s.as<Store>()->value));
+    case StmtKind::let_stmt: {
+      const auto* let = s.as<LetStmt>();
+      return saturating_add(saturating_add(1, expr_work(let->value)), stmt_work(let->body));
+    }
+    case StmtKind::allocate:
+      return stmt_work(s.as<Allocate>()->body);
+    case StmtKind::if_then_else: {
+      const auto* node = s.as<IfThenElse>();
+      return saturating_add(stmt_work(node->then_case),
+                            node->else_case.defined() ? stmt_work(node->else_case) : 0);
+    }
+    case StmtKind::block: {
+      int64_t total = 0;
+      for (const Stmt& child : s.as<Block>()->stmts)
+        total = saturating_add(total, stmt_work(child));
+      return total;
+    }
+    default:
+      return 1;  // a statement kind this scheduler does not know
+  }
+}
+
+// The variables of the loops that are not inside another loop, in order.
+void top_level_loops(const Stmt& s, std::vector<std::string>& out) {
+  if (const auto* loop = s.as<For>()) {
+    out.push_back(loop->var);
+  } else if (const auto* seq = s.as<Block>()) {
+    for (const Stmt& child : seq->stmts) top_level_loops(child, out);
+  } else if (const auto* alloc = s.as<Allocate>()) {
+    top_level_loops(alloc->body, out);
+  } else if (const auto* let = s.as<LetStmt>()) {
+    top_level_loops(let->body, out);
+  }
+}
+
+const For* find_loop(const Stmt& s, std::string_view var) {
+  class Finder : public IRVisitor {
+   public:
+    explicit Finder(std::string_view name) : name_(name) {}
+    const For* found = nullptr;
+
+   protected:
+    void visit_for(const For& node) override {
+      if (found != nullptr) return;
+      if (node.var == name_) {
+        found = &node;
+        return;
+      }
+      IRVisitor::visit_for(node);
+    }
+
+   private:
+    std::string_view name_;
+  } finder(var);
+  finder.visit(s);
+  return finder.found;
+}
+
+// Skips the let_stmts and allocations at the top of a loop body.
+const Stmt& skip_bindings(const Stmt& s) {
+  if (const auto* let = s.as<LetStmt>()) return skip_bindings(let->body);
+  if (const auto* alloc = s.as<Allocate>()) return skip_bindings(alloc->body);
+  return s;
+}
+
+bool contains_loop(const Stmt& s) {
+  class Finder : public IRVisitor {
+   public:
+    bool found = false;
+
+   protected:
+    void visit_for(const For&) override { found = true; }
+  } finder;
+  finder.visit(s);
+  return finder.found;
+}
+
+int64_t lane_bytes(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16 ? 4 : dtype_size_bytes(dtype);
+}
+
+class Scheduler {
+ public:
+  Scheduler(const Kernel& kernel, const ScheduleTarget& target)
+      : kernel_(kernel), target_(target) {}
+
+  Schedule run() {
+    std::vector<std::string> roots;
+    top_level_loops(kernel_.body, roots);
+    for (const std::string& root : roots) schedule_nest(root);
+    return std::move(schedule_);
+  }
+
+ private:
+  // Applies all of `directives` or none; true when they were applied.
+  bool try_apply(const std::vector<Directive>& directives) {
+    Kernel kernel = kernel_;
+    for (const Directive& directive : directives) {
+      Expected<Kernel> next = apply_directive(kernel, directive);
+      if (!next) return false;
+      kernel = std::move(next).value();
+    }
+    kernel_ = std::move(kernel);
+    schedule_.directives.insert(schedule_.directives.end(), directives.begin(), directives.end());
+    return true;
+  }
+
+  const For* loop(std::string_view var) const { return find_loop(kernel_.body, var); }
+
+  void schedule_nest(const std::string& root) {
+    hoist_invariants(root);
+    const For* root_loop = loop(root);
+    const int64_t work =
+        saturating_mul(constant_extent_or_one(root_loop->extent), stmt_work(root_loop->body));
+    std::string parallel_root = root, vector_loop;
+    vectorize_innermost(root, parallel_root, vector_loop);
+    if (target_.cores > 1 && work >= kMinParallelWork) parallelize(parallel_root, vector_loop);
+  }
+
+  // Rule 1: `hoist` on each loop of the band but the innermost, outermost first, kept when it
+  // lifts something.
+  void hoist_invariants(const std::string& root) {
+    std::vector<std::string> band;
+    for (const For* l = loop(root); l != nullptr; l = l->body.as<For>()) band.push_back(l->var);
+    band.pop_back();
+    for (const std::string& var : band) {
+      Expected<Kernel> hoisted = apply_directive(kernel_, Hoist{var});
+      if (!hoisted || hoisted->body.same_as(kernel_.body)) continue;
+      kernel_ = std::move(hoisted).value();
+      schedule_.directives.push_back(Hoist{var});
+    }
+  }
+
+  // The innermost loop under `l`, following loops through let_stmts and allocations; null
+  // when the chain ends in a statement with several loops inside.
+  static const For* innermost(const For* l) {
+    while (true) {
+      const Stmt& body = skip_bindings(l->body);
+      const For* next = body.as<For>();
+      if (next == nullptr) return contains_loop(body) ? nullptr : l;
+      l = next;
+    }
+  }
+
+  // Rule 2. Sets `vector_loop` to the loop it vectorizes and, when it splits the root,
+  // `parallel_root` to the outer loop of the split.
+  void vectorize_innermost(const std::string& root, std::string& parallel_root,
+                           std::string& vector_loop) {
+    const For* leaf = innermost(loop(root));
+    if (leaf == nullptr) return;
+    const std::optional<int64_t> extent = as_const_int(leaf->extent);
+    if (!extent) return;
+    int64_t bytes = 1;
+    for (const Access& access : collect_accesses(leaf->body, {}).list) {
+      const std::optional<int64_t> stride = stride_of(access.index, leaf->var);
+      const bool contiguous = stride == 1 || (stride == 0 && !access.is_store);
+      if (!contiguous) return;
+      bytes = std::max(bytes, lane_bytes(access.buffer.dtype()));
+    }
+    const int64_t lanes = target_.vector_bytes / bytes;
+    if (lanes < 2 || *extent < lanes) return;
+    const std::string var = leaf->var;  // `leaf` points into the kernel try_apply replaces
+    if (*extent == lanes) {
+      if (try_apply({Vectorize{var}})) vector_loop = var;
+      return;
+    }
+    const std::string outer = var + ".o", inner = var + ".i";
+    if (!try_apply({Split{var, lanes, outer, inner}, Vectorize{inner}})) return;
+    vector_loop = inner;
+    if (var == root) parallel_root = outer;
+  }
+
+  // Rule 3: fuse perfectly nested outer loops until there is enough parallel work, then mark
+  // the (fused) loop parallel; when that fails, the root alone.
+  void parallelize(const std::string& root, const std::string& vector_loop) {
+    if (root == vector_loop) return;
+    const std::optional<int64_t> root_extent = as_const_int(loop(root)->extent);
+    if (!root_extent) return;
+    int64_t iterations = *root_extent;
+    std::string var = root;
+    std::vector<Directive> directives;
+    Kernel kernel = kernel_;
+    while (iterations < kIterationsPerCore * target_.cores) {
+      const For* inner = find_loop(kernel.body, var)->body.as<For>();
+      if (inner == nullptr || inner->var == vector_loop) break;
+      const std::optional<int64_t> inner_extent = as_const_int(inner->extent);
+      if (!inner_extent) break;
+      const Fuse fuse{var, inner->var, var + "_" + inner->var};
+      Expected<Kernel> fused = apply_directive(kernel, fuse);
+      if (!fused) break;
+      kernel = std::move(fused).value();
+      directives.push_back(fuse);
+      var = fuse.fused;
+      iterations = saturating_mul(iterations, *inner_extent);
+    }
+    directives.push_back(Parallel{var});
+    if (!try_apply(directives) && directives.size() > 1) try_apply({Parallel{root}});
+  }
+
+  Kernel kernel_;
+  ScheduleTarget target_;
+  Schedule schedule_;
+};
+
+}  // namespace
+
+ScheduleTarget host_target() {
+  ScheduleTarget target;
+  const unsigned threads = std::thread::hardware_concurrency();
+  if (threads > 0) target.cores = static_cast<int>(threads);
+#if defined(__x86_64__) || defined(__i386__)
+  target.vector_bytes = __builtin_cpu_supports("avx512f") ? 64
+                        : __builtin_cpu_supports("avx2")  ? 32
+                                                          : 16;
+#else
+  target.vector_bytes = 16;
+#endif
+  return target;
+}
+
+Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target) {
+  return Scheduler(kernel, target).run();
+}
+
+}  // namespace kiln::loop

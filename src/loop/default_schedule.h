@@ -1,0 +1,41 @@
+// The default CPU schedule: a few rules that get most of the speed of a lowered kernel
+// without search.
+//
+// For each top-level loop nest of the kernel, in order:
+//  1. Hoist. Every loop of the output nest but the innermost gets `hoist`, outermost first,
+//     when it lifts something: row statistics (softmax's max and sum, layer norm's mean and
+//     variance) are then computed once per row instead of once per element (O(N) instead of
+//     O(N^2) per row), and the row is read three times in a row while it is in cache.
+//  2. Vectorize. The innermost loop, when every store in it is contiguous in its variable
+//     (stride 1) and every load is contiguous or invariant (stride 0), is split by the number
+//     of lanes of the widest element type it touches (vector bytes / element bytes; f16 and
+//     bf16 count as f32, which they are computed in) and the inner part is vectorized; the
+//     remainder runs as a serial tail loop. Strided loads (a transpose) would need gathers,
+//     which cost more than they save, and loops shorter than a vector are left alone.
+//     Reductions inside expressions are never split: they stay the scalar loop of one lane.
+//  3. Parallelise. Nests that do less than kMinParallelWork operations (loop iterations
+//     times the work of their bodies, reduction steps included) stay serial: starting the
+//     thread team costs more than it saves. Otherwise outer loops that are perfectly nested
+//     are fused until there are kIterationsPerCore iterations per core (enough to balance
+//     uneven cores), never into the vector loop, and the result is marked parallel.
+// Every directive is applied as it is chosen and kept only when it is legal (a dependence
+// between iterations makes vectorize or parallel fail; the rule is then skipped), so the
+// schedule always replays on the kernel it was made for.
+#pragma once
+
+#include "loop/schedule.h"
+
+namespace kiln::loop {
+
+struct ScheduleTarget {
+  int cores = 2;
+  int vector_bytes = 32;  // AVX2
+};
+
+// The machine this process runs on: its hardware threads, 64-byte vectors with AVX-512F,
+// 32 with AVX2, 16 otherwise.
+ScheduleTarget host_target();
+
+Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target = {});
+
+}  // namespace kiln::loop

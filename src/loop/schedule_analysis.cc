@@ -1,0 +1,363 @@
+#include "loop/schedule_analysis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "loop/ir_visitor.h"
+#include "loop/printer.h"
+#include "loop/simplify.h"
+#include "loop/substitute.h"
+
+namespace kiln::loop {
+namespace {
+
+// Adds scale * e to `form`; false when a coefficient overflows.
+bool add_linear(const Expr& e, int64_t scale, LinearForm& form) {
+  if (e.type() == DType::i64) {
+    if (const auto value = as_const_int(e)) {
+      int64_t product = 0;
+      return !__builtin_mul_overflow(*value, scale, &product) &&
+             !__builtin_add_overflow(form.constant, product, &form.constant);
+    }
+    if (const auto* node = e.as<Binary>()) {
+      switch (node->op) {
+        case BinaryOp::add:
+          return add_linear(node->a, scale, form) && add_linear(node->b, scale, form);
+        case BinaryOp::sub:
+          return scale != INT64_MIN && add_linear(node->a, scale, form) &&
+                 add_linear(node->b, -scale, form);
+        case BinaryOp::mul: {
+          const std::optional<int64_t> ca = as_const_int(node->a), cb = as_const_int(node->b);
+          int64_t product = 0;
+          if (cb && !__builtin_mul_overflow(*cb, scale, &product)) {
+            return add_linear(node->a, product, form);
+          }
+          if (ca && !__builtin_mul_overflow(*ca, scale, &product)) {
+            return add_linear(node->b, product, form);
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  }
+  auto [it, inserted] = form.terms.try_emplace(print(e), LinearForm::Term{e, 0});
+  if (__builtin_add_overflow(it->second.coefficient, scale, &it->second.coefficient)) return false;
+  if (it->second.coefficient == 0) form.terms.erase(it);
+  return true;
+}
+
+bool contains_load(const Expr& e) {
+  class Finder : public IRVisitor {
+   public:
+    bool found = false;
+
+   protected:
+    void visit_load(const Load&) override { found = true; }
+  } finder;
+  finder.visit(e);
+  return finder.found;
+}
+
+bool uses_any(const Expr& e, const std::set<std::string, std::less<>>& names) {
+  for (const std::string& name : free_vars(e)) {
+    if (names.count(name) != 0) return true;
+  }
+  return false;
+}
+
+class AccessCollector : public IRVisitor {
+ public:
+  explicit AccessCollector(const BoundsScope& scope) : scope_(scope) {}
+  Accesses result;
+
+ protected:
+  void visit_for(const For& node) override {
+    visit(node.min);
+    visit(node.extent);
+    bind(node.var, loop_interval(node, scope_));
+    visit(node.body);
+    scope_.erase(node.var);
+  }
+  void visit_reduce(const Reduce& node) override {
+    visit(node.min);
+    visit(node.extent);
+    bind(node.var, loop_var_bounds(bounds_of(node.min, scope_), bounds_of(node.extent, scope_)));
+    visit(node.body);
+    scope_.erase(node.var);
+  }
+  void visit_let(const Let& node) override {
+    visit(node.value);
+    bind(node.name, value_interval(node.value));
+    visit(node.body);
+    scope_.erase(node.name);
+  }
+  void visit_let_stmt(const LetStmt& node) override {
+    visit(node.value);
+    bind(node.name, value_interval(node.value));
+    visit(node.body);
+    scope_.erase(node.name);
+  }
+  void visit_allocate(const Allocate& node) override {
+    result.allocated.insert(node.buffer.name());
+    visit(node.body);
+  }
+  void visit_store(const Store& node) override {
+    result.list.push_back({node.buffer, node.index, true, nullptr, scope_});
+    IRVisitor::visit_store(node);
+  }
+  void visit_load(const Load& node) override {
+    result.list.push_back({node.buffer, node.index, false, &node, scope_});
+    IRVisitor::visit_load(node);
+  }
+
+ private:
+  Interval value_interval(const Expr& value) const {
+    return is_floating(value.type()) ? Interval::everything() : bounds_of(value, scope_);
+  }
+  void bind(const std::string& name, Interval interval) {
+    result.bound_names.insert(name);
+    scope_[name] = interval;
+  }
+
+  BoundsScope scope_;
+};
+
+// A term that uses v as the digit (v / divisor) % modulus of v's mixed-radix expansion.
+struct Digit {
+  int64_t divisor = 1;
+  std::optional<int64_t> modulus = {};
+};
+
+std::optional<Digit> as_digit(const Expr& e, std::string_view v) {
+  auto is_v = [&](const Expr& x) {
+    const auto* variable = x.as<Variable>();
+    return variable != nullptr && variable->name == v;
+  };
+  auto positive_constant = [](const Expr& x) -> std::optional<int64_t> {
+    const std::optional<int64_t> value = as_const_int(x);
+    return value && *value > 0 ? value : std::nullopt;
+  };
+  if (is_v(e)) return Digit{};
+  const auto* node = e.as<Binary>();
+  if (node == nullptr) return std::nullopt;
+  if (node->op == BinaryOp::div) {
+    const std::optional<int64_t> d = positive_constant(node->b);
+    if (d && is_v(node->a)) return Digit{*d};
+    return std::nullopt;
+  }
+  if (node->op != BinaryOp::mod) return std::nullopt;
+  const std::optional<int64_t> m = positive_constant(node->b);
+  if (!m) return std::nullopt;
+  if (is_v(node->a)) return Digit{1, *m};
+  const auto* inner = node->a.as<Binary>();
+  if (inner == nullptr || inner->op != BinaryOp::div) return std::nullopt;
+  const std::optional<int64_t> d = positive_constant(inner->b);
+  if (d && is_v(inner->a)) return Digit{*d, *m};
+  return std::nullopt;
+}
+
+// An access split into the digits of v, the terms fixed for the whole loop, and the interval
+// of the rest.
+struct SplitAccess {
+  std::map<std::string, std::pair<Digit, int64_t>, std::less<>> digits;  // key -> coefficient
+  std::map<std::string, int64_t, std::less<>> outer;
+  Interval rest;
+};
+
+Expected<SplitAccess> split_access(const Access& access, const std::string& v,
+                                   const std::set<std::string, std::less<>>& inner_names) {
+  const std::string where = fmt::format("{}[{}]", access.buffer.name(), print(access.index));
+  // Simplified first, so that fused and split variables read as digits ((0 + f/4)/3 is f/12).
+  const std::optional<LinearForm> form = linearize(simplify(access.index, access.scope));
+  if (!form) return Status::errorf("the index of {} overflows", where);
+  SplitAccess result{{}, {}, Interval::point(form->constant)};
+  for (const auto& [key, term] : form->terms) {
+    if (uses_var(term.expr, v)) {
+      const std::optional<Digit> digit = as_digit(term.expr, v);
+      if (!digit) {
+        return Status::errorf("{} uses {} other than as {}, {} / c or {} % c", where, v, v, v, v);
+      }
+      result.digits.emplace(key, std::make_pair(*digit, term.coefficient));
+    } else if (contains_load(term.expr) || uses_any(term.expr, inner_names)) {
+      result.rest = result.rest + bounds_of(term.expr, access.scope) * term.coefficient;
+    } else {
+      result.outer.emplace(key, term.coefficient);
+    }
+  }
+  if (result.digits.empty()) {
+    return Status::errorf("every iteration of {} accesses {}", v, where);
+  }
+  return result;
+}
+
+bool same_digits(const SplitAccess& a, const SplitAccess& b) {
+  if (a.digits.size() != b.digits.size()) return false;
+  for (const auto& [key, digit] : a.digits) {
+    const auto it = b.digits.find(key);
+    if (it == b.digits.end() || it->second.second != digit.second) return false;
+  }
+  return true;
+}
+
+// The proof for one written buffer, given all of its accesses inside the loop.
+Status check_disjoint(const std::string& v, const Interval& v_range,
+                      const std::vector<const Access*>& accesses,
+                      const std::set<std::string, std::less<>>& inner_names) {
+  std::optional<SplitAccess> first;
+  Interval rest;
+  for (const Access* access : accesses) {
+    Expected<SplitAccess> split = split_access(*access, v, inner_names);
+    if (!split) return split.status();
+    if (!first) {
+      first = *split;
+      rest = split->rest;
+    } else if (!same_digits(*first, *split) || first->outer != split->outer) {
+      return Status::errorf(
+          "{}[{}] and {}[{}] may touch the same element in different "
+          "iterations of {}",
+          access->buffer.name(), print(accesses[0]->index), access->buffer.name(),
+          print(access->index), v);
+    } else {
+      rest = Interval::make_union(rest, split->rest);
+    }
+  }
+  const std::string name = accesses[0]->buffer.name();
+  if (!rest.is_bounded()) {
+    return Status::errorf("cannot bound the part of the indices of {} that does not depend on {}",
+                          name, v);
+  }
+  std::vector<std::pair<Digit, int64_t>> digits;
+  for (const auto& [key, digit] : first->digits) digits.push_back(digit);
+  std::sort(digits.begin(), digits.end(),
+            [](const auto& a, const auto& b) { return a.first.divisor < b.first.divisor; });
+  int64_t span = 0;
+  if (__builtin_sub_overflow(*rest.max, *rest.min, &span)) {
+    return Status::errorf("the indices of {} span more than int64", name);
+  }
+  int64_t expected_divisor = 1;
+  for (size_t j = 0; j < digits.size(); ++j) {
+    const auto& [digit, coefficient] = digits[j];
+    if (digit.divisor != expected_divisor) {
+      return Status::errorf(
+          "the indices of {} do not determine {}: iterations that differ "
+          "only below {} / {} touch the same element",
+          name, v, v, digit.divisor);
+    }
+    if (coefficient == INT64_MIN) return Status::errorf("the indices of {} overflow", name);
+    const int64_t magnitude = std::abs(coefficient);
+    if (magnitude <= span) {
+      return Status::errorf(
+          "iterations of {} may touch the same element of {}: its stride {} "
+          "does not exceed the span {} of the rest of the index",
+          v, name, coefficient, span);
+    }
+    const bool last = j + 1 == digits.size();
+    if (!digit.modulus) {
+      if (!last) {
+        return Status::errorf("the indices of {} use {} / {} below a higher digit", name, v,
+                              digit.divisor);
+      }
+      continue;
+    }
+    int64_t digit_span = 0;
+    if (__builtin_mul_overflow(digit.divisor, *digit.modulus, &expected_divisor) ||
+        __builtin_mul_overflow(magnitude, *digit.modulus - 1, &digit_span) ||
+        __builtin_add_overflow(span, digit_span, &span)) {
+      return Status::errorf("the indices of {} overflow", name);
+    }
+    if (last && !(v_range.is_bounded() && *v_range.min >= 0 && *v_range.max < expected_divisor)) {
+      return Status::errorf("the indices of {} repeat when {} passes a multiple of {}", name, v,
+                            expected_divisor);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::optional<LinearForm> linearize(const Expr& index) {
+  LinearForm form;
+  if (!add_linear(index, 1, form)) return std::nullopt;
+  return form;
+}
+
+Expr to_expr(const LinearForm& form) {
+  Expr result;
+  for (const auto& [key, term] : form.terms) {
+    const Expr scaled = term.coefficient == 1 ? term.expr : term.expr * term.coefficient;
+    result = result.defined() ? result + scaled : scaled;
+  }
+  if (!result.defined()) return Expr(form.constant);
+  return form.constant == 0 ? result : result + form.constant;
+}
+
+std::optional<int64_t> stride_of(const Expr& index, std::string_view var) {
+  const std::optional<LinearForm> form = linearize(simplify(index));
+  if (!form) return std::nullopt;
+  int64_t stride = 0;
+  for (const auto& [key, term] : form->terms) {
+    if (!uses_var(term.expr, var)) continue;
+    const auto* variable = term.expr.as<Variable>();
+    if (variable == nullptr) return std::nullopt;
+    stride = term.coefficient;
+  }
+  return stride;
+}
+
+bool all_statements_known(const Stmt& stmt) {
+  switch (stmt.kind()) {
+    case StmtKind::store:
+      return true;
+    case StmtKind::for_loop:
+      return all_statements_known(stmt.as<For>()->body);
+    case StmtKind::let_stmt:
+      return all_statements_known(stmt.as<LetStmt>()->body);
+    case StmtKind::allocate:
+      return all_statements_known(stmt.as<Allocate>()->body);
+    case StmtKind::if_then_else: {
+      const auto* node = stmt.as<IfThenElse>();
+      return all_statements_known(node->then_case) &&
+             (!node->else_case.defined() || all_statements_known(node->else_case));
+    }
+    case StmtKind::block:
+      return std::all_of(stmt.as<Block>()->stmts.begin(), stmt.as<Block>()->stmts.end(),
+                         [](const Stmt& s) { return all_statements_known(s); });
+    default:
+      return false;  // a kind added after this analysis: opaque
+  }
+}
+
+Accesses collect_accesses(const Stmt& stmt, const BoundsScope& scope) {
+  AccessCollector collector(scope);
+  collector.visit(stmt);
+  return std::move(collector.result);
+}
+
+Interval loop_interval(const For& loop, const BoundsScope& scope) {
+  return loop_var_bounds(bounds_of(loop.min, scope), bounds_of(loop.extent, scope));
+}
+
+Status check_independent(const For& loop, const BoundsScope& scope) {
+  if (!all_statements_known(loop.body)) {
+    return Status::errorf("loop {} holds a statement the scheduler cannot analyse", loop.var);
+  }
+  const Interval v_range = loop_interval(loop, scope);
+  BoundsScope inside = scope;
+  inside[loop.var] = v_range;
+  const Accesses accesses = collect_accesses(loop.body, inside);
+  std::map<std::string, std::vector<const Access*>, std::less<>> by_buffer;
+  for (const Access& access : accesses.list) by_buffer[access.buffer.name()].push_back(&access);
+  for (const auto& [name, list] : by_buffer) {
+    const bool written =
+        std::any_of(list.begin(), list.end(), [](const Access* a) { return a->is_store; });
+    if (!written || accesses.allocated.count(name) != 0) continue;
+    KILN_RETURN_IF_ERROR(check_disjoint(loop.var, v_range, list, accesses.bound_names));
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::loop

@@ -1,0 +1,190 @@
+// The default scheduler: which directives it chooses for the kernels Kiln lowers, the loop
+// structure they give (statistics hoisted out of the element loop, a parallel loop, a vector
+// loop), and that the scheduled kernels compute exactly what the lowered ones do.
+#include "loop/default_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include "interp/interpreter.h"
+#include "unit/loop/schedule_check.h"
+
+namespace kiln::loop {
+namespace {
+
+using testing::count_kind;
+using testing::find;
+using testing::LoopInfo;
+using testing::loops_of;
+using testing::lower;
+using testing::same_results;
+
+const ScheduleTarget kAvx2{2, 32};
+
+Kernel softmax(int64_t rows, int64_t cols) {
+  return lower([&](GraphBuilder& b) { return b.softmax(b.input("x", DType::f32, {rows, cols})); });
+}
+Kernel layer_norm(int64_t rows, int64_t cols) {
+  return lower([&](GraphBuilder& b) {
+    return b.layer_norm(b.input("x", DType::f32, {rows, cols}), b.input("s", DType::f32, {cols}),
+                        b.input("c", DType::f32, {cols}));
+  });
+}
+Kernel add_broadcast(int64_t rows, int64_t cols, DType dtype = DType::f32) {
+  return lower([&](GraphBuilder& b) {
+    return b.add(b.input("x", dtype, {rows, cols}), b.input("y", dtype, {1, cols}));
+  });
+}
+
+// Schedules `kernel` for `target`, replays the printed schedule, and checks the results.
+Kernel schedule_and_check(const Kernel& kernel, const ScheduleTarget& target, bool compare = true) {
+  const Schedule schedule = default_schedule(kernel, target);
+  Expected<Schedule> replayed = parse_schedule(print(schedule));
+  EXPECT_TRUE(replayed.has_value() && *replayed == schedule) << print(schedule);
+  Expected<Kernel> scheduled = apply_schedule(kernel, schedule);
+  EXPECT_TRUE(scheduled.has_value()) << scheduled.status().message() << "\n" << print(schedule);
+  if (!scheduled) return kernel;
+  if (compare) {
+    EXPECT_TRUE(same_results(kernel, *scheduled)) << print(schedule);
+  }
+  return std::move(scheduled).value();
+}
+
+// The loops whose body holds a store and no other loop.
+std::vector<LoopInfo> innermost_loops(const std::vector<LoopInfo>& loops) {
+  std::vector<LoopInfo> result;
+  for (const LoopInfo& loop : loops) {
+    if (!loop.has_loop && loop.stores > 0) result.push_back(loop);
+  }
+  return result;
+}
+
+TEST(DefaultSchedule, SoftmaxRowsKeepTheirStatisticsOutOfTheElementLoop) {
+  const Kernel kernel = softmax(64, 1000);
+  const Schedule schedule = default_schedule(kernel, kAvx2);
+  EXPECT_EQ(print(schedule), "hoist i0\nsplit i1 8 i1.o i1.i\nvectorize i1.i\nparallel i0\n");
+  // Unscheduled, the evaluator would take 64 * 1000 * 2000 steps; compare the scheduled
+  // kernel with the interpreter instead.
+  const Kernel scheduled = schedule_and_check(kernel, kAvx2, /*compare=*/false);
+  const auto loops = loops_of(scheduled.body);
+  EXPECT_EQ(count_kind(loops, ForKind::parallel), 1) << print(scheduled);
+  EXPECT_EQ(count_kind(loops, ForKind::vectorized), 1) << print(scheduled);
+  for (const LoopInfo& loop : innermost_loops(loops)) {
+    EXPECT_FALSE(loop.has_reduce) << loop.var << " recomputes the row statistics\n"
+                                  << print(scheduled);
+  }
+  Graph graph;
+  GraphBuilder b(graph);
+  graph.set_outputs({b.softmax(b.input("x", DType::f32, {64, 1000}))});
+  std::vector<std::vector<double>> args = testing::random_args(scheduled, testing::test_seed());
+  ASSERT_TRUE(run_kernel(scheduled, args).is_ok());
+  const std::vector<Array> inputs = {Array(DType::f32, Shape{64, 1000}, args[0])};
+  Expected<std::vector<Array>> expected = interpret(graph, inputs);
+  ASSERT_TRUE(expected.has_value()) << expected.status().message();
+  for (size_t i = 0; i < args[1].size(); ++i) {
+    ASSERT_NEAR(args[1][i], (*expected)[0].data[i], 1e-6) << i;
+  }
+}
+
+TEST(DefaultSchedule, NormalisationsAreHoistedVectorizedAndParallel) {
+  for (const Kernel& kernel : {softmax(32, 200), layer_norm(32, 203)}) {
+    const Kernel scheduled = schedule_and_check(kernel, kAvx2);
+    const auto loops = loops_of(scheduled.body);
+    EXPECT_EQ(count_kind(loops, ForKind::parallel), 1) << print(scheduled);
+    EXPECT_EQ(count_kind(loops, ForKind::vectorized), 1) << print(scheduled);
+    for (const LoopInfo& loop : innermost_loops(loops)) {
+      EXPECT_FALSE(loop.has_reduce) << loop.var << "\n" << print(scheduled);
+    }
+  }
+}
+
+TEST(DefaultSchedule, SmallNestsStaySerial) {
+  // 4 x 10 elements: not worth a thread team; 10 < 16 lanes of f32 in 64-byte vectors.
+  const Kernel kernel = add_broadcast(4, 10);
+  EXPECT_EQ(print(default_schedule(kernel, {8, 64})), "");
+  EXPECT_EQ(print(default_schedule(kernel, kAvx2)), "split i1 8 i1.o i1.i\nvectorize i1.i\n");
+  // Small softmax rows: hoisted and vectorized, not parallel.
+  const Kernel rows = schedule_and_check(softmax(4, 16), kAvx2);
+  EXPECT_EQ(count_kind(loops_of(rows.body), ForKind::parallel), 0) << print(rows);
+  EXPECT_EQ(count_kind(loops_of(rows.body), ForKind::vectorized), 1) << print(rows);
+}
+
+TEST(DefaultSchedule, LanesFollowTheElementType) {
+  EXPECT_EQ(print(default_schedule(add_broadcast(3, 9, DType::f64), kAvx2)),
+            "split i1 4 i1.o i1.i\nvectorize i1.i\n");
+  EXPECT_EQ(print(default_schedule(add_broadcast(3, 9, DType::f64), {2, 64})),
+            "split i1 8 i1.o i1.i\nvectorize i1.i\n");
+  schedule_and_check(add_broadcast(3, 9, DType::f64), kAvx2);
+  schedule_and_check(add_broadcast(3, 40, DType::f16), kAvx2);
+}
+
+TEST(DefaultSchedule, FusesOuterLoopsUntilThereIsWorkForEveryCore) {
+  // Two rows are too few for 8 cores x 4: the rows are fused with the vector blocks.
+  const Kernel kernel = add_broadcast(2, 8192);
+  const Schedule schedule = default_schedule(kernel, {8, 32});
+  EXPECT_EQ(print(schedule),
+            "split i1 8 i1.o i1.i\nvectorize i1.i\nfuse i0 i1.o i0_i1.o\nparallel i0_i1.o\n");
+  const Kernel scheduled = schedule_and_check(kernel, {8, 32});
+  EXPECT_EQ(count_kind(loops_of(scheduled.body), ForKind::parallel), 1);
+  // One core: nothing to parallelise.
+  EXPECT_EQ(print(default_schedule(kernel, {1, 32})), "split i1 8 i1.o i1.i\nvectorize i1.i\n");
+}
+
+TEST(DefaultSchedule, StridedAndReducedInnerLoopsAreNotVectorized) {
+  const Kernel transpose = lower([](GraphBuilder& b) {
+    return b.transpose(b.input("x", DType::f32, {160, 130}), {1, 0});
+  });
+  EXPECT_EQ(print(default_schedule(transpose, kAvx2)), "parallel i0\n");
+  schedule_and_check(transpose, kAvx2);
+  const Kernel row_sum = lower([](GraphBuilder& b) {
+    return b.sum(b.input("x", DType::f32, {64, 300}), {1});
+  });
+  EXPECT_EQ(print(default_schedule(row_sum, kAvx2)), "parallel i0\n");
+  schedule_and_check(row_sum, kAvx2);
+}
+
+TEST(DefaultSchedule, MatmulVectorizesColumnsAndParallelisesRows) {
+  const Kernel matmul = lower([](GraphBuilder& b) {
+    return b.matmul(b.input("a", DType::f16, {16, 64}), b.input("b", DType::f16, {64, 36}));
+  });
+  EXPECT_EQ(print(default_schedule(matmul, kAvx2)),
+            "split i1 8 i1.o i1.i\nvectorize i1.i\nparallel i0\n");
+  schedule_and_check(matmul, kAvx2);
+  // Batched f32 matmuls are loops around gemm statements, which the scheduler leaves alone.
+  const Kernel batched = lower([](GraphBuilder& b) {
+    return b.matmul(b.input("a", DType::f32, {64, 16, 16}), b.input("b", DType::f32, {64, 16, 16}));
+  });
+  schedule_and_check(batched, kAvx2);
+}
+
+TEST(DefaultSchedule, SchedulesEveryNestOfAGroup) {
+  const Kernel chain = lower([](GraphBuilder& b) {
+    Value* x = b.input("x", DType::f32, {40, 500});
+    Value* e = b.exp(b.sub(x, b.reduce_max(x, {1}, /*keepdims=*/true)));
+    return b.div(e, b.sum(e, {1}, /*keepdims=*/true));
+  });
+  const Kernel scheduled = schedule_and_check(chain, kAvx2);
+  const auto loops = loops_of(scheduled.body);
+  EXPECT_EQ(count_kind(loops, ForKind::parallel), 3) << print(scheduled);
+  EXPECT_EQ(count_kind(loops, ForKind::vectorized), 1) << print(scheduled);
+}
+
+TEST(DefaultSchedule, OddAndEmptyShapes) {
+  for (const auto& dims : std::vector<std::vector<int64_t>>{
+           {7}, {1}, {0}, {1, 5}, {0, 3}, {7, 1}, {3, 7}, {7, 20001}}) {
+    SCOPED_TRACE(::testing::PrintToString(dims));
+    const Kernel exp =
+        lower([&](GraphBuilder& b) { return b.exp(b.input("x", DType::f32, Shape(dims))); });
+    schedule_and_check(exp, kAvx2);
+    const int64_t rows = dims[0], cols = dims.size() > 1 ? dims[1] : 1;
+    if (rows * cols <= 400) schedule_and_check(softmax(rows, std::max<int64_t>(cols, 1)), kAvx2);
+  }
+}
+
+TEST(DefaultSchedule, HostTargetReadsTheMachine) {
+  const ScheduleTarget host = host_target();
+  EXPECT_GE(host.cores, 1);
+  EXPECT_TRUE(host.vector_bytes == 16 || host.vector_bytes == 32 || host.vector_bytes == 64);
+}
+
+}  // namespace
+}  // namespace kiln::loop
