@@ -20,9 +20,8 @@
 //
 // The table lives here rather than in the op record (ir/op.h) because kiln_ir cannot depend on
 // kiln_loop: the graph IR is below the loop IR. It is keyed by kiln::Op, organised by the
-// same families as ir/ops/ (loop/lowering/*.cc), and has one entry per op: a definition, or
-// the reason the op is not lowered to loops. tests/unit/loop/lowering_table_test.cc fails
-// when an op has neither.
+// same families as ir/ops/ (loop/lowering/*.cc), and has a definition for every op: building
+// the table checks it, and tests/unit/loop/lowering_table_test.cc names an op that has none.
 #pragma once
 
 #include <functional>
@@ -68,10 +67,8 @@ struct ComputeArgs {
 // outside what the definition supports.
 using ComputeFn = std::function<Expected<Expr>(const ComputeArgs&)>;
 
-// One op's entry: exactly one of the two is set.
 struct Lowering {
   ComputeFn compute;
-  std::string not_lowered;  // why there is no definition
 };
 
 const Lowering& lowering_of(Op op);

@@ -46,11 +46,18 @@ std::string_view intrinsic_name(Intrinsic intrinsic) {
     case Intrinsic::floor: return "floor";
     case Intrinsic::ceil: return "ceil";
     case Intrinsic::pow: return "pow";
+    case Intrinsic::dropout_bits: return "dropout_bits";
   }
   KILN_UNREACHABLE("bad intrinsic {}", static_cast<int>(intrinsic));
 }
 
-int intrinsic_arity(Intrinsic intrinsic) { return intrinsic == Intrinsic::pow ? 2 : 1; }
+int intrinsic_arity(Intrinsic intrinsic) {
+  switch (intrinsic) {
+    case Intrinsic::pow: return 2;
+    case Intrinsic::dropout_bits: return 3;
+    default: return 1;
+  }
+}
 
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {

@@ -55,8 +55,11 @@ enum class BinaryOp : uint8_t {
   logical_and, logical_or,            // bool operands, bool result
 };
 
+// Floating math functions, abs (also of integers), and dropout_bits(seed, offset, index): the
+// i64 counter-based random bits of support/counter_rng.h, whose three i64 arguments are taken
+// as uint64 bits (so offset + index wraps rather than overflows).
 enum class Intrinsic : uint8_t {
-  abs, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, sin, cos, floor, ceil, pow
+  abs, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, sin, cos, floor, ceil, pow, dropout_bits
 };
 
 enum class ReduceOp : uint8_t { sum, prod, min, max };

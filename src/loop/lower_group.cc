@@ -81,7 +81,6 @@ class GroupLowerer {
     if (order_.size() != members_.size()) {
       return Status::error("the group holds a node that is not in the graph");
     }
-    for (const Node* node : order_) KILN_RETURN_IF_ERROR(check_lowered(*node));
     collect_inputs();
     collect_outputs_and_locals();
     std::vector<Stmt> nests;
@@ -106,12 +105,6 @@ class GroupLowerer {
  private:
   bool computed(const Node* node) const {
     return node != nullptr && members_.count(node) != 0 && !is_parameter_constant(*node);
-  }
-
-  static Status check_lowered(const Node& node) {
-    if (is_parameter_constant(node) || lowering_of(node.op()).compute) return Status::ok();
-    return Status::errorf("op '{}' (node {}) is not lowered to loops: {}", node.op_name(),
-                          node.id(), lowering_of(node.op()).not_lowered);
   }
 
   void add_param(const Value* value, std::vector<const Value*>& list, std::string_view prefix) {
@@ -366,10 +359,13 @@ class GroupLowerer {
       index.push_back(0);
       return row_major_offset(index, shape);
     };
-    const int64_t lda = a.dims().back();
+    // BLAS wants leading dimensions of at least 1, even for an operand with no columns (k or
+    // n = 0), whose elements are never read.
+    const int64_t lda = std::max<int64_t>(a.dims().back(), 1);
     const MatrixRegion a_region{buffers_.at(node.input(0)),
                                 matrix_base(a) + (ta ? row0 : row0 * lda), lda};
-    const MatrixRegion b_region{buffers_.at(node.input(1)), matrix_base(b), b.dims().back()};
+    const MatrixRegion b_region{buffers_.at(node.input(1)), matrix_base(b),
+                                std::max<int64_t>(b.dims().back(), 1)};
     Buffer block_buffer;
     MatrixRegion c_region;
     if (plan.block_local) {

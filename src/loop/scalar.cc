@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "support/check.h"
+#include "support/counter_rng.h"
 
 namespace kiln::loop {
 namespace {
@@ -79,6 +80,7 @@ double floating_intrinsic(Intrinsic intrinsic, double x, double y) {
     case Intrinsic::floor: return std::floor(x);
     case Intrinsic::ceil: return std::ceil(x);
     case Intrinsic::pow: return std::pow(x, y);
+    case Intrinsic::dropout_bits: break;  // integer only
   }
   KILN_UNREACHABLE("bad intrinsic {}", static_cast<int>(intrinsic));
 }
@@ -136,6 +138,12 @@ Scalar apply_cast(DType to, DType from, const Scalar& value) {
 Scalar apply_intrinsic(Intrinsic intrinsic, DType type, std::span<const Scalar> args) {
   KILN_CHECK(static_cast<int>(args.size()) == intrinsic_arity(intrinsic), "{} takes {} arguments",
              intrinsic_name(intrinsic), intrinsic_arity(intrinsic));
+  if (intrinsic == Intrinsic::dropout_bits) {
+    KILN_CHECK(type == DType::i64, "dropout_bits of {}", dtype_name(type));
+    return dropout_bits(static_cast<uint64_t>(std::get<int64_t>(args[0])),
+                        static_cast<uint64_t>(std::get<int64_t>(args[1])),
+                        static_cast<uint64_t>(std::get<int64_t>(args[2])));
+  }
   if (!is_floating(type)) {
     KILN_CHECK(intrinsic == Intrinsic::abs, "{} of an integer", intrinsic_name(intrinsic));
     const int64_t x = std::get<int64_t>(args[0]);

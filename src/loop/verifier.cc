@@ -202,7 +202,9 @@ class Verifier {
       KILN_RETURN_IF_ERROR(check(arg));
       KILN_RETURN_IF_ERROR(expect_type(arg, e.type(), fmt::format("an argument of {}", name), e));
     }
-    const bool ok = c.intrinsic == Intrinsic::abs ? is_numeric(e.type()) : is_floating(e.type());
+    const bool ok = c.intrinsic == Intrinsic::abs            ? is_numeric(e.type())
+                    : c.intrinsic == Intrinsic::dropout_bits ? e.type() == DType::i64
+                                                             : is_floating(e.type());
     if (!ok) return fail(fmt::format("{} of {}", name, dtype_name(e.type())), print(e));
     return Status::ok();
   }

@@ -138,6 +138,9 @@ std::string binary(loop::BinaryOp op, DType type, const std::string& a, const st
 
 std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args) {
   using loop::Intrinsic;
+  if (f == Intrinsic::dropout_bits) {
+    return fmt::format("kiln_dropout_bits({}, {}, {})", args[0], args[1], args[2]);
+  }
   if (!is_floating(type)) {
     KILN_CHECK(f == Intrinsic::abs, "{} of an integer passed the verifier", intrinsic_name(f));
     return fmt::format("kiln_abs<{}>({})", value_type(type), args[0]);

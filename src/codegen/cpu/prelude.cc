@@ -70,6 +70,21 @@ inline T kiln_abs(T a) {
   return a < 0 ? static_cast<T>(U{0} - static_cast<U>(a)) : a;
 }
 
+// support/counter_rng.h's dropout_bits, spelled again because generated code includes only
+// the standard library: the splitmix64 finalizer twice, all arithmetic in uint64.
+inline uint64_t kiln_splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline int64_t kiln_dropout_bits(int64_t seed, int64_t offset, int64_t index) {
+  const uint64_t counter = static_cast<uint64_t>(offset) + static_cast<uint64_t>(index);
+  return static_cast<int64_t>(kiln_splitmix64(static_cast<uint64_t>(seed) ^
+                                              kiln_splitmix64(counter)) >> 40);
+}
+
 template <typename T>
 inline T kiln_min(T a, T b) {
   if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();

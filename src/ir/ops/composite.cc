@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/ops/op_family.h"
+#include "support/counter_rng.h"
 #include "support/check.h"
 
 namespace kiln::ops {
@@ -238,30 +239,11 @@ Expected<std::vector<Array>> eval_batch_norm_infer(std::span<const Array> in, co
 // ---------------------------------------------------------------------------------------------
 // dropout
 
-// The splitmix64 finalizer (Steele, Lea and Flood 2014): a bijective 64-bit mix. All arithmetic
-// wraps modulo 2^64.
-uint64_t splitmix64_mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// The dropout mask: a counter-based RNG, so that every kernel (reference, CPU, CUDA) computes
-// the same mask from (seed, offset, index) without state. Generated code must emit exactly this
-// formula. For the element with row-major linear index `index`:
-//   counter = offset + index                (uint64, wrapping)
-//   bits    = mix(seed ^ mix(counter))      (mix = splitmix64_mix)
-//   u       = (bits >> 40) * 2^-24          (a 24-bit uniform in [0, 1), exact in f32)
-//   keep    = u >= ratio
-// The int64 attributes seed and offset enter as their two's-complement uint64 bits. Kernels
-// should make the last test in the integer form (bits >> 40) >= ceil(ratio * 2^24), which is
-// exactly equivalent, rather than compare u with ratio rounded to f32, which can differ.
+// The dropout mask is support/counter_rng.h's: element i is kept when
+// dropout_bits(seed, offset, i) >= dropout_threshold(ratio). The int64 attributes seed and
+// offset enter as their two's-complement uint64 bits.
 bool dropout_keep(uint64_t seed, uint64_t offset, uint64_t index, double ratio) {
-  const uint64_t counter = offset + index;
-  const uint64_t bits = splitmix64_mix(seed ^ splitmix64_mix(counter));
-  const double u = std::ldexp(static_cast<double>(bits >> 40), -24);
-  return u >= ratio;
+  return dropout_bits(seed, offset, index) >= dropout_threshold(ratio);
 }
 
 Expected<std::vector<TensorType>> infer_dropout(std::span<const TensorType> in,

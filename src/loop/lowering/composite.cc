@@ -7,10 +7,11 @@
 //
 // Statistics are recomputed for every output element of a one-op definition; lower_group
 // materialises a composite's output, and schedules decide where statistics live. Labels out
-// of [0, C) (an error in the interpreter) are clamped. dropout is not lowered: its
-// counter-based mask (dropout_keep) needs 64-bit xor, shifts and wrapping unsigned multiplies,
-// which loop IR does not have.
+// of [0, C) (an error in the interpreter) are clamped. dropout draws its mask from the
+// dropout_bits intrinsic (support/counter_rng.h), the same counter-based hash the interpreter
+// uses, indexed by the element's row-major position, so compiled and interpreted masks agree.
 #include "loop/lowering/lowering_family.h"
+#include "support/counter_rng.h"
 
 namespace kiln::loop::lowering {
 namespace {
@@ -178,6 +179,25 @@ Expected<Expr> lower_binary_cross_entropy(const ComputeArgs& args) {
   });
 }
 
+Expected<Expr> lower_dropout(const ComputeArgs& args) {
+  const TensorType& x = args.inputs[0];
+  const double ratio = args.attrs.get_float("ratio");
+  Expr linear;
+  for (int axis = 0; axis < x.shape.rank(); ++axis) {
+    const int64_t stride = dims_product(x.shape, axis + 1, x.shape.rank());
+    const Expr term = stride == 1 ? args.index[static_cast<size_t>(axis)]
+                                  : args.index[static_cast<size_t>(axis)] * Expr(stride);
+    linear = linear.defined() ? linear + term : term;
+  }
+  if (!linear.defined()) linear = Expr(int64_t{0});
+  const Expr bits = call(Intrinsic::dropout_bits,
+                         {Expr(args.attrs.get_int("seed")), Expr(args.attrs.get_int("offset")),
+                          linear});
+  const Expr keep = bits >= Expr(dropout_threshold(ratio));
+  const Expr x_value = args.input(0, args.index);
+  return select(keep, x_value / constant_of(x.dtype, 1 - ratio), constant_of(x.dtype, 0));
+}
+
 }  // namespace
 
 void register_composite_lowerings(LoweringTable& table) {
@@ -186,10 +206,7 @@ void register_composite_lowerings(LoweringTable& table) {
   table.define(Op::layer_norm, &lower_layer_norm);
   table.define(Op::batch_norm_train, &lower_batch_norm_train);
   table.define(Op::batch_norm_infer, &lower_batch_norm_infer);
-  table.not_lowered(Op::dropout,
-                    "not lowered yet: the counter-based mask (dropout_keep) needs 64-bit xor, "
-                    "shifts and wrapping unsigned multiplies, which loop IR lacks; the planned "
-                    "route is a mix64 intrinsic");
+  table.define(Op::dropout, &lower_dropout);
   table.define(Op::cross_entropy, &lower_cross_entropy);
   table.define(Op::binary_cross_entropy, &lower_binary_cross_entropy);
   table.define(Op::nll_loss, &lower_nll_loss);

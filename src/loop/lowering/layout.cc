@@ -9,8 +9,12 @@
 // gather wraps negative indices once, as the interpreter; an index still out of range (an
 // error there) is clamped here. constant is a literal when it holds one element; larger
 // constants are kernel parameters, which lower_group binds to the constant node's value.
-// scatter_add is not lowered: several updates may add into one element, which a definition
-// of one output element cannot express without a search over all updates.
+// scatter_add is written in gather form: each output element is its data element plus the sum,
+// over every position k of the indices, of updates[.., k, ..] where indices[k] (wrapped and
+// clamped as gather's) names this element's position along the axis. That is O(number of
+// indices) per output element: correct, but quadratic for an embedding gradient (vocabulary
+// x tokens). The one-pass form, an accumulating store per update, needs lower_group to emit
+// statements for the op rather than a compute definition, and is left for later.
 #include <algorithm>
 
 #include "loop/lowering/lowering_family.h"
@@ -155,6 +159,36 @@ Expected<Expr> lower_gather(const ComputeArgs& args) {
   });
 }
 
+// out[.., i, ..] = data[.., i, ..] + sum over k of
+// select(clamp(wrap(indices[k])) == i, updates[.., k, ..], 0), the updates indexed as gather's
+// output: data's leading dims, the indices' dims, data's trailing dims. An index out of range
+// (an error in the interpreter) is clamped, so that scatter_add stays gather's transpose. bool
+// sums in i32 and converts back (x != 0), as the interpreter rounds its sum to bool: any true.
+Expected<Expr> lower_scatter_add(const ComputeArgs& args) {
+  const Shape& data = args.inputs[0].shape;
+  const Shape& indices = args.inputs[1].shape;
+  const int axis = axis_of(args.attrs.get_int("axis"), data.rank());
+  const int64_t extent = data.dim(axis);
+  const auto first = args.index.begin() + axis;
+  const DType dtype = args.outputs[0].dtype;
+  const DType sum_type = dtype == DType::boolean ? DType::i32 : dtype;
+  auto summand = [&](const Expr& e) { return sum_type == dtype ? e : cast(sum_type, e); };
+  const Expr zero = make_zero(sum_type);
+  const Expr updates =
+      reduce_nest(ReduceOp::sum, indices.dims(), args.names, [&](const std::vector<Expr>& k) {
+        const Expr raw = cast(DType::i64, args.input(1, k));
+        return bind(args.names, raw, [&](const Expr& j) {
+          std::vector<Expr> index(args.index.begin(), first);
+          index.insert(index.end(), k.begin(), k.end());
+          index.insert(index.end(), first + 1, args.index.end());
+          const Expr target = clamp_index(select(j < 0, j + extent, j), extent);
+          return select(target == *first, summand(args.input(2, index)), zero);
+        });
+      });
+  const Expr total = summand(args.input(0, args.index)) + updates;
+  return sum_type == dtype ? total : cast(dtype, total);
+}
+
 Expected<Expr> lower_one_hot(const ComputeArgs& args) {
   const int axis = axis_of(args.attrs.get_int("axis"), args.outputs[0].shape.rank());
   const int64_t depth = args.attrs.get_int("depth");
@@ -200,9 +234,7 @@ void register_layout_lowerings(LoweringTable& table) {
   table.define(Op::split, &lower_split);
   table.define(Op::pad, &lower_pad);
   table.define(Op::gather, &lower_gather);
-  table.not_lowered(Op::scatter_add,
-                    "not lowered yet: several updates may add into one output element (a write "
-                    "conflict); it needs an accumulating store, not a compute definition");
+  table.define(Op::scatter_add, &lower_scatter_add);
   table.define(Op::one_hot, &lower_one_hot);
   table.define(Op::iota, &lower_iota);
   table.define(Op::fill, &lower_fill);

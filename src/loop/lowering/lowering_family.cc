@@ -8,10 +8,6 @@ void LoweringTable::define(Op op, ComputeFn compute) {
   entries_[static_cast<size_t>(op)].compute = std::move(compute);
 }
 
-void LoweringTable::not_lowered(Op op, std::string reason) {
-  entries_[static_cast<size_t>(op)].not_lowered = std::move(reason);
-}
-
 Expr constant_of(DType dtype, double value) {
   return make_const(dtype, round_to_dtype(value, dtype));
 }

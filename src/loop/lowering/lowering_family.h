@@ -19,7 +19,6 @@ class LoweringTable {
  public:
   explicit LoweringTable(std::vector<Lowering>& entries) : entries_(entries) {}
   void define(Op op, ComputeFn compute);
-  void not_lowered(Op op, std::string reason);
 
  private:
   std::vector<Lowering>& entries_;

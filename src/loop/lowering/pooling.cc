@@ -6,9 +6,21 @@
 // (-inf for max, 0 for a sum), so padding never wins and never counts. avg_pool divides by the
 // kernel volume (count_include_pad) or by the number of real taps, the product over spatial
 // dims of the in-range taps. avg_pool_grad sums, for each input element, over the taps whose
-// window start (x + pad - tap) / stride is integral and in range. max_pool_grad is not
-// lowered: routing dy to each window's first maximum needs the window's argmax inside a sum
-// over the windows that contain the element, which is expressible but left for later.
+// window start (x + pad - tap) / stride is integral and in range.
+//
+// max_pool_grad is the gather form of the interpreter's scatter: each dx element sums, over
+// the windows that contain it, dy of the window where the window's first maximum is this
+// element. Along a spatial dim the windows containing position p are q in
+// ((p + pad - kernel) / stride, (p + pad) / stride], at most ceil(kernel / stride) of them, so
+// the sum runs over that many candidates per dim (a constant extent, which schedules can
+// unroll and vectorize around) and a guard drops those outside the window or the output, as
+// conv_grad_data's guard drops taps (loop/lowering/contraction.cc). A window's first maximum
+// is two reductions over its taps, as argmax: the maximum m, then the first tap (row-major)
+// that equals m or is NaN. Cost per dx element: prod(ceil(kernel / stride)) windows times
+// 2 * kernel volume taps, e.g. 4 * 18 for ResNet's 3x3 stride-2 pool, against the
+// interpreter's one pass over the windows; an argmax computed once per window and scattered
+// needs statements, not a compute definition.
+#include <functional>
 #include <limits>
 
 #include "loop/lowering/lowering_family.h"
@@ -29,24 +41,68 @@ Window window_of(const Attrs& attrs) {
   win.strides = attrs.get_ints("strides");
   if (win.strides.empty()) win.strides.assign(s, 1);
   const std::vector<int64_t>& pads = attrs.get_ints("pads");
-  win.pads_begin = pads.empty() ? std::vector<int64_t>(s, 0)
-                                : std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<ptrdiff_t>(s));
+  win.pads_begin =
+      pads.empty() ? std::vector<int64_t>(s, 0)
+                   : std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<ptrdiff_t>(s));
   return win;
 }
 
-// op over the window of output element `index` of x's tap values, `outside` for padding taps.
-Expr window_reduce(const ComputeArgs& args, ReduceOp op, const Window& win, const Expr& outside) {
+// The value of one tap of a window: its kernel index k, whether it is a real element (not
+// padding) and x's element there (its read clamped into range, so a padding tap reads some
+// real element).
+using TapFn =
+    std::function<Expr(const std::vector<Expr>& k, const Expr& inside, const Expr& element)>;
+
+// op over the taps of the window of output element `out` ([n, c, *pooled]) of tap(...).
+Expr window_reduce(const ComputeArgs& args, ReduceOp op, const Window& win,
+                   const std::vector<Expr>& out, const TapFn& tap) {
   const Shape& x = args.inputs[0].shape;
   return reduce_nest(op, win.kernel, args.names, [&](const std::vector<Expr>& k) {
     Expr inside = make_bool(true);
-    std::vector<Expr> index = {args.index[0], args.index[1]};
+    std::vector<Expr> index = {out[0], out[1]};
     for (size_t d = 0; d < k.size(); ++d) {
-      const Expr pos = args.index[d + 2] * win.strides[d] - win.pads_begin[d] + k[d];
+      const Expr pos = out[d + 2] * win.strides[d] - win.pads_begin[d] + k[d];
       const int64_t extent = x.dim(static_cast<int>(d) + 2);
       inside = inside && pos >= 0 && pos < extent;
       index.push_back(clamp_index(pos, extent));
     }
-    return select(inside, args.input(0, index), outside);
+    return tap(k, inside, args.input(0, index));
+  });
+}
+
+// The maximum of the window of `out`; padding taps are -inf, so they never win.
+Expr window_max(const ComputeArgs& args, const Window& win, const std::vector<Expr>& out) {
+  const Expr lowest = make_float(-std::numeric_limits<double>::infinity(), args.inputs[0].dtype);
+  return window_reduce(args, ReduceOp::max, win, out,
+                       [&](const std::vector<Expr>&, const Expr& inside, const Expr& element) {
+                         return select(inside, element, lowest);
+                       });
+}
+
+// The row-major number of kernel tap k.
+Expr flat_tap(const Window& win, const std::vector<Expr>& k) {
+  Expr flat = 0;
+  for (size_t d = 0; d < k.size(); ++d) flat = flat * win.kernel[d] + k[d];
+  return flat;
+}
+
+// The row-major number of the tap of the window of `out` that the interpreter's window_argmax
+// picks: the first real tap equal to the window's maximum m, or the first NaN (m is NaN exactly
+// when some real tap is, and NaN equals nothing). Padding taps never count, even where m is
+// -inf. Every window holds a real tap (pads are smaller than the kernel), so the result is
+// always below the kernel volume, the value of taps that do not match.
+Expr window_first_argmax(const ComputeArgs& args, const Window& win,
+                         const std::vector<Expr>& out) {
+  int64_t volume = 1;
+  for (int64_t k : win.kernel) volume *= k;
+  return bind(args.names, window_max(args, win, out), [&](const Expr& m) {
+    return window_reduce(
+        args, ReduceOp::min, win, out,
+        [&](const std::vector<Expr>& k, const Expr& inside, const Expr& element) {
+          return bind(args.names, element, [&](const Expr& v) {
+            return select(inside && (v == m || v != v), flat_tap(win, k), Expr(volume));
+          });
+        });
   });
 }
 
@@ -69,9 +125,7 @@ Expr window_count(const Attrs& attrs, const Window& win, const Shape& x,
 }
 
 Expected<Expr> lower_max_pool(const ComputeArgs& args) {
-  const DType dtype = args.outputs[0].dtype;
-  return window_reduce(args, ReduceOp::max, window_of(args.attrs),
-                       make_float(-std::numeric_limits<double>::infinity(), dtype));
+  return window_max(args, window_of(args.attrs), args.index);
 }
 
 Expected<Expr> lower_avg_pool(const ComputeArgs& args) {
@@ -81,8 +135,13 @@ Expected<Expr> lower_avg_pool(const ComputeArgs& args) {
   for (size_t d = 0; d < win.kernel.size(); ++d) {
     starts.push_back(args.index[d + 2] * win.strides[d] - win.pads_begin[d]);
   }
-  return window_reduce(args, ReduceOp::sum, win, make_zero(dtype)) /
-         window_count(args.attrs, win, args.inputs[0].shape, starts, dtype);
+  const Expr zero = make_zero(dtype);
+  const Expr total = window_reduce(
+      args, ReduceOp::sum, win, args.index,
+      [&](const std::vector<Expr>&, const Expr& inside, const Expr& element) {
+        return select(inside, element, zero);
+      });
+  return total / window_count(args.attrs, win, args.inputs[0].shape, starts, dtype);
 }
 
 Expected<Expr> lower_avg_pool_grad(const ComputeArgs& args) {
@@ -108,14 +167,43 @@ Expected<Expr> lower_avg_pool_grad(const ComputeArgs& args) {
   });
 }
 
+// dx[n, c, p...] = sum over the windows q containing p of
+// select(first_argmax(window q) == p's tap in window q, dy[n, c, q...], 0). Along each dim the
+// candidates are q = (p + pad) / stride - (candidates - 1) + j for j in [0, candidates): in
+// increasing q, as the interpreter visits the windows, so 1-d f64 sums agree exactly.
+Expected<Expr> lower_max_pool_grad(const ComputeArgs& args) {
+  const Shape& grad_out = args.inputs[1].shape;
+  const Window win = window_of(args.attrs);
+  const Expr zero = make_zero(args.outputs[0].dtype);
+  std::vector<int64_t> candidates;
+  for (size_t d = 0; d < win.kernel.size(); ++d) {
+    candidates.push_back((win.kernel[d] + win.strides[d] - 1) / win.strides[d]);
+  }
+  return reduce_nest(ReduceOp::sum, candidates, args.names, [&](const std::vector<Expr>& j) {
+    Expr contains = make_bool(true);
+    std::vector<Expr> window = {args.index[0], args.index[1]};
+    std::vector<Expr> tap;
+    for (size_t d = 0; d < j.size(); ++d) {
+      const Expr shifted = args.index[d + 2] + win.pads_begin[d];
+      const Expr q = shifted / win.strides[d] - (candidates[d] - 1) + j[d];
+      // q * stride <= shifted, so the tap is never negative.
+      const Expr t = shifted - q * win.strides[d];
+      const int64_t extent = grad_out.dim(static_cast<int>(d) + 2);
+      contains = contains && t < win.kernel[d] && q >= 0 && q < extent;
+      window.push_back(clamp_index(q, extent));
+      tap.push_back(t);
+    }
+    return select(contains && window_first_argmax(args, win, window) == flat_tap(win, tap),
+                  args.input(1, window), zero);
+  });
+}
+
 }  // namespace
 
 void register_pooling_lowerings(LoweringTable& table) {
   table.define(Op::max_pool, &lower_max_pool);
   table.define(Op::avg_pool, &lower_avg_pool);
-  table.not_lowered(Op::max_pool_grad,
-                    "not lowered yet: routing dy to each window's first maximum needs the "
-                    "window's argmax inside a sum over the windows containing the element");
+  table.define(Op::max_pool_grad, &lower_max_pool_grad);
   table.define(Op::avg_pool_grad, &lower_avg_pool_grad);
 }
 

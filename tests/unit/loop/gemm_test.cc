@@ -254,6 +254,8 @@ const std::vector<MatmulCase>& matmul_cases() {
       {{3, 1, 4, 5}, {2, 5, 6}},
       {{4, 5}, {2, 3, 5, 6}},
       {{2, 1, 5, 4}, {3, 6, 5}, true, true},
+      {{7, 0}, {0, 7}},  // an empty sum: zeros (BLAS still gets leading dimensions of 1)
+      {{0, 4}, {0, 3}, true, false},
   };
   return cases;
 }

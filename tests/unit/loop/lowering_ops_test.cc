@@ -3,6 +3,9 @@
 // sizes, broadcasting, size-1 dims), f32 and f64 where the op allows.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "unit/loop/lowering_check.h"
 
 namespace kiln::loop {
@@ -276,6 +279,106 @@ TEST(Lowering, Pooling) {
   }
   EXPECT_TRUE(op_matches_interpreter(Op::max_pool, {in(f64, {1, 1, 7})},
                                      {{"kernel", {3}}, {"strides", {2}}}));
+}
+
+// max_pool_grad routes each dy element to its window's first maximum; dy is random, x random
+// (distinct values) or fixed with ties. Shapes: grad_out is max_pool's output for x.
+TEST(Lowering, MaxPoolGrad) {
+  // 1-d, overlapping windows (stride < kernel) with padding: x [2, 3, 7] pools to [2, 3, 4].
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad, {in(f64, {2, 3, 7}), in(f64, {2, 3, 4})},
+                                     {{"kernel", {3}}, {"strides", {2}}, {"pads", {1, 1}}}));
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad, {in(f32, {2, 3, 7}), in(f32, {2, 3, 4})},
+                                     {{"kernel", {3}}, {"strides", {2}}, {"pads", {1, 1}}}, 4));
+  // Stride > kernel: elements between windows get 0. [1, 2, 9] pools to [1, 2, 3].
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad, {in(f64, {1, 2, 9}), in(f64, {1, 2, 3})},
+                                     {{"kernel", {2}}, {"strides", {3}}, {"pads", {1, 0}}}));
+  // Every element in up to 5 windows: [1, 1, 5] with kernel 5, stride 1, pads 2 pools to 5.
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad, {in(f64, {1, 1, 5}), in(f64, {1, 1, 5})},
+                                     {{"kernel", {5}}, {"pads", {2, 2}}}));
+  // 2-d, odd sizes: [2, 2, 5, 4] pools to [2, 2, 3, 5].
+  const Attrs overlapping = {{"kernel", {2, 3}}, {"strides", {2, 1}}, {"pads", {1, 1, 0, 2}}};
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad,
+                                     {in(f64, {2, 2, 5, 4}), in(f64, {2, 2, 3, 5})}, overlapping));
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad,
+                                     {in(f32, {2, 2, 5, 4}), in(f32, {2, 2, 3, 5})}, overlapping,
+                                     4));
+  // 2-d, stride > kernel: [1, 2, 7, 5] pools to [1, 2, 3, 2].
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad,
+                                     {in(f64, {1, 2, 7, 5}), in(f64, {1, 2, 3, 2})},
+                                     {{"kernel", {2, 2}}, {"strides", {3, 3}},
+                                      {"pads", {1, 0, 0, 1}}}));
+  // 3-d: [1, 1, 3, 4, 5] pools to [1, 1, 3, 2, 3].
+  EXPECT_TRUE(op_matches_interpreter(Op::max_pool_grad,
+                                     {in(f64, {1, 1, 3, 4, 5}), in(f64, {1, 1, 3, 2, 3})},
+                                     {{"kernel", {2, 2, 3}}, {"strides", {1, 2, 2}},
+                                      {"pads", {0, 1, 1, 1, 0, 1}}}));
+}
+
+TEST(Lowering, MaxPoolGradRoutesTiesToTheFirstMaximum) {
+  const Attrs pad1 = {{"kernel", {3}}, {"pads", {1, 1}}};
+  // Windows (padding as _): [_ 1 3] [1 3 3] [3 3 2] [3 2 3] [2 3 3] [3 3 _]: maxima at 1 1 1 2
+  // 4 4, never the later 3 of a tie.
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::max_pool_grad,
+      {fixed(Array(f64, Shape{1, 1, 6}, {1, 3, 3, 2, 3, 3})), in(f64, {1, 1, 6})}, pad1));
+  // -0 and 0 tie; a window of -inf picks its first real element, never the padding.
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::max_pool_grad,
+      {fixed(Array(f32, Shape{2, 1, 4}, {-0.0, 0.0, 0.0, -0.0, -inf, -inf, -inf, -inf})),
+       in(f32, {2, 1, 4})},
+      pad1));
+  // NaN wins, the first NaN of the window.
+  const double nan = std::nan("");
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::max_pool_grad,
+      {fixed(Array(f64, Shape{1, 1, 6}, {1, nan, 5, nan, 2, 7})), in(f64, {1, 1, 6})}, pad1));
+  // 2-d, all equal: every window's first real tap, with padding and overlap.
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::max_pool_grad,
+      {fixed(Array(f64, Shape{1, 1, 3, 5}, std::vector<double>(15, 1.5))), in(f64, {1, 1, 3, 4})},
+      {{"kernel", {2, 3}}, {"strides", {1, 1}}, {"pads", {1, 0, 0, 1}}}));
+  // 2-d, ties in pairs: rows {0 2 2 0 1}, {2 2 1 1 0}, {0 1 1 2 2}.
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::max_pool_grad,
+      {fixed(Array(f32, Shape{1, 1, 3, 5}, {0, 2, 2, 0, 1, 2, 2, 1, 1, 0, 0, 1, 1, 2, 2})),
+       in(f32, {1, 1, 2, 2})},
+      {{"kernel", {2, 2}}, {"strides", {1, 2}}, {"pads", {0, 0, 0, 0}}}));
+}
+
+// scatter_add adds every update whose index names the element: repeated indices accumulate,
+// negative indices wrap as gather's. updates have gather's output shape.
+TEST(Lowering, ScatterAdd) {
+  // Axis 0, 7 indices into 5 rows: some repeat.
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add, {in(f32, {5, 3}), indices(i64, {7}, -5, 5), in(f32, {7, 3})}, {}, 4));
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add, {in(f64, {5, 3}), indices(i32, {7}, -5, 5), in(f64, {7, 3})}));
+  // A middle axis with 2-d indices: data [2, 4, 3], indices [2, 3], updates [2, 2, 3, 3].
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add, {in(f64, {2, 4, 3}), indices(i32, {2, 3}, -4, 4), in(f64, {2, 2, 3, 3})},
+      {{"axis", 1}}));
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add, {in(f32, {2, 4, 3}), indices(i64, {2, 3}, -4, 4), in(f32, {2, 2, 3, 3})},
+      {{"axis", -2}}, 4));
+  // The last axis; a scalar index; the embedding gradient's shape (zeros, tokens [3, 5]).
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add, {in(f64, {3, 4}), indices(i64, {6}, 0, 4), in(f64, {3, 6})},
+      {{"axis", -1}}));
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add, {in(f32, {4, 3}), indices(i64, {}, -4, 4), in(f32, {3})}));
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add,
+      {fixed(Array(f32, Shape{10, 4})), indices(i32, {3, 5}, 0, 10), in(f32, {3, 5, 4})}, {}, 8));
+  // Fixed indices: 2 three times (once as -1), 0 never.
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add,
+      {in(f64, {3, 2}), fixed(Array(i64, Shape{4}, {2, 1, -1, 2})), in(f64, {4, 2})}));
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::scatter_add, {in(i64, {4, 2}), indices(i64, {5}, -4, 4), in(i64, {5, 2})}));
+  EXPECT_TRUE(op_matches_interpreter(Op::scatter_add, {in(boolean, {4, 2}, Fill::boolean),
+                                                     indices(i64, {5}, -4, 4),
+                                                     in(boolean, {5, 2}, Fill::boolean)}));
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// The zoo's tiny presets compiled one kernel per node, forward (the loss graph) and the whole
+// Adam training step, against the reference interpreter on the presets' own deterministic
+// inputs. The interpreter rounds every value to f32 after computing it in f64; compiled
+// kernels accumulate in f32, so results agree to f32 accumulation error, compounded through
+// the layers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "interp/interpreter.h"
+#include "kiln/kiln.h"
+#include "models/model.h"
+
+namespace kiln {
+namespace {
+
+struct TinyPreset {
+  std::string name;
+  ModelOptions options;
+};
+
+const std::vector<TinyPreset>& tiny_presets() {
+  static const std::vector<TinyPreset> presets = {
+      {"mlp-tiny", {}},    {"bert-tiny", {}},    {"vit-tiny", {.image_size = 32}},
+      {"resnet-tiny", {}}, {"xml-cnn-tiny", {}}, {"gcn-tiny", {}}};
+  return presets;
+}
+
+// Adam's extra inputs: learning rate, step count (3, so that bias correction matters), and
+// per parameter a first moment (small, either sign) and second moment (positive).
+std::vector<Array> adam_extras(const Graph& step, size_t first_extra) {
+  std::mt19937_64 rng(11);
+  std::vector<Array> extras;
+  for (size_t i = first_extra; i < step.inputs().size(); ++i) {
+    const Value& input = *step.inputs()[i];
+    Array value(input.dtype(), input.shape());
+    const bool second_moment = input.name().ends_with(".v");
+    for (double& v : value.data) {
+      v = second_moment ? std::uniform_real_distribution<double>(1e-6, 1e-4)(rng)
+                        : std::uniform_real_distribution<double>(-1e-2, 1e-2)(rng);
+    }
+    if (input.name() == "lr") value.data = {1e-3};
+    if (input.name() == "step") value.data = {3};
+    value.round_to_dtype();
+    extras.push_back(std::move(value));
+  }
+  return extras;
+}
+
+void expect_compiled_matches(const Graph& graph, const std::vector<Array>& inputs) {
+  Expected<std::vector<Array>> expected = interpret(graph, inputs);
+  ASSERT_TRUE(expected) << expected.status().message();
+  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  Expected<std::vector<Array>> actual = model->run(inputs);
+  ASSERT_TRUE(actual) << actual.status().message();
+  for (size_t o = 0; o < expected->size(); ++o) {
+    const Array& want = (*expected)[o];
+    const Array& got = (*actual)[o];
+    double scale = 1;
+    for (double v : want.data) scale = std::max(scale, std::fabs(v));
+    for (int64_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-3 * std::fabs(want[i]) + 1e-4 * scale)
+          << "output " << o << " (" << graph.outputs()[o]->name() << ") element " << i;
+    }
+  }
+}
+
+TEST(ZooCompiled, TinyPresetsForwardMatchInterpreter) {
+  for (const TinyPreset& preset : tiny_presets()) {
+    SCOPED_TRACE(preset.name);
+    Expected<ModelInstance> model = build_model(preset.name, preset.options);
+    ASSERT_TRUE(model) << model.status().message();
+    Expected<std::vector<Array>> inputs = model->input_values(model->loss);
+    ASSERT_TRUE(inputs) << inputs.status().message();
+    expect_compiled_matches(model->loss.graph, *inputs);
+  }
+}
+
+TEST(ZooCompiled, TinyPresetsAdamTrainingStepMatchesInterpreter) {
+  for (const TinyPreset& preset : tiny_presets()) {
+    SCOPED_TRACE(preset.name);
+    Expected<ModelInstance> model = build_model(preset.name, preset.options);
+    ASSERT_TRUE(model) << model.status().message();
+    Expected<TrainingStep> step = build_training_step(*model, Optimizer::adam());
+    ASSERT_TRUE(step) << step.status().message();
+    Expected<std::vector<Array>> inputs = model->input_values(model->loss);
+    ASSERT_TRUE(inputs) << inputs.status().message();
+    for (Array& extra : adam_extras(step->graph, inputs->size())) {
+      inputs->push_back(std::move(extra));
+    }
+    expect_compiled_matches(step->graph, *inputs);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
