@@ -18,6 +18,32 @@ namespace {
 constexpr int64_t kMinParallelWork = 16 * 1024;
 // Parallel iterations per core: a few per core balance cores that finish unevenly.
 constexpr int64_t kIterationsPerCore = 4;
+// A libm call (exp, erf, tanh, ...) costs about as much as this many simple operations: gelu
+// over 8K elements is worth two cores, an add over 8K elements is not.
+constexpr int64_t kMathCallWork = 16;
+
+// Whether the intrinsic is a math-library call rather than an instruction or two.
+bool is_math_call(Intrinsic intrinsic) {
+  switch (intrinsic) {
+    case Intrinsic::exp:
+    case Intrinsic::log:
+    case Intrinsic::tanh:
+    case Intrinsic::erf:
+    case Intrinsic::sigmoid:
+    case Intrinsic::sin:
+    case Intrinsic::cos:
+    case Intrinsic::pow:
+      return true;
+    case Intrinsic::abs:
+    case Intrinsic::sqrt:
+    case Intrinsic::rsqrt:
+    case Intrinsic::floor:
+    case Intrinsic::ceil:
+    case Intrinsic::dropout_bits:
+      return false;
+  }
+  return false;
+}
 
 int64_t saturating_mul(int64_t a, int64_t b) {
   int64_t product = 0;
@@ -34,12 +60,20 @@ int64_t constant_extent_or_one(const Expr& extent) {
   return value ? std::max<int64_t>(*value, 0) : 1;
 }
 
-// Reduction steps an expression takes (a reduction's steps times its body's, plus one each).
+// Reduction steps an expression takes (a reduction's steps times its body's, plus one each)
+// and its math-library calls, kMathCallWork each.
 class ExprWork : public IRVisitor {
  public:
   int64_t work = 0;
 
  protected:
+  void visit_call(const Call& node) override {
+    if (is_math_call(node.intrinsic)) {
+      work = saturating_add(work, saturating_mul(scale_, kMathCallWork));
+    }
+    IRVisitor::visit_call(node);
+  }
+
   void visit_reduce(const Reduce& node) override {
     const int64_t saved = scale_;
     scale_ = saturating_mul(scale_, constant_extent_or_one(node.extent));

@@ -14,7 +14,8 @@
 //     which cost more than they save, and loops shorter than a vector are left alone.
 //     Reductions inside expressions are never split: they stay the scalar loop of one lane.
 //  3. Parallelise. Nests that do less than kMinParallelWork operations (loop iterations
-//     times the work of their bodies, reduction steps included) stay serial: starting the
+//     times the work of their bodies, reduction steps included, a math-library call such as
+//     exp or erf counted as kMathCallWork) stay serial: starting the
 //     thread team costs more than it saves. Otherwise outer loops that are perfectly nested
 //     are fused until there are kIterationsPerCore iterations per core (enough to balance
 //     uneven cores), never into the vector loop, and the result is marked parallel.

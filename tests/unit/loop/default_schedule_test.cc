@@ -108,6 +108,15 @@ TEST(DefaultSchedule, SmallNestsStaySerial) {
   EXPECT_EQ(count_kind(loops_of(rows.body), ForKind::vectorized), 1) << print(rows);
 }
 
+TEST(DefaultSchedule, MathCallsCountTowardsParallelWork) {
+  // 8K elements: an add is a few microseconds, serial; gelu calls erf per element, parallel.
+  const Kernel add = schedule_and_check(add_broadcast(8, 1024), kAvx2);
+  EXPECT_EQ(count_kind(loops_of(add.body), ForKind::parallel), 0) << print(add);
+  const Kernel gelu = schedule_and_check(
+      lower([](GraphBuilder& b) { return b.gelu(b.input("x", DType::f32, {8, 1024})); }), kAvx2);
+  EXPECT_EQ(count_kind(loops_of(gelu.body), ForKind::parallel), 1) << print(gelu);
+}
+
 TEST(DefaultSchedule, LanesFollowTheElementType) {
   EXPECT_EQ(print(default_schedule(add_broadcast(3, 9, DType::f64), kAvx2)),
             "split i1 4 i1.o i1.i\nvectorize i1.i\n");
