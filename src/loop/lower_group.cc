@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "loop/compute.h"
+#include "loop/lower_conv.h"
 #include "loop/lowering/lowering_family.h"
 #include "loop/simplify.h"
 #include "loop/verifier.h"
@@ -87,8 +88,9 @@ class GroupLowerer {
     for (const Value* value : stored_) {
       if (epilogue_values_.contains(value)) continue;  // stored inside its gemm's block loop
       auto plan = gemms_.find(value);
-      Expected<Stmt> nest =
-          plan != gemms_.end() ? gemm_nest(*value, plan->second) : store_nest(*value);
+      Expected<Stmt> nest = plan != gemms_.end()                      ? gemm_nest(*value, plan->second)
+                            : lowers_conv_to_gemm(*value->producer()) ? conv_nest(*value)
+                                                                      : store_nest(*value);
       if (!nest) return nest.status();
       nests.push_back(std::move(nest).value());
     }
@@ -177,11 +179,12 @@ class GroupLowerer {
 
   bool stored(const Value* value) const { return position_.contains(value); }
 
-  // Whether a matmul of the group that lowers to gemm reads `value`: a gemm reads its
-  // operands from memory, so an operand that would be inlined is stored in a local buffer.
+  // Whether a matmul or convolution of the group that lowers to gemm reads `value`: a gemm
+  // reads its operands from memory, so an operand that would be inlined is stored in a local
+  // buffer.
   bool feeds_gemm(const Value* value) const {
     return std::any_of(value->users().begin(), value->users().end(), [&](const Node* user) {
-      return computed(user) && lowers_to_gemm(*user->output(0));
+      return computed(user) && (lowers_to_gemm(*user->output(0)) || lowers_conv_to_gemm(*user));
     });
   }
 
@@ -320,6 +323,13 @@ class GroupLowerer {
       nest = for_loop(vars[axis], 0, value.shape().dim(d), nest);
     }
     return nest;
+  }
+
+  // A convolution as im2col and gemm statements (loop/lower_conv.h).
+  Stmt conv_nest(const Value& value) {
+    const Node& node = *value.producer();
+    return conv_as_gemm(node, buffers_.at(node.input(0)), buffers_.at(node.input(1)),
+                        buffers_.at(&value), names_);
   }
 
   // The matmul `product` as gemm statements:

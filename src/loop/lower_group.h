@@ -27,9 +27,10 @@
 //
 // Consumers that do not fit (a transpose of the product, a reduction) read the matmul from
 // a full buffer as before. A gemm reads its operands from memory, so an operand computed in
-// the group is stored in a local buffer even where it would otherwise be inlined. Other dtypes of matmul (f16, bf16, integers: no BLAS routine),
-// conv and its gradients, and spmm (OpenBLAS has no sparse routine) keep their reduce
-// definitions: TODO(#5) conv and conv_grad_weight as im2col + gemm.
+// the group is stored in a local buffer even where it would otherwise be inlined.
+// Convolutions and their gradients of f32 and f64 are im2col and gemm statements per image
+// and group (loop/lower_conv.h). Other dtypes (f16, bf16, integers: no BLAS routine) and
+// spmm (OpenBLAS has no sparse routine) keep their reduce definitions.
 //
 //   mean -> sub -> exp over x [R, N]:
 //     allocate t0[R] { for i0: t0[i0] = sum(k0, 0, N, x[i0, k0]) / N

@@ -1,7 +1,7 @@
 // Lowerings of the contractions (ir/ops/contraction.cc) as naive reductions: the correct
-// fallback and test oracle. lower_group (loop/lower_group.h) stores f32 and f64 matmuls as
-// gemm statements (BLAS) instead, with their elementwise consumers as per-block epilogues;
-// the other dtypes, conv and its gradients and spmm use these definitions.
+// fallback and test oracle. lower_group (loop/lower_group.h) stores f32 and f64 matmuls and
+// convolutions as gemm statements (BLAS) instead, matmuls with their elementwise consumers
+// as per-block epilogues; the other dtypes and spmm use these definitions.
 //
 //   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
 //
@@ -36,34 +36,6 @@ Expected<Expr> lower_matmul(const ComputeArgs& args) {
     return args.input(0, operand_index(a, i, p[0], ta)) *
            args.input(1, operand_index(b, p[0], j, tb));
   });
-}
-
-// conv's window parameters, as ir/ops/contraction.cc reads them (validated by inference).
-struct ConvParams {
-  std::vector<int64_t> strides;
-  std::vector<int64_t> pads_begin;
-  std::vector<int64_t> dilations;
-  int64_t groups = 1;
-};
-
-std::vector<int64_t> per_dim(const Attrs& attrs, std::string_view name, size_t count,
-                             int64_t fill) {
-  std::vector<int64_t> values = attrs.get_ints(name);
-  if (values.empty()) values.assign(count, fill);
-  return values;
-}
-
-ConvParams conv_params(const Attrs& attrs, int spatial) {
-  const auto s = static_cast<size_t>(spatial);
-  const std::vector<int64_t> pads = per_dim(attrs, "pads", 2 * s, 0);
-  return {per_dim(attrs, "strides", s, 1),
-          std::vector<int64_t>(pads.begin(), pads.begin() + spatial),
-          per_dim(attrs, "dilations", s, 1), attrs.get_int("groups")};
-}
-
-// The x position of output position `out` and kernel tap `tap` along spatial dim `d`.
-Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& tap) {
-  return out * p.strides[d] - p.pads_begin[d] + tap * p.dilations[d];
 }
 
 // x[n, channel, positions] where every position is in range, else 0 (a padding tap).

@@ -58,4 +58,27 @@ int axis_of(int64_t axis, int rank) {
   return *normalized;
 }
 
+namespace {
+
+std::vector<int64_t> per_dim(const Attrs& attrs, std::string_view name, size_t count,
+                             int64_t fill) {
+  std::vector<int64_t> values = attrs.get_ints(name);
+  if (values.empty()) values.assign(count, fill);
+  return values;
+}
+
+}  // namespace
+
+ConvParams conv_params(const Attrs& attrs, int spatial) {
+  const auto s = static_cast<size_t>(spatial);
+  const std::vector<int64_t> pads = per_dim(attrs, "pads", 2 * s, 0);
+  return {per_dim(attrs, "strides", s, 1),
+          std::vector<int64_t>(pads.begin(), pads.begin() + spatial),
+          per_dim(attrs, "dilations", s, 1), attrs.get_int("groups")};
+}
+
+Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& tap) {
+  return out * p.strides[d] - p.pads_begin[d] + tap * p.dilations[d];
+}
+
 }  // namespace kiln::loop::lowering

@@ -57,4 +57,16 @@ int64_t dims_product(const Shape& shape, int begin, int end);
 // Resolves a possibly negative axis attribute against `rank`; infer has validated it.
 int axis_of(int64_t axis, int rank);
 
+// conv's window parameters, as ir/ops/contraction.cc reads them (validated by inference).
+struct ConvParams {
+  std::vector<int64_t> strides;
+  std::vector<int64_t> pads_begin;
+  std::vector<int64_t> dilations;
+  int64_t groups = 1;
+};
+ConvParams conv_params(const Attrs& attrs, int spatial);
+
+// The x position of output position `out` and kernel tap `tap` along spatial dim `d`.
+Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& tap);
+
 }  // namespace kiln::loop::lowering

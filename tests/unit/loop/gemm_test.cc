@@ -21,6 +21,7 @@ namespace kiln::loop {
 namespace {
 
 using testing::matches_interpreter;
+using testing::random_inputs;
 
 // a [2, 3], b [3, 2], c [2, 2], all f32: the product of the whole matrices.
 struct SmallGemm {
@@ -232,15 +233,6 @@ Graph matmul_graph(DType dtype, const MatmulCase& c) {
   graph.set_outputs({b.matmul(b.input("a", dtype, Shape(c.a)), b.input("b", dtype, Shape(c.b)),
                               c.transpose_a, c.transpose_b)});
   return graph;
-}
-
-std::vector<Array> random_inputs(const Graph& graph, uint64_t salt = 0) {
-  std::mt19937_64 rng(testing::test_seed() + salt);
-  std::vector<Array> inputs;
-  for (const Value* value : graph.inputs()) {
-    inputs.push_back(testing::random_array(testing::InputSpec{value->type()}, rng));
-  }
-  return inputs;
 }
 
 const std::vector<MatmulCase>& matmul_cases() {

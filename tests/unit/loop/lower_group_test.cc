@@ -12,6 +12,7 @@ namespace {
 
 using testing::in;
 using testing::matches_interpreter;
+using testing::random_inputs;
 using testing::random_array;
 
 // Counts the statements that cost memory traffic: allocations, loops and stores.
@@ -38,13 +39,6 @@ StmtCounter count(const Kernel& kernel) {
   StmtCounter counter;
   counter.visit(kernel.body);
   return counter;
-}
-
-std::vector<Array> random_inputs(const Graph& graph) {
-  std::mt19937_64 rng(testing::test_seed());
-  std::vector<Array> inputs;
-  for (const Value* value : graph.inputs()) inputs.push_back(random_array({value->type()}, rng));
-  return inputs;
 }
 
 // layer norm over the last axis of x [R, N], written in primitives.

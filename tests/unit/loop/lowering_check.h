@@ -94,6 +94,14 @@ inline Array random_array(const InputSpec& spec, std::mt19937_64& rng) {
   return array;
 }
 
+// Random values for every input of `graph`, as random_array draws them.
+inline std::vector<Array> random_inputs(const Graph& graph, uint64_t salt = 0) {
+  std::mt19937_64 rng(test_seed() + salt);
+  std::vector<Array> inputs;
+  for (const Value* value : graph.inputs()) inputs.push_back(random_array({value->type()}, rng));
+  return inputs;
+}
+
 inline bool close(double actual, double expected, DType dtype, double scale) {
   if (std::isnan(expected) || std::isnan(actual)) return std::isnan(expected) && std::isnan(actual);
   if (std::isinf(expected)) return actual == expected;

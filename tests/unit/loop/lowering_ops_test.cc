@@ -253,6 +253,27 @@ TEST(Lowering, ConvAndItsGradients) {
                                      {in(f64, {2, 3, 5, 6}), in(f64, {2, 4, 3, 6})}, weight));
   EXPECT_TRUE(op_matches_interpreter(Op::conv_grad_data, {in(f64, {1, 2, 5}), in(f64, {2, 2, 3})},
                                      {{"groups", 2}, {"pads", {1, 1}}, {"input_shape", {1, 4, 5}}}));
+  // f32 (a gemm in generated code): pointwise, depthwise, 3-d windows.
+  EXPECT_TRUE(op_matches_interpreter(Op::conv, {in(f32, {2, 5, 3, 4}), in(f32, {7, 5, 1, 1})}, {},
+                                     8));
+  EXPECT_TRUE(op_matches_interpreter(Op::conv_grad_data,
+                                     {in(f32, {2, 7, 3, 4}), in(f32, {7, 5, 1, 1})},
+                                     {{"input_shape", {2, 5, 3, 4}}}, 8));
+  EXPECT_TRUE(op_matches_interpreter(Op::conv_grad_weight,
+                                     {in(f32, {2, 5, 3, 4}), in(f32, {2, 7, 3, 4})},
+                                     {{"weight_shape", {7, 5, 1, 1}}}, 8));
+  const Attrs depthwise = {{"groups", 6}, {"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}};
+  EXPECT_TRUE(op_matches_interpreter(Op::conv, {in(f32, {2, 6, 5, 4}), in(f32, {6, 1, 3, 3})},
+                                     depthwise, 8));
+  Attrs depthwise_weight = depthwise;
+  depthwise_weight.set("weight_shape", std::vector<int64_t>{6, 1, 3, 3});
+  // conv of x [2, 6, 5, 4] with `depthwise` is [2, 6, 3, 2].
+  EXPECT_TRUE(op_matches_interpreter(Op::conv_grad_weight,
+                                     {in(f32, {2, 6, 5, 4}), in(f32, {2, 6, 3, 2})},
+                                     depthwise_weight, 8));
+  EXPECT_TRUE(op_matches_interpreter(Op::conv,
+                                     {in(f32, {1, 2, 3, 4, 3}), in(f32, {3, 2, 2, 1, 2})},
+                                     {{"pads", {0, 1, 1, 1, 0, 0}}}, 8));
 }
 
 TEST(Lowering, SparseTimesDense) {

@@ -1,0 +1,239 @@
+#include "loop/lower_conv.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "loop/lowering/lowering_family.h"
+
+namespace kiln::loop {
+namespace {
+
+// The sizes of one convolution in the header's names, whichever of the three ops it is.
+struct ConvShape {
+  Shape x, w, y;  // conv's input [N, C, D...], weight [O, Cg, taps...], output [N, O, Y...]
+  lowering::ConvParams params;
+  int spatial = 0;
+  int64_t cg = 0, og = 0;  // channels per group, in and out
+  int64_t taps = 0;        // K: kernel elements per channel
+  int64_t positions = 0;   // Y: output positions per channel
+  int64_t inputs = 0;      // D: input positions per channel
+  bool pointwise = false;  // x is already the column matrix
+
+  int64_t col_rows() const { return cg * taps; }
+  std::vector<int64_t> x_spatial() const { return {x.dims().begin() + 2, x.dims().end()}; }
+  std::vector<int64_t> w_spatial() const { return {w.dims().begin() + 2, w.dims().end()}; }
+  std::vector<int64_t> y_spatial() const { return {y.dims().begin() + 2, y.dims().end()}; }
+};
+
+int64_t product(const std::vector<int64_t>& dims) {
+  int64_t result = 1;
+  for (int64_t d : dims) result *= d;
+  return result;
+}
+
+ConvShape conv_shape(const Node& node) {
+  ConvShape s;
+  const Shape& in0 = node.input(0)->shape();
+  const Shape& in1 = node.input(1)->shape();
+  const Shape& out = node.output(0)->shape();
+  switch (node.op()) {
+    case Op::conv: s.x = in0, s.w = in1, s.y = out; break;
+    case Op::conv_grad_data: s.y = in0, s.w = in1, s.x = out; break;
+    default: s.x = in0, s.y = in1, s.w = out; break;  // conv_grad_weight
+  }
+  s.spatial = s.x.rank() - 2;
+  s.params = lowering::conv_params(node.attrs(), s.spatial);
+  s.cg = s.w.dim(1);
+  s.og = s.w.dim(0) / s.params.groups;
+  s.taps = product(s.w_spatial());
+  s.positions = product(s.y_spatial());
+  s.inputs = product(s.x_spatial());
+  s.pointwise = s.taps == 1 && s.x_spatial() == s.y_spatial();
+  for (int d = 0; d < s.spatial; ++d) {
+    const auto i = static_cast<size_t>(d);
+    s.pointwise = s.pointwise && s.params.strides[i] == 1 && s.params.pads_begin[i] == 0;
+  }
+  return s;
+}
+
+// Row-major offset of `index` in `dims`.
+Expr flat(std::span<const Expr> index, const std::vector<int64_t>& dims) {
+  Expr offset = 0;
+  for (size_t d = 0; d < index.size(); ++d) offset = offset * dims[d] + index[d];
+  return offset;
+}
+
+// A loop nest over `extents` (outermost first) around body(index).
+Stmt loop_nest(NameGenerator& names, const std::vector<int64_t>& extents,
+               const std::function<Stmt(const std::vector<Expr>&)>& body) {
+  std::vector<std::string> vars;
+  std::vector<Expr> index;
+  for (size_t d = 0; d < extents.size(); ++d) {
+    vars.push_back(names.fresh("i"));
+    index.push_back(var(vars.back()));
+  }
+  Stmt nest = body(index);
+  for (size_t d = extents.size(); d-- > 0;) nest = for_loop(vars[d], 0, extents[d], nest);
+  return nest;
+}
+
+class ConvLowerer {
+ public:
+  ConvLowerer(const Node& node, NameGenerator& names)
+      : node_(node), s_(conv_shape(node)), names_(names) {}
+
+  Stmt lower(const Buffer& in0, const Buffer& in1, const Buffer& out) {
+    const DType dtype = node_.output(0)->dtype();
+    col_ = Buffer::local(names_.fresh("col"), dtype,
+                         std::max<int64_t>(s_.col_rows() * s_.positions, 1));
+    Stmt body;
+    switch (node_.op()) {
+      case Op::conv: body = conv(in0, in1, out); break;
+      case Op::conv_grad_data: body = grad_data(in0, in1, out); break;
+      default: body = grad_weight(in0, in1, out); break;
+    }
+    return s_.pointwise ? body : allocate(col_, body);
+  }
+
+ private:
+  // for (n) for (g) body(n, g)
+  Stmt per_image_and_group(const std::function<Stmt(const Expr&, const Expr&)>& body) {
+    return loop_nest(names_, {s_.x.dim(0), s_.params.groups},
+                     [&](const std::vector<Expr>& i) { return body(i[0], i[1]); });
+  }
+
+  // Offsets of (n, g)'s channel block in x [N, C, D...] and y [N, O, Y...], and of g's
+  // weights in w [O, Cg, taps...].
+  Expr x_block(const Expr& n, const Expr& g) const {
+    return (n * s_.x.dim(1) + g * s_.cg) * s_.inputs;
+  }
+  Expr y_block(const Expr& n, const Expr& g) const {
+    return (n * s_.y.dim(1) + g * s_.og) * s_.positions;
+  }
+  Expr w_block(const Expr& g) const { return g * s_.og * s_.col_rows(); }
+
+  static int64_t ld(int64_t columns) { return std::max<int64_t>(columns, 1); }
+
+  // The column matrix of (n, g): col itself, or x's channel block when pointwise.
+  MatrixRegion columns(const Buffer& x, const Expr& n, const Expr& g) const {
+    if (s_.pointwise) return {x, x_block(n, g), ld(s_.inputs)};
+    return {col_, 0, ld(s_.positions)};
+  }
+
+  // col[(c, tap...), (y...)] = x at the tap's position, or 0 in the padding.
+  Stmt im2col(const Buffer& x, const Expr& n, const Expr& g) {
+    if (s_.pointwise) return no_op();
+    std::vector<int64_t> extents = {s_.cg};
+    for (int64_t k : s_.w_spatial()) extents.push_back(k);
+    for (int64_t y : s_.y_spatial()) extents.push_back(y);
+    return loop_nest(names_, extents, [&](const std::vector<Expr>& i) {
+      const auto spatial = static_cast<size_t>(s_.spatial);
+      Expr inside = make_bool(true);
+      std::vector<Expr> position;
+      for (size_t d = 0; d < spatial; ++d) {
+        const Expr p = lowering::tap_position(s_.params, d, i[1 + spatial + d], i[1 + d]);
+        const int64_t extent = s_.x.dim(static_cast<int>(d) + 2);
+        inside = inside && p >= 0 && p < extent;
+        position.push_back(lowering::clamp_index(p, extent));
+      }
+      const Expr value = load(x, x_block(n, g) + i[0] * s_.inputs + flat(position, s_.x_spatial()));
+      return store(col_, flat(i, extents), select(inside, value, make_zero(x.dtype())));
+    });
+  }
+
+  // dx[n, g*Cg + c, d...] = sum over the taps whose output position q = (d + pad - tap *
+  // dilation) / stride is integral and in range of col[(c, tap), q].
+  Stmt col2im(const Buffer& dx, const Expr& n, const Expr& g) {
+    std::vector<int64_t> extents = {s_.cg};
+    for (int64_t d : s_.x_spatial()) extents.push_back(d);
+    return loop_nest(names_, extents, [&](const std::vector<Expr>& i) {
+      const Expr sum = lowering::reduce_nest(
+          ReduceOp::sum, s_.w_spatial(), names_, [&](const std::vector<Expr>& tap) {
+            Expr inside = make_bool(true);
+            std::vector<Expr> q;
+            for (size_t d = 0; d < tap.size(); ++d) {
+              const Expr shifted =
+                  i[1 + d] + s_.params.pads_begin[d] - tap[d] * s_.params.dilations[d];
+              const int64_t stride = s_.params.strides[d];
+              const int64_t extent = s_.y.dim(static_cast<int>(d) + 2);
+              inside = inside && shifted % stride == 0 && shifted / stride >= 0 &&
+                       shifted / stride < extent;
+              q.push_back(lowering::clamp_index(shifted / stride, extent));
+            }
+            const Expr row = i[0] * s_.taps + flat(tap, s_.w_spatial());
+            const Expr value = load(col_, row * s_.positions + flat(q, s_.y_spatial()));
+            return select(inside, value, make_zero(dx.dtype()));
+          });
+      return store(dx, x_block(n, g) + i[0] * s_.inputs + flat(std::span(i).subspan(1),
+                                                              s_.x_spatial()),
+                   sum);
+    });
+  }
+
+  Stmt conv(const Buffer& x, const Buffer& w, const Buffer& y) {
+    return per_image_and_group([&](const Expr& n, const Expr& g) {
+      return block({im2col(x, n, g),
+                    gemm({.a = {w, w_block(g), ld(s_.col_rows())},
+                          .b = columns(x, n, g),
+                          .c = {y, y_block(n, g), ld(s_.positions)},
+                          .m = s_.og,
+                          .n = s_.positions,
+                          .k = s_.col_rows()})});
+    });
+  }
+
+  Stmt grad_data(const Buffer& dy, const Buffer& w, const Buffer& dx) {
+    return per_image_and_group([&](const Expr& n, const Expr& g) {
+      const MatrixRegion target = s_.pointwise
+                                      ? MatrixRegion{dx, x_block(n, g), ld(s_.inputs)}
+                                      : MatrixRegion{col_, 0, ld(s_.positions)};
+      const Stmt product = gemm({.a = {w, w_block(g), ld(s_.col_rows())},
+                                 .b = {dy, y_block(n, g), ld(s_.positions)},
+                                 .c = target,
+                                 .transpose_a = true,
+                                 .m = s_.col_rows(),
+                                 .n = s_.positions,
+                                 .k = s_.og});
+      return s_.pointwise ? product : block({product, col2im(dx, n, g)});
+    });
+  }
+
+  // dw is zeroed, then every (n, g) adds its product.
+  Stmt grad_weight(const Buffer& x, const Buffer& dy, const Buffer& dw) {
+    const Stmt zero = loop_nest(names_, {s_.w.num_elements()}, [&](const std::vector<Expr>& i) {
+      return store(dw, i[0], make_zero(dw.dtype()));
+    });
+    return block({zero, per_image_and_group([&](const Expr& n, const Expr& g) {
+                    return block({im2col(x, n, g),
+                                  gemm({.a = {dy, y_block(n, g), ld(s_.positions)},
+                                        .b = columns(x, n, g),
+                                        .c = {dw, w_block(g), ld(s_.col_rows())},
+                                        .transpose_b = true,
+                                        .m = s_.og,
+                                        .n = s_.col_rows(),
+                                        .k = s_.positions,
+                                        .accumulate = true})});
+                  })});
+  }
+
+  const Node& node_;
+  const ConvShape s_;
+  NameGenerator& names_;
+  Buffer col_;
+};
+
+}  // namespace
+
+bool lowers_conv_to_gemm(const Node& node) {
+  const Op op = node.op();
+  const DType dtype = node.output(0)->dtype();
+  return (op == Op::conv || op == Op::conv_grad_data || op == Op::conv_grad_weight) &&
+         (dtype == DType::f32 || dtype == DType::f64);
+}
+
+Stmt conv_as_gemm(const Node& node, const Buffer& in0, const Buffer& in1, const Buffer& out,
+                  NameGenerator& names) {
+  return ConvLowerer(node, names).lower(in0, in1, out);
+}
+
+}  // namespace kiln::loop

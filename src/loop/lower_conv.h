@@ -1,0 +1,34 @@
+// Convolutions as gemm statements (im2col), used by lower_group for conv, conv_grad_data and
+// conv_grad_weight of f32 and f64. Internal to src/loop.
+//
+// For each batch element n and group g, the window of every output position is unrolled
+// into a column buffer (im2col) so that the convolution is one matrix product:
+//
+//   col [Cg*K, Y]  col[(c, tap), y] = x[n, g*Cg + c, y * stride - pad + tap * dilation] or 0
+//   conv:              y[n, g]  [Og, Y]     = w[g] [Og, Cg*K] x col
+//   conv_grad_weight:  dw[g]    [Og, Cg*K] += dy[n, g] [Og, Y] x col^T     (over every n)
+//   conv_grad_data:    col      [Cg*K, Y]   = w[g]^T x dy[n, g], then each dx element sums
+//                      the col entries of the (tap, y) pairs that read it (col2im, gather form)
+//
+// where Cg and Og are the input and output channels per group, K the number of kernel taps
+// and Y the number of output positions. A pointwise convolution (every kernel dim 1, stride
+// 1, no padding) needs no column buffer: x itself is the [Cg, Y] matrix. The column buffer
+// is allocated once per kernel call and reused for every (n, g).
+#pragma once
+
+#include "ir/graph.h"
+#include "loop/compute.h"
+#include "loop/stmt.h"
+#include "support/status.h"
+
+namespace kiln::loop {
+
+// Whether lower_group stores `node` (a conv or one of its gradients) through conv_as_gemm.
+bool lowers_conv_to_gemm(const Node& node);
+
+// The statements computing `node`'s output into `out` from its inputs in `in0` and `in1`
+// (row-major buffers of the values' shapes).
+Stmt conv_as_gemm(const Node& node, const Buffer& in0, const Buffer& in1, const Buffer& out,
+                  NameGenerator& names);
+
+}  // namespace kiln::loop
