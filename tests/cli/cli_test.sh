@@ -131,6 +131,8 @@ if [[ -d $onnx_tests/test_add ]]; then
     -- "$kiln" conformance "$onnx_tests" --filter test_add_bcast
   expect conformance-unsupported 0 "unsupported +test_acos: .*unsupported operator 'Acos'" \
     -- "$kiln" conformance -v "$onnx_tests" --filter test_acos
+  expect conformance-compiled 0 'conformance: [0-9]+ passed, 0 failed, 0 unsupported' \
+    -- "$kiln" conformance "$onnx_tests" --filter test_conv_with_strides --compiled
 fi
 expect conformance-not-a-directory 1 'not a directory' -- "$kiln" conformance "$work/nothing"
 
@@ -154,6 +156,14 @@ expect zoo-export-imports 0 '%adjacency: f32\[32,32\], %features: f32\[32,16\]' 
   -- bash -c "'$kiln' print '$work/gcn.onnx' | grep '^graph'"
 expect zoo-dump 0 "wrote $work/mlp.npz: mlp-tiny loss-graph inputs and outputs; loss [0-9.]+" \
   -- "$kiln" zoo dump mlp-tiny -o "$work/mlp.npz"
+# kiln zoo run / compile: a preset compiled, checked kernel by kernel, timed; its code written.
+expect zoo-run-train 0 'check: all 114 kernels agree with the reference' \
+  -- "$kiln" zoo run mlp-tiny --train --check
+expect zoo-run-inference 0 'output %logits f32\[' -- "$kiln" zoo run mlp-tiny --inference --repeat 2
+expect zoo-run-profile 0 'share +kernel' -- "$kiln" zoo run mlp-tiny --profile
+expect zoo-compile 0 'mlp-tiny loss graph: 9 nodes' -- "$kiln" zoo compile mlp-tiny -o "$work/zoo-compiled"
+expect zoo-compile-writes 0 'kernel 0: matmul' -- cat "$work/zoo-compiled/plan.txt"
+expect zoo-run-unknown 1 "unknown model 'nope'" -- "$kiln" zoo run nope
 
 # Usage errors: exit 2.
 expect no-subcommand 2 'subcommand is required' -- "$kiln"
@@ -167,7 +177,7 @@ for subcommand in check print opt ops run compile export conformance zoo; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 
-for subcommand in show export dump; do
+for subcommand in show run compile export dump; do
   expect "help-zoo-$subcommand" 0 "Usage: .*zoo $subcommand" -- "$kiln" zoo "$subcommand" --help
 done
 
