@@ -65,7 +65,8 @@ class Compiler {
  public:
   explicit Compiler(CompileOptions options = {}) : options_(std::move(options)) {}
 
-  // Compiles `graph` (verified first) with one kernel per node: the unfused baseline.
+  // Compiles `graph` (verified first), fused as the options say (by default, the partition of
+  // least estimated time on this machine).
   Expected<CompiledModel> compile(Graph graph) const;
 
  private:

@@ -248,11 +248,11 @@ Expected<CompiledGraph> compile_groups(const Graph& graph,
 }
 
 Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& options) {
-  std::vector<std::vector<Node*>> groups;
-  for (Node* node : graph.nodes()) {
-    if (node->op() != Op::constant) groups.push_back({node});
-  }
-  return compile_groups(graph, groups, options);
+  KILN_ASSIGN_OR_RETURN(fusion::Partition partition, fusion::partition_graph(graph, options.fusion));
+  KILN_ASSIGN_OR_RETURN(CompiledGraph compiled,
+                        compile_groups(graph, partition.node_groups(), options));
+  compiled.partition = std::move(partition);
+  return compiled;
 }
 
 Expected<std::string> kernel_source(const CompiledGraph& compiled) {

@@ -3,8 +3,9 @@
 // values between kernels get buffers: the caller's memory for graph inputs and outputs, a
 // constant segment for `constant` nodes, and one planned arena for everything else.
 //
-// The unit is a *group*: `compile_groups` takes the partition the fusion pass chooses;
-// `compile_graph` is the unfused baseline, one group per node. Groups run in the order given,
+// The unit is a *group*: `compile_groups` takes a partition of the nodes; `compile_graph`
+// asks the fusion partitioner (fusion/partition.h) for one, or one group per node when fusion
+// is off (the unfused baseline). Groups run in the order given,
 // which must respect the graph's dependencies (every value a group reads is a graph input, a
 // constant or computed by an earlier group). Constant nodes are never kernels: their values
 // are encoded once into the program's constant segment.
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "codegen/cpu/kernel_compiler.h"
+#include "fusion/partition.h"
 #include "ir/graph.h"
 #include "loop/lower_group.h"
 #include "loop/schedule.h"
@@ -31,6 +33,9 @@ namespace kiln {
 
 struct CompileOptions {
   codegen::cpu::CpuCompileOptions cpu;
+  // Which nodes share a kernel (fusion/partition.h): by default the integer program over
+  // this machine's cost model; FusionMode::off gives one kernel per node.
+  fusion::FusionOptions fusion;
   // Apply the default schedule (loop/default_schedule.h) to every kernel; off leaves the
   // lowered loop nests serial, for comparing or bisecting.
   bool schedule = true;
@@ -66,13 +71,15 @@ struct CompiledGraph {
   std::vector<KernelRecord> records;      // per group that computes something
   std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
   CompileStats stats;
+  fusion::Partition partition;            // compile_graph's: the groups and why
 };
 
 Expected<CompiledGraph> compile_groups(const Graph& graph,
                                        std::span<const std::vector<Node*>> groups,
                                        const CompileOptions& options = {});
 
-// One group per node (constants excepted): the unfused baseline.
+// Partitions the graph as options.fusion says (one group per node with FusionMode::off: the
+// unfused baseline), then compiles the groups.
 Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& options = {});
 
 // The C++ source of every program kernel in one translation unit, kernel k as kiln_kernel_k

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "loop/bounds.h"
 #include "loop/ir_visitor.h"
 #include "loop/schedule_analysis.h"
 
@@ -55,9 +56,12 @@ int64_t saturating_add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<int64_t>::max() : sum;
 }
 
-int64_t constant_extent_or_one(const Expr& extent) {
-  const std::optional<int64_t> value = as_const_int(extent);
-  return value ? std::max<int64_t>(*value, 0) : 1;
+// The most iterations a loop of this extent runs: the constant, else the upper bound interval
+// analysis proves (a gemm block loop's min(R, M - r*R) runs at most R), else 1.
+int64_t extent_bound(const Expr& extent) {
+  if (const std::optional<int64_t> value = as_const_int(extent)) return std::max<int64_t>(*value, 0);
+  const Interval bounds = bounds_of(extent, {});
+  return bounds.max ? std::max<int64_t>(*bounds.max, 1) : 1;
 }
 
 // Reduction steps an expression takes (a reduction's steps times its body's, plus one each)
@@ -76,7 +80,7 @@ class ExprWork : public IRVisitor {
 
   void visit_reduce(const Reduce& node) override {
     const int64_t saved = scale_;
-    scale_ = saturating_mul(scale_, constant_extent_or_one(node.extent));
+    scale_ = saturating_mul(scale_, extent_bound(node.extent));
     work = saturating_add(work, scale_);
     visit(node.body);
     scale_ = saved;
@@ -98,7 +102,7 @@ int64_t stmt_work(const Stmt& s) {
   switch (s.kind()) {
     case StmtKind::for_loop: {
       const auto* loop = s.as<For>();
-      return saturating_mul(constant_extent_or_one(loop->extent), stmt_work(loop->body));
+      return saturating_mul(extent_bound(loop->extent), stmt_work(loop->body));
     }
     case StmtKind::store:
       return saturating_add(1, expr_work(s.as<Store>()->value));
@@ -125,9 +129,29 @@ int64_t stmt_work(const Stmt& s) {
 }
 
 // The variables of the loops that are not inside another loop, in order.
+bool contains_gemm(const Stmt& s) {
+  class Finder : public IRVisitor {
+   public:
+    bool found = false;
+
+   protected:
+    void visit_gemm(const Gemm&) override { found = true; }
+  } finder;
+  finder.visit(s);
+  return finder.found;
+}
+
+// The loop nests to schedule: the top-level loops, except that a loop holding a gemm (a
+// matmul's block loop, a convolution's image loop) is left as it is and the nests beside the
+// gemm inside it (epilogues, im2col) are scheduled instead; the analysis treats a gemm as
+// opaque, so the loops around one could take no directive anyway.
 void top_level_loops(const Stmt& s, std::vector<std::string>& out) {
   if (const auto* loop = s.as<For>()) {
-    out.push_back(loop->var);
+    if (contains_gemm(loop->body)) {
+      top_level_loops(loop->body, out);
+    } else {
+      out.push_back(loop->var);
+    }
   } else if (const auto* seq = s.as<Block>()) {
     for (const Stmt& child : seq->stmts) top_level_loops(child, out);
   } else if (const auto* alloc = s.as<Allocate>()) {
@@ -215,7 +239,7 @@ class Scheduler {
     hoist_invariants(root);
     const For* root_loop = loop(root);
     const int64_t work =
-        saturating_mul(constant_extent_or_one(root_loop->extent), stmt_work(root_loop->body));
+        saturating_mul(extent_bound(root_loop->extent), stmt_work(root_loop->body));
     std::string parallel_root = root, vector_loop;
     vectorize_innermost(root, parallel_root, vector_loop);
     if (target_.cores > 1 && work >= kMinParallelWork) parallelize(parallel_root, vector_loop);
@@ -279,7 +303,10 @@ class Scheduler {
   void parallelize(const std::string& root, const std::string& vector_loop) {
     if (root == vector_loop) return;
     const std::optional<int64_t> root_extent = as_const_int(loop(root)->extent);
-    if (!root_extent) return;
+    if (!root_extent) {  // a runtime trip count: OpenMP divides it as it comes, no fusing
+      try_apply({Parallel{root}});
+      return;
+    }
     int64_t iterations = *root_extent;
     std::string var = root;
     std::vector<Directive> directives;

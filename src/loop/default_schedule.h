@@ -1,7 +1,9 @@
 // The default CPU schedule: a few rules that get most of the speed of a lowered kernel
 // without search.
 //
-// For each top-level loop nest of the kernel, in order:
+// For each top-level loop nest of the kernel, in order (a loop around a gemm statement is kept
+// as it is and the nests beside the gemm inside it are scheduled instead: a matmul's
+// epilogue, a convolution's im2col):
 //  1. Hoist. Every loop of the output nest but the innermost gets `hoist`, outermost first,
 //     when it lifts something: row statistics (softmax's max and sum, layer norm's mean and
 //     variance) are then computed once per row instead of once per element (O(N) instead of

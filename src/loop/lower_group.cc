@@ -313,11 +313,7 @@ class GroupLowerer {
     KILN_ASSIGN_OR_RETURN(Expr element, compute_element(node, value.output_index(), index,
                                                         accessor(node), names_));
     KILN_RETURN_IF_ERROR(error_);
-    const Buffer& buffer = buffers_.at(&value);
-    const Expr offset = buffer.scope() == MemoryScope::global
-                            ? element_offset(buffer, index)
-                            : row_major_offset(index, value.shape());
-    Stmt nest = store(buffer, offset, element);
+    Stmt nest = store_element(value, index, element);
     for (int d = value.rank() - 1; d >= 0; --d) {
       const auto axis = static_cast<size_t>(d);
       nest = for_loop(vars[axis], 0, value.shape().dim(d), nest);
@@ -330,6 +326,16 @@ class GroupLowerer {
     const Node& node = *value.producer();
     return conv_as_gemm(node, buffers_.at(node.input(0)), buffers_.at(node.input(1)),
                         buffers_.at(&value), names_);
+  }
+
+  // Stores `element` of `value` at `index` in its buffer: a parameter by its shape, a local
+  // (one flat array) row-major.
+  Stmt store_element(const Value& value, const std::vector<Expr>& index, Expr element) const {
+    const Buffer& buffer = buffers_.at(&value);
+    const Expr offset = buffer.scope() == MemoryScope::global
+                            ? element_offset(buffer, index)
+                            : row_major_offset(index, value.shape());
+    return store(buffer, offset, std::move(element));
   }
 
   // The matmul `product` as gemm statements:
@@ -424,8 +430,7 @@ class GroupLowerer {
       KILN_ASSIGN_OR_RETURN(Expr element, compute_element(node, value->output_index(), index,
                                                           accessor(node), names_));
       KILN_RETURN_IF_ERROR(error_);
-      const Buffer& buffer = buffers_.at(value);
-      stores.push_back(store(buffer, element_offset(buffer, index), element));
+      stores.push_back(store_element(*value, index, element));
     }
     return for_loop(row_var, 0, block_m, for_loop(col_var, 0, n, block(std::move(stores))));
   }

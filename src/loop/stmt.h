@@ -127,8 +127,8 @@ struct Block final : StmtNode {
 // block); the leading dimension is a constant because buffers have static shapes, which
 // lets the verifier check it against the matrix's width and the region against the buffer.
 struct MatrixRegion {
-  Buffer buffer;
-  Expr offset;
+  Buffer buffer = {};
+  Expr offset = {};
   int64_t leading_dim = 0;
 };
 

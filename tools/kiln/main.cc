@@ -22,6 +22,7 @@
 #include "driver/conformance.h"
 #include "driver/model_io.h"
 #include "frontend/onnx_export.h"
+#include "fusion/rules.h"
 #include "interp/interpreter.h"
 #include "kiln/kiln.h"
 #include "loop/printer.h"
@@ -118,6 +119,37 @@ int run_opt(const std::string& file, const std::string& passes) {
   return 0;
 }
 
+// --fusion and --disable-rule, shared by the commands that compile.
+struct FusionCliOptions {
+  std::string mode = "ilp";
+  std::vector<std::string> disabled_rules;
+};
+
+void add_fusion_options(CLI::App* command, FusionCliOptions& options) {
+  std::vector<std::string> rules;
+  std::string rule_help = "A fusion rule not to apply, for bisecting a wrong result (repeatable):";
+  for (const fusion::FusionRule& rule : fusion::fusion_rules()) {
+    rules.emplace_back(rule.name);
+    rule_help += fmt::format(" {} ({});", rule.name, rule.summary);
+  }
+  command
+      ->add_option("--fusion", options.mode,
+                   "Which nodes share a kernel: off (one kernel per node), greedy (merge along "
+                   "edges while the cost model gains), ilp (the partition of least estimated "
+                   "time, by integer programming)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "greedy", "ilp"}));
+  command->add_option("--disable-rule", options.disabled_rules, rule_help)
+      ->check(CLI::IsMember(rules));
+}
+
+Expected<CompileOptions> compile_options_from(const FusionCliOptions& cli) {
+  CompileOptions options;
+  KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(cli.mode));
+  options.fusion.disabled_rules.insert(cli.disabled_rules.begin(), cli.disabled_rules.end());
+  return options;
+}
+
 struct RunOptions {
   std::string model;
   std::vector<std::string> inputs;
@@ -131,6 +163,7 @@ struct RunOptions {
   bool check = false;
   bool profile = false;
   int repeat = 0;
+  FusionCliOptions fusion;
 };
 
 // The model's data inputs: given ones by name, the rest random (and said so).
@@ -190,6 +223,13 @@ std::string format_seconds(double seconds) {
 }
 
 void print_compile_summary(const CompiledModel& model) {
+  const fusion::Partition& partition = model.compiled().partition;
+  size_t nodes = 0;
+  for (const fusion::Group& group : partition.groups) nodes += group.nodes.size();
+  fmt::print("fusion {}: {} in {} (partitioned in {}; estimated {} per run)\n",
+             fusion::fusion_mode_name(partition.mode), count_noun(nodes, "node"),
+             count_noun(partition.groups.size(), "kernel"), format_seconds(partition.stats.seconds),
+             format_seconds(partition.estimated_seconds()));
   const CompileStats& stats = model.stats();
   fmt::print("compiled {} as {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest "
              "cached)\n",
@@ -226,7 +266,9 @@ void print_profile(const runtime::Program& program, const runtime::Profile& prof
 // Compiles `graph`, optionally checks it kernel by kernel, and runs it (timed when asked).
 Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<Array>& inputs,
                                                 const RunOptions& options) {
-  KILN_ASSIGN_OR_RETURN(CompiledModel model, Compiler().compile(std::move(graph)));
+  KILN_ASSIGN_OR_RETURN(CompileOptions compile_options, compile_options_from(options.fusion));
+  KILN_ASSIGN_OR_RETURN(CompiledModel model,
+                        Compiler(std::move(compile_options)).compile(std::move(graph)));
   print_compile_summary(model);
   if (options.check) {
     KILN_ASSIGN_OR_RETURN(CheckReport report, model.check(inputs));
@@ -339,6 +381,7 @@ struct CompileCommandOptions {
   std::string model;
   std::string output_dir;
   std::vector<std::string> shapes;
+  FusionCliOptions fusion;
 };
 
 Status write_text(const std::filesystem::path& path, const std::string& text) {
@@ -388,12 +431,32 @@ Status write_compiled(const CompiledModel& model, const std::string& dir) {
 }
 
 // Compiles a model and writes what was made: the C++ source, the loop IR and the plan.
+// Partitions `graph` as `cli` says and prints the explanation.
+int explain_graph(const Graph& graph, const FusionCliOptions& cli) {
+  Expected<CompileOptions> options = compile_options_from(cli);
+  if (!options) return report(options.status());
+  Expected<fusion::Partition> partition = fusion::partition_graph(graph, options->fusion);
+  if (!partition) return report(partition.status());
+  fmt::print("{}", fusion::explain_partition(graph, *partition));
+  return 0;
+}
+
+int run_explain(const CompileCommandOptions& options) {
+  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
+  if (!import_options) return report(import_options.status());
+  Expected<ImportedModel> loaded = load_model(options.model, *import_options);
+  if (!loaded) return report(loaded.status());
+  return explain_graph(loaded->graph, options.fusion);
+}
+
 int run_compile(const CompileCommandOptions& options) {
   Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
   if (!import_options) return report(import_options.status());
   Expected<ImportedModel> loaded = load_model(options.model, *import_options);
   if (!loaded) return report(loaded.status());
-  Expected<CompiledModel> model = Compiler().compile(std::move(loaded->graph));
+  Expected<CompileOptions> compile_options = compile_options_from(options.fusion);
+  if (!compile_options) return report(compile_options.status());
+  Expected<CompiledModel> model = Compiler(*compile_options).compile(std::move(loaded->graph));
   if (!model) return report(model.status());
   print_compile_summary(*model);
   if (Status written = write_compiled(*model, options.output_dir); !written) {
@@ -607,7 +670,9 @@ int run_zoo_compile(const ZooOptions& options) {
   if (!graph) return report(graph.status());
   fmt::print("{} {}: {}\n", model->preset, zoo_graph_kind(options),
              count_noun(static_cast<size_t>(graph->num_nodes()), "node"));
-  Expected<CompiledModel> compiled = Compiler().compile(std::move(*graph));
+  Expected<CompileOptions> compile_options = compile_options_from(options.run.fusion);
+  if (!compile_options) return report(compile_options.status());
+  Expected<CompiledModel> compiled = Compiler(*compile_options).compile(std::move(*graph));
   if (!compiled) return report(compiled.status());
   print_compile_summary(*compiled);
   if (options.output_file.empty()) return 0;
@@ -616,6 +681,16 @@ int run_zoo_compile(const ZooOptions& options) {
   }
   fmt::print("wrote {}/kernels.cc, kernels.loop, plan.txt\n", options.output_file);
   return 0;
+}
+
+int run_zoo_explain(const ZooOptions& options) {
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  Expected<Graph> graph = zoo_graph(options, *model);
+  if (!graph) return report(graph.status());
+  fmt::print("{} {}: {}\n", model->preset, zoo_graph_kind(options),
+             count_noun(static_cast<size_t>(graph->num_nodes()), "node"));
+  return explain_graph(*graph, options.run.fusion);
 }
 
 // Compiles a preset (loss graph, inference graph or training step) and runs it on the preset's
@@ -759,18 +834,30 @@ int run(int argc, char** argv) {
                       "Run N more times after the first (warm-up) run and print the median, min "
                       "and max time per run (compile time apart)")
       ->check(CLI::NonNegativeNumber);
+  add_fusion_options(run_cmd, run.fusion);
 
   CompileCommandOptions compile_options;
   CLI::App* compile_cmd = app.add_subcommand(
-      "compile", "Compile a model (one kernel per node) and write the generated C++ "
-                 "(kernels.cc), the kernels' loop IR (kernels.loop) and the memory plan and "
-                 "kernel list (plan.txt) to a directory.");
+      "compile", "Compile a model and write the generated C++ (kernels.cc), the kernels' loop IR "
+                 "(kernels.loop) and the memory plan and kernel list (plan.txt) to a directory.");
   compile_cmd->add_option("model", compile_options.model, "Model file (.onnx, or IR text)")
       ->required();
   compile_cmd->add_option("--output,-o", compile_options.output_dir, "Directory to write")
       ->required();
   compile_cmd->add_option("--shape", compile_options.shapes,
                           "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
+  add_fusion_options(compile_cmd, compile_options.fusion);
+
+  CompileCommandOptions explain_options;
+  CLI::App* explain_cmd = app.add_subcommand(
+      "explain", "Partition a model into fused kernels and explain it: each kernel's nodes, "
+                 "estimated time and bytes saved, and every edge between kernels with the "
+                 "reason it was cut.");
+  explain_cmd->add_option("model", explain_options.model, "Model file (.onnx, or IR text)")
+      ->required();
+  explain_cmd->add_option("--shape", explain_options.shapes,
+                          "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
+  add_fusion_options(explain_cmd, explain_options.fusion);
 
   ExportOptions export_options;
   CLI::App* export_cmd = app.add_subcommand(
@@ -842,6 +929,7 @@ int run(int argc, char** argv) {
   zoo_run_cmd->add_flag("--profile", zoo.run.profile, "Print the time of every kernel");
   zoo_run_cmd->add_option("--repeat", zoo.run.repeat, "Time N runs after a warm-up run")
       ->check(CLI::NonNegativeNumber);
+  add_fusion_options(zoo_run_cmd, zoo.run.fusion);
   CLI::App* zoo_compile_cmd = zoo_cmd->add_subcommand(
       "compile", "Compile a preset's graph (loss graph, inference graph or training step) and "
                  "print the kernel count, compile time and memory plan; with -o, write the "
@@ -855,6 +943,19 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
   zoo_compile_cmd->add_option("--output,-o", zoo.output_file, "Directory to write");
+  add_fusion_options(zoo_compile_cmd, zoo.run.fusion);
+  CLI::App* zoo_explain_cmd = zoo_cmd->add_subcommand(
+      "explain", "Partition a preset's graph (loss graph, inference graph or training step) into "
+                 "fused kernels and explain it, as `kiln explain` does.");
+  add_model_options(zoo_explain_cmd, zoo);
+  zoo_explain_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
+  zoo_explain_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
+      ->excludes("--inference");
+  zoo_explain_cmd
+      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  add_fusion_options(zoo_explain_cmd, zoo.run.fusion);
   CLI::App* zoo_export_cmd = zoo_cmd->add_subcommand(
       "export", "Write a preset's inference graph as ONNX, parameters as initializers.");
   add_model_options(zoo_export_cmd, zoo);
@@ -878,11 +979,13 @@ int run(int argc, char** argv) {
   if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);
   if (run_cmd->parsed()) return run_run(run);
   if (compile_cmd->parsed()) return run_compile(compile_options);
+  if (explain_cmd->parsed()) return run_explain(explain_options);
   if (export_cmd->parsed()) return run_export(export_options);
   if (zoo_show_cmd->parsed()) return run_zoo_show(zoo);
   if (zoo_export_cmd->parsed()) return run_zoo_export(zoo);
   if (zoo_run_cmd->parsed()) return run_zoo_run(zoo);
   if (zoo_compile_cmd->parsed()) return run_zoo_compile(zoo);
+  if (zoo_explain_cmd->parsed()) return run_zoo_explain(zoo);
   if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
   if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -14,6 +13,7 @@
 
 #include "codegen/cpu/subprocess.h"
 #include "support/check.h"
+#include "support/files.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -44,12 +44,6 @@ class TemporaryFile {
  private:
   std::filesystem::path path_;
 };
-
-std::filesystem::path env_path(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::filesystem::path(value)
-                                            : std::filesystem::path();
-}
 
 // "<dir>/<key>.tmp-<pid>-<n>": unique to this process and call.
 std::string temporary_stem(const std::string& key) {
@@ -88,14 +82,7 @@ Expected<std::string> run_for_identity(std::vector<std::string> argv,
 
 }  // namespace
 
-std::filesystem::path default_cache_dir() {
-  std::filesystem::path root = env_path("KILN_CACHE_DIR");
-  if (root.empty()) {
-    const std::filesystem::path xdg = env_path("XDG_CACHE_HOME");
-    root = !xdg.empty() ? xdg / "kiln" : env_path("HOME") / ".cache" / "kiln";
-  }
-  return root / "cpu";
-}
+std::filesystem::path default_cache_dir() { return kiln_cache_root() / "cpu"; }
 
 Expected<std::string> compiler_identity(const CompilerConfig& config) {
   static std::mutex mutex;

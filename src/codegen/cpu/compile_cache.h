@@ -45,7 +45,7 @@ struct CachedLibrary {
   bool compiled = false;  // false: found in the cache, the compiler did not run
 };
 
-// $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln; with "cpu" appended.
+// kiln_cache_root() (support/files.h) with "cpu" appended.
 std::filesystem::path default_cache_dir();
 
 // What identifies `compiler` with `flags` (see the key above). Runs the compiler twice per

@@ -88,18 +88,6 @@ loop::Kernel hostile_kernel() {
   return Kernel{.name = names[0] + names[2], .params = {in, out}, .body = body};
 }
 
-TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "kiln-codegen-XXXXXX").string();
-  const char* made = mkdtemp(pattern.data());
-  EXPECT_NE(made, nullptr) << "cannot create a temporary directory";
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 std::vector<std::vector<double>> random_args(const loop::Kernel& kernel, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::vector<double>> args;

@@ -11,21 +11,11 @@
 
 #include "codegen/cpu/emitter.h"
 #include "loop/stmt.h"
+#include "unit/test_util.h"
 
 namespace kiln::codegen::cpu::testing {
 
-// A fresh directory under the system's temporary directory, removed with its contents.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using ::kiln::testing::TempDir;
 
 // Random values for every parameter of `kernel` (exactly representable in its dtype), drawn
 // from `seed`; floats in [-4, 4], integers in [-50, 50], bools 0 or 1.

@@ -72,15 +72,19 @@ Kernel batched_gemm(DType dtype, bool ta, bool tb, bool accumulate, int64_t k) {
   Buffer b = Buffer::param("b", dtype, {batches, b_rows, b_cols});
   Buffer c = Buffer::param("c", dtype, {batches, m, n + pad});
   const Expr i = var("batch");
-  Stmt body = gemm({.a = {a, i * (a_rows * a_cols) + 1, a_cols},
-                    .b = {b, i * (b_rows * b_cols), b_cols},
-                    .c = {c, i * (m * (n + pad)) + pad, n + pad},
-                    .transpose_a = ta,
-                    .transpose_b = tb,
-                    .m = m,
-                    .n = n,
-                    .k = k,
-                    .accumulate = accumulate});
+  // Member by member: GCC 12 warns (wrongly) that a designated initializer's nested Expr may
+  // be used uninitialized here.
+  GemmArgs args;
+  args.a = {a, i * (a_rows * a_cols) + 1, a_cols};
+  args.b = {b, i * (b_rows * b_cols), b_cols};
+  args.c = {c, i * (m * (n + pad)) + pad, n + pad};
+  args.transpose_a = ta;
+  args.transpose_b = tb;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.accumulate = accumulate;
+  Stmt body = gemm(std::move(args));
   return Kernel{"batched", {a, b, c}, for_loop("batch", 0, batches, ForKind::parallel, body)};
 }
 

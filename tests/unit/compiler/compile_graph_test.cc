@@ -1,6 +1,7 @@
-// The compile pipeline end to end: graphs compiled one kernel per node, run over the planned
-// arena, against the reference interpreter; the program's buffers and copies; the check mode
-// naming a wrong kernel; the executor's validation.
+// The compile pipeline end to end: graphs compiled (fused by default; the mechanics tests one
+// kernel per node), run over the planned arena, against the reference interpreter; the
+// program's buffers and copies; the check mode naming a wrong kernel; the executor's
+// validation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,13 @@
 
 namespace kiln {
 namespace {
+
+// One kernel per node, so that tests can name kernels and steps by node.
+CompileOptions unfused() {
+  CompileOptions options;
+  options.fusion.mode = fusion::FusionMode::off;
+  return options;
+}
 
 // Compiles `graph`, runs it and the interpreter on the same random inputs and compares every
 // output within f32 tolerance.
@@ -73,7 +81,7 @@ TEST(CompileGraph, OutputsThatNoKernelComputesAreCopied) {
       %y = exp(%x) : f32[4]
       return %x, %c, %y, %y
     })");
-  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  Expected<CompiledModel> model = Compiler(unfused()).compile(graph.clone());
   ASSERT_TRUE(model) << model.status().message();
   int copies = 0;
   for (const runtime::Step& step : model->program().steps) {
@@ -93,7 +101,7 @@ TEST(CompileGraph, IdenticalGroupsShareOneKernel) {
       %c = exp(%z) : f32[5]
       return %a, %b, %c
     })");
-  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  Expected<CompiledModel> model = Compiler(unfused()).compile(graph.clone());
   ASSERT_TRUE(model) << model.status().message();
   EXPECT_EQ(model->program().steps.size(), 3u);
   EXPECT_EQ(model->program().num_kernels, 2);
@@ -110,7 +118,7 @@ TEST(CompileGraph, ArenaReusesBuffersOfAChain) {
   Expected<Graph> built = b.finish();
   ASSERT_TRUE(built) << built.status().message();
   const Graph& graph = *built;
-  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  Expected<CompiledModel> model = Compiler(unfused()).compile(graph.clone());
   ASSERT_TRUE(model) << model.status().message();
   const int64_t tensor = 16384 * 4;
   EXPECT_LE(model->program().arena_bytes, 2 * tensor);
@@ -125,7 +133,7 @@ TEST(CompileGraph, CheckModePassesACorrectModel) {
       %z = tanh(%y) : f32[3,9]
       return %z
     })");
-  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  Expected<CompiledModel> model = Compiler(unfused()).compile(graph.clone());
   ASSERT_TRUE(model) << model.status().message();
   Expected<CheckReport> report = model->check(random_inputs(graph, {.seed = 3}));
   ASSERT_TRUE(report) << report.status().message();
@@ -150,8 +158,8 @@ TEST(CompileGraph, CheckModeNamesTheFirstWrongKernel) {
       %c = relu(%b) : f32[8]
       return %c
     })");
-  Expected<CompiledGraph> good_compiled = compile_graph(good);
-  Expected<CompiledGraph> bad_compiled = compile_graph(bad);
+  Expected<CompiledGraph> good_compiled = compile_graph(good, unfused());
+  Expected<CompiledGraph> bad_compiled = compile_graph(bad, unfused());
   ASSERT_TRUE(good_compiled && bad_compiled);
   std::vector<runtime::KernelFunction> kernels;
   for (size_t k = 0; k < 3; ++k) kernels.push_back(bad_compiled->kernels.function(k));
@@ -173,7 +181,7 @@ TEST(CompileGraph, GeneratedSourceCarriesNoModelNames) {
       %"also*/evil" = exp(%"evil\"); system(\"rm -rf /\"); //") : f32[4]
       return %"also*/evil"
     })");
-  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  Expected<CompiledModel> model = Compiler(unfused()).compile(graph.clone());
   ASSERT_TRUE(model) << model.status().message();
   Expected<std::string> source = model->source();
   ASSERT_TRUE(source);
@@ -197,7 +205,7 @@ TEST(Executor, ProfileHasOneTimePerStep) {
       %b = neg(%a) : f32[4]
       return %b
     })");
-  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  Expected<CompiledModel> model = Compiler(unfused()).compile(graph.clone());
   ASSERT_TRUE(model) << model.status().message();
   runtime::Profile profile;
   const std::vector<Array> inputs = random_inputs(graph);

@@ -1,6 +1,6 @@
-// The zoo's tiny presets compiled one kernel per node, forward (the loss graph) and the whole
-// Adam training step, against the reference interpreter on the presets' own deterministic
-// inputs. The interpreter rounds every value to f32 after computing it in f64; compiled
+// The zoo's tiny presets compiled, forward (the loss graph) and the whole Adam training step,
+// unfused, fused greedily and fused by the ILP, against the reference interpreter on the
+// presets' own deterministic inputs. The interpreter rounds every value to f32 after computing it in f64; compiled
 // kernels accumulate in f32, so results agree to f32 accumulation error, compounded through
 // the layers.
 #include <gtest/gtest.h>
@@ -48,10 +48,14 @@ std::vector<Array> adam_extras(const Graph& step, size_t first_extra) {
   return extras;
 }
 
-void expect_compiled_matches(const Graph& graph, const std::vector<Array>& inputs) {
+void expect_compiled_matches(const Graph& graph, const std::vector<Array>& inputs,
+                             fusion::FusionMode mode) {
+  SCOPED_TRACE(fusion::fusion_mode_name(mode));
   Expected<std::vector<Array>> expected = interpret(graph, inputs);
   ASSERT_TRUE(expected) << expected.status().message();
-  Expected<CompiledModel> model = Compiler().compile(graph.clone());
+  CompileOptions options;
+  options.fusion.mode = mode;
+  Expected<CompiledModel> model = Compiler(options).compile(graph.clone());
   ASSERT_TRUE(model) << model.status().message();
   Expected<std::vector<Array>> actual = model->run(inputs);
   ASSERT_TRUE(actual) << actual.status().message();
@@ -67,14 +71,19 @@ void expect_compiled_matches(const Graph& graph, const std::vector<Array>& input
   }
 }
 
-TEST(ZooCompiled, TinyPresetsForwardMatchInterpreter) {
+TEST(ZooCompiled, TinyPresetsLossAndInferenceGraphsMatchInterpreter) {
   for (const TinyPreset& preset : tiny_presets()) {
     SCOPED_TRACE(preset.name);
     Expected<ModelInstance> model = build_model(preset.name, preset.options);
     ASSERT_TRUE(model) << model.status().message();
     Expected<std::vector<Array>> inputs = model->input_values(model->loss);
     ASSERT_TRUE(inputs) << inputs.status().message();
-    expect_compiled_matches(model->loss.graph, *inputs);
+    for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::ilp}) {
+      expect_compiled_matches(model->loss.graph, *inputs, mode);
+    }
+    Expected<std::vector<Array>> inference_inputs = model->input_values(model->inference);
+    ASSERT_TRUE(inference_inputs) << inference_inputs.status().message();
+    expect_compiled_matches(model->inference.graph, *inference_inputs, fusion::FusionMode::ilp);
   }
 }
 
@@ -90,7 +99,10 @@ TEST(ZooCompiled, TinyPresetsAdamTrainingStepMatchesInterpreter) {
     for (Array& extra : adam_extras(step->graph, inputs->size())) {
       inputs->push_back(std::move(extra));
     }
-    expect_compiled_matches(step->graph, *inputs);
+    for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::greedy,
+                                    fusion::FusionMode::ilp}) {
+      expect_compiled_matches(step->graph, *inputs, mode);
+    }
   }
 }
 

@@ -394,5 +394,19 @@ TEST(LowerMatmul, EpiloguesReadingALaterValueFallBack) {
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
 }
 
+TEST(LowerMatmul, AnEpilogueFeedingAnotherMatmulIsStoredInALocal) {
+  // relu(x w1 + b) w2: the epilogue's value is internal, kept in a local buffer that the
+  // second gemm reads.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* h = b.relu(b.add(b.matmul(b.input("x", DType::f32, {5, 4}), b.input("w1", DType::f32, {4, 6})),
+                          b.input("b", DType::f32, {6})));
+  graph.set_outputs({b.matmul(h, b.input("w2", DType::f32, {6, 3}))});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(count(lowered->kernel).gemms, 2) << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
+}
+
 }  // namespace
 }  // namespace kiln::loop

@@ -1,0 +1,221 @@
+#include "cost/device_profile.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "support/files.h"
+
+namespace kiln::cost {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The best time of `runs` calls of `work` after one warm-up call.
+template <typename Work>
+double best_seconds(int runs, Work&& work) {
+  work();
+  double best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    const auto start = Clock::now();
+    work();
+    best = std::min(best, seconds_since(start));
+  }
+  return best;
+}
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+int64_t cache_bytes(int name, int64_t fallback) {
+  const long bytes = sysconf(name);
+  return bytes > 0 ? bytes : fallback;
+}
+
+double measure_matmul_flops() {
+  constexpr int n = 512;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  const double seconds = best_seconds(5, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                n, 0.0f, c.data(), n);
+  });
+  return 2.0 * n * n * n / seconds;
+}
+
+// a = a * s + t over a 16 KiB array per thread (L1), 2 flops per element.
+double measure_vector_flops() {
+  constexpr int elements = 4096, sweeps = 256;
+  const int threads = omp_get_max_threads();
+  std::vector<float> data(static_cast<size_t>(elements) * static_cast<size_t>(threads), 1.0f);
+  const double seconds = best_seconds(3, [&] {
+#pragma omp parallel
+    {
+      float* a = data.data() + static_cast<size_t>(omp_get_thread_num()) * elements;
+      for (int sweep = 0; sweep < sweeps; ++sweep) {
+#pragma omp simd
+        for (int i = 0; i < elements; ++i) a[i] = a[i] * 0.999f + 0.001f;
+      }
+    }
+  });
+  return 2.0 * elements * sweeps * threads / seconds;
+}
+
+// A parallel copy of 64 MiB, counting the bytes read and the bytes written.
+double measure_memory_bandwidth() {
+  constexpr size_t elements = size_t{16} << 20;
+  std::vector<float> source(elements, 1.0f), target(elements, 0.0f);
+  const double seconds = best_seconds(4, [&] {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < elements; ++i) target[i] = source[i];
+  });
+  return 2.0 * static_cast<double>(elements * sizeof(float)) / seconds;
+}
+
+// Kept out of line so that each call really enters a parallel region.
+[[gnu::noinline]] void empty_parallel_region(int* sink) {
+#pragma omp parallel
+  {
+    if (omp_get_thread_num() < 0) *sink = 1;
+  }
+}
+
+double measure_kernel_overhead() {
+  int sink = 0;
+  std::vector<double> times;
+  for (int call = 0; call < 200; ++call) {
+    const auto start = Clock::now();
+    empty_parallel_region(&sink);
+    times.push_back(seconds_since(start));
+  }
+  // The 10th percentile: a measurement taken while other work shares the cores is cached for
+  // good, so it should reflect the machine, not the moment.
+  std::nth_element(times.begin(), times.begin() + 20, times.end());
+  return times[20];
+}
+
+std::filesystem::path cache_path(const std::filesystem::path& root, const DeviceProfile& identity) {
+  // FNV-1a of the CPU model and core count: one file per kind of machine.
+  uint64_t hash = 1469598103934665603ull;
+  for (char c : fmt::format("{}/{}", identity.cpu, identity.cores)) {
+    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  return root / "device" / fmt::format("{:016x}.json", hash);
+}
+
+}  // namespace
+
+DeviceProfile reference_profile() {
+  return {.cpu = "reference (2-core AVX-512 Xeon VM)",
+          .cores = 2,
+          .matmul_flops = 340e9,
+          .vector_flops = 40e9,
+          .memory_bandwidth = 26e9,
+          .l2_bytes = int64_t{2} << 20,
+          .llc_bytes = int64_t{32} << 20,
+          .kernel_overhead = 2e-6};
+}
+
+Expected<DeviceProfile> measure_device_profile() {
+  DeviceProfile profile;
+  profile.cpu = cpu_model();
+  profile.cores = omp_get_max_threads();
+  profile.matmul_flops = measure_matmul_flops();
+  profile.vector_flops = measure_vector_flops();
+  profile.memory_bandwidth = measure_memory_bandwidth();
+  profile.l2_bytes = cache_bytes(_SC_LEVEL2_CACHE_SIZE, int64_t{1} << 20);
+  profile.llc_bytes = cache_bytes(_SC_LEVEL3_CACHE_SIZE, int64_t{16} << 20);
+  profile.kernel_overhead = measure_kernel_overhead();
+  if (!(profile.matmul_flops > 0 && profile.vector_flops > 0 && profile.memory_bandwidth > 0)) {
+    return Status::errorf("measuring this machine gave unusable rates: {}", profile_to_json(profile));
+  }
+  return profile;
+}
+
+Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root) {
+  const DeviceProfile identity{.cpu = cpu_model(), .cores = omp_get_max_threads()};
+  const std::filesystem::path path = cache_path(cache_root, identity);
+  if (Expected<std::string> text = read_file(path.string(), 1 << 20)) {
+    Expected<DeviceProfile> cached = profile_from_json(*text);
+    if (cached && cached->cpu == identity.cpu && cached->cores == identity.cores) return cached;
+  }
+  KILN_ASSIGN_OR_RETURN(DeviceProfile measured, measure_device_profile());
+  (void)write_file_atomically(path, profile_to_json(measured));
+  return measured;
+}
+
+Expected<DeviceProfile> host_device_profile() {
+  static std::mutex mutex;
+  static std::optional<DeviceProfile> known;
+  std::lock_guard lock(mutex);
+  if (!known) {
+    KILN_ASSIGN_OR_RETURN(known, cached_device_profile(kiln_cache_root()));
+  }
+  return *known;
+}
+
+std::string profile_to_json(const DeviceProfile& profile) {
+  const nlohmann::json json = {
+      {"cpu", profile.cpu},
+      {"cores", profile.cores},
+      {"matmul_flops", profile.matmul_flops},
+      {"vector_flops", profile.vector_flops},
+      {"memory_bandwidth", profile.memory_bandwidth},
+      {"l2_bytes", profile.l2_bytes},
+      {"llc_bytes", profile.llc_bytes},
+      {"kernel_overhead", profile.kernel_overhead},
+  };
+  return json.dump(2) + "\n";
+}
+
+Expected<DeviceProfile> profile_from_json(std::string_view text) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return Status::error("a device profile is a JSON object");
+  }
+  DeviceProfile profile;
+  std::string missing;
+  const auto read = [&](const char* name, auto& field, bool (nlohmann::json::*is_kind)() const) {
+    auto it = json.find(name);
+    if (it == json.end() || !((*it).*is_kind)()) {
+      if (missing.empty()) missing = name;
+      return;
+    }
+    field = it->template get<std::remove_reference_t<decltype(field)>>();
+  };
+  read("cpu", profile.cpu, &nlohmann::json::is_string);
+  read("cores", profile.cores, &nlohmann::json::is_number_integer);
+  read("matmul_flops", profile.matmul_flops, &nlohmann::json::is_number);
+  read("vector_flops", profile.vector_flops, &nlohmann::json::is_number);
+  read("memory_bandwidth", profile.memory_bandwidth, &nlohmann::json::is_number);
+  read("l2_bytes", profile.l2_bytes, &nlohmann::json::is_number_integer);
+  read("llc_bytes", profile.llc_bytes, &nlohmann::json::is_number_integer);
+  read("kernel_overhead", profile.kernel_overhead, &nlohmann::json::is_number);
+  if (!missing.empty()) {
+    return Status::errorf("device profile: '{}' is missing or of the wrong type", missing);
+  }
+  return profile;
+}
+
+}  // namespace kiln::cost

@@ -1,0 +1,56 @@
+// The machine a cost estimate is for: what a roofline needs (the arithmetic rates, the memory
+// bandwidth, the cache sizes and the fixed cost of a kernel call), measured once per machine
+// and cached.
+//
+// Rates are measured by Kiln itself, not read from a datasheet: a large OpenBLAS sgemm for the
+// contraction rate, a vectorizable loop over data that stays in L1 for the elementwise rate,
+// a parallel copy of buffers much larger than the last-level cache for the bandwidth (bytes
+// read plus bytes written, per second), and a call into an empty OpenMP parallel region for
+// the per-kernel overhead; each is the best of a few runs after a warm-up. Measuring takes
+// about a tenth of a second; the result is cached as JSON under the Kiln cache root
+// (support/files.h) in device/<hash of the CPU model and core count>.json, written atomically.
+//
+// reference_profile() is a fixed profile (the 2-core machine this project is developed on) for
+// tests and golden partitions, which must not depend on the machine running them.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "support/status.h"
+
+namespace kiln::cost {
+
+struct DeviceProfile {
+  std::string cpu;                // model name (/proc/cpuinfo), for people reading the cache
+  int cores = 1;                  // hardware threads OpenMP uses
+  double matmul_flops = 0;        // f32 flop/s of a large sgemm on every core
+  double vector_flops = 0;        // f32 flop/s of simple elementwise arithmetic on every core
+  double memory_bandwidth = 0;    // bytes/s moved (read + written) by a parallel copy
+  int64_t l2_bytes = 0;           // per core
+  int64_t llc_bytes = 0;          // last-level cache, shared
+  double kernel_overhead = 0;     // seconds per kernel call (a call and an OpenMP region)
+
+  bool operator==(const DeviceProfile&) const = default;
+};
+
+DeviceProfile reference_profile();
+
+// Measures this machine now (about 0.1 s).
+Expected<DeviceProfile> measure_device_profile();
+
+// This machine's profile cached under `cache_root`: read, else measured and written. Errors
+// only when the measurement fails; an unreadable or damaged entry is measured again and
+// replaced, and a cache that cannot be written only costs a measurement next time.
+Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root);
+
+// cached_device_profile(kiln_cache_root()), remembered for the life of the process.
+Expected<DeviceProfile> host_device_profile();
+
+std::string profile_to_json(const DeviceProfile& profile);
+// Errors name the missing or ill-typed field.
+Expected<DeviceProfile> profile_from_json(std::string_view json);
+
+}  // namespace kiln::cost

@@ -1,0 +1,187 @@
+#include "cost/estimate.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace kiln::cost {
+namespace {
+
+bool is_inlinable(const Node& node) {
+  const FusionKind kind = node.def().fusion_kind;
+  return kind == FusionKind::elementwise || kind == FusionKind::broadcast ||
+         kind == FusionKind::injective;
+}
+
+int64_t elements(const Value& value) { return value.shape().num_elements(); }
+
+int64_t bytes_of(const Value& value) { return elements(value) * dtype_size_bytes(value.dtype()); }
+
+class KernelEstimator {
+ public:
+  KernelEstimator(const Graph& graph, std::span<Node* const> nodes, const DeviceProfile& profile)
+      : graph_(graph), profile_(profile) {
+    for (const Node* node : nodes) {
+      if (node->op() != Op::constant) members_.insert(node);
+    }
+    for (const Node* node : graph.nodes()) {
+      if (members_.contains(node)) order_.push_back(node);
+    }
+  }
+
+  KernelEstimate run() {
+    for (const Node* node : order_) {
+      for (const Value* value : node->outputs()) {
+        if (is_stored(*value)) stored_.push_back(value);
+      }
+    }
+    count_evaluations();
+    KernelEstimate estimate;
+    count_flops(estimate);
+    count_bytes(estimate);
+    estimate.compute_seconds = estimate.matmul_flops / profile_.matmul_flops +
+                               (estimate.flops - estimate.matmul_flops) / profile_.vector_flops;
+    estimate.memory_seconds = static_cast<double>(estimate.bytes) / profile_.memory_bandwidth;
+    estimate.seconds = profile_.kernel_overhead +
+                       std::max(estimate.compute_seconds, estimate.memory_seconds);
+    return estimate;
+  }
+
+ private:
+  bool computed(const Value& value) const {
+    return value.producer() != nullptr && members_.contains(value.producer());
+  }
+
+  bool used_outside(const Value& value) const {
+    const std::vector<Value*>& outputs = graph_.outputs();
+    if (std::find(outputs.begin(), outputs.end(), &value) != outputs.end()) return true;
+    return std::any_of(value.users().begin(), value.users().end(),
+                       [&](const Node* user) { return !members_.contains(user); });
+  }
+
+  // As lower_group decides: group outputs, values of ops that cannot be inlined and are read
+  // in the group, and operands of contractions.
+  bool is_stored(const Value& value) const {
+    if (used_outside(value)) return true;
+    bool used_inside = false, feeds_contraction = false;
+    for (const Node* user : value.users()) {
+      if (!members_.contains(user)) continue;
+      used_inside = true;
+      feeds_contraction = feeds_contraction || user->def().fusion_kind == FusionKind::contraction;
+    }
+    return (used_inside && !is_inlinable(*value.producer())) || feeds_contraction;
+  }
+
+  bool stored(const Value& value) const {
+    return std::find(stored_.begin(), stored_.end(), &value) != stored_.end();
+  }
+
+  // How many times each computed value's elements are evaluated: once per element when
+  // stored; when inlined, once per read by its consumers (reverse graph order, so consumers
+  // are counted first). A reduction reads each input element once per output element's share.
+  void count_evaluations() {
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      for (const Value* value : (*it)->outputs()) {
+        if (stored(*value)) {
+          evaluations_[value] = static_cast<double>(elements(*value));
+          continue;
+        }
+        double reads = 0;
+        for (const Node* user : distinct_member_users(*value)) {
+          for (const Value* output : user->outputs()) {
+            reads += evaluations_[output] * reads_per_element(*user, *output, *value);
+          }
+        }
+        evaluations_[value] = reads;
+      }
+    }
+  }
+
+  std::vector<const Node*> distinct_member_users(const Value& value) const {
+    std::set<const Node*> users;
+    for (const Node* user : value.users()) {
+      if (members_.contains(user)) users.insert(user);
+    }
+    return {users.begin(), users.end()};
+  }
+
+  static double reads_per_element(const Node& user, const Value& output, const Value& input) {
+    const FusionKind kind = user.def().fusion_kind;
+    if (kind == FusionKind::elementwise || kind == FusionKind::broadcast ||
+        kind == FusionKind::injective) {
+      return 1;
+    }
+    if (elements(output) == 0) return 0;
+    return std::max(1.0, static_cast<double>(elements(input)) / static_cast<double>(elements(output)));
+  }
+
+  void count_flops(KernelEstimate& estimate) const {
+    for (const Node* node : order_) {
+      const std::vector<TensorType> inputs = node->input_types();
+      const std::vector<TensorType> outputs = node->output_types();
+      const double flops = node->def().cost(inputs, outputs, node->attrs()).flops;
+      double produced = 0, evaluated = 0;
+      for (const Value* output : node->outputs()) {
+        produced += static_cast<double>(elements(*output));
+        evaluated += evaluations_.at(output);
+      }
+      if (produced == 0) continue;
+      const double per_element = flops / produced;
+      estimate.flops += per_element * evaluated;
+      estimate.recomputed_flops += per_element * std::max(0.0, evaluated - produced);
+      if (node->def().fusion_kind == FusionKind::contraction) {
+        estimate.matmul_flops += per_element * evaluated;
+      }
+    }
+  }
+
+  // The values a stored value's computation loads: kernel inputs and stored group values,
+  // reached through inlined producers.
+  void collect_reads(const Node& node, std::set<const Value*>& reads) const {
+    for (const Value* input : node.inputs()) {
+      if (!computed(*input) || stored(*input)) {
+        reads.insert(input);
+      } else {
+        collect_reads(*input->producer(), reads);
+      }
+    }
+  }
+
+  void count_bytes(KernelEstimate& estimate) const {
+    std::map<const Value*, int> readers;
+    for (const Value* value : stored_) {
+      std::set<const Value*> reads;
+      collect_reads(*value->producer(), reads);
+      for (const Value* read : reads) ++readers[read];
+    }
+    const int64_t cache_resident = profile_.llc_bytes / 2;
+    for (const auto& [value, count] : readers) {
+      if (computed(*value)) continue;  // a stored group value, counted below
+      estimate.bytes += bytes_of(*value) * (bytes_of(*value) > cache_resident ? count : 1);
+    }
+    for (const Value* value : stored_) {
+      if (used_outside(*value)) {
+        estimate.bytes += bytes_of(*value);
+      } else if (bytes_of(*value) > cache_resident) {
+        auto it = readers.find(value);
+        estimate.bytes += bytes_of(*value) * (1 + (it == readers.end() ? 0 : it->second));
+      }
+    }
+  }
+
+  const Graph& graph_;
+  const DeviceProfile& profile_;
+  std::set<const Node*> members_;
+  std::vector<const Node*> order_;
+  std::vector<const Value*> stored_;
+  std::map<const Value*, double> evaluations_;
+};
+
+}  // namespace
+
+KernelEstimate estimate_kernel(const Graph& graph, std::span<Node* const> nodes,
+                               const DeviceProfile& profile) {
+  return KernelEstimator(graph, nodes, profile).run();
+}
+
+}  // namespace kiln::cost

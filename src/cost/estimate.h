@@ -1,0 +1,45 @@
+// The roofline estimate of one kernel: the time a group of graph nodes takes when lower_group
+// (loop/lower_group.h) makes it one kernel.
+//
+// The estimate mirrors what lowering does with a group, without lowering it:
+//  - Values the group computes are *stored* when they are used outside the group or are graph
+//    outputs (written to memory), when their op cannot be inlined (reductions, contractions,
+//    opaque ops, composites: materialised in a local buffer), or when a contraction of the
+//    group reads them (a gemm reads memory). Every other value is *inlined*: recomputed at
+//    each element where a consumer reads it.
+//  - Bytes that cross main memory: every input of the group read once for each stored value
+//    whose computation reads it (directly or through inlined producers) when the input is
+//    larger than half the last-level cache, once otherwise; every output written once; a
+//    local buffer larger than half the last-level cache written once and read by each stored
+//    value that reads it.
+//  - Arithmetic: each node's flops (its op record's cost) per element, times the number of
+//    times its elements are evaluated (once for a stored value; for an inlined value, as often
+//    as its consumers read it). Contractions run at the sgemm rate, the rest at the vector rate.
+//  - time = kernel overhead + max(arithmetic time, bytes / bandwidth).
+//
+// Constant nodes are never part of a group: their values are kernel inputs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "cost/device_profile.h"
+#include "ir/graph.h"
+
+namespace kiln::cost {
+
+struct KernelEstimate {
+  double flops = 0;           // every arithmetic operation, recomputation included
+  double matmul_flops = 0;    // of which in contractions
+  double recomputed_flops = 0;  // of which evaluating inlined values more than once
+  int64_t bytes = 0;          // bytes moved to or from main memory
+  double compute_seconds = 0;
+  double memory_seconds = 0;
+  double seconds = 0;         // overhead + max(compute, memory)
+};
+
+// `nodes`: distinct non-constant nodes of `graph`, in any order.
+KernelEstimate estimate_kernel(const Graph& graph, std::span<Node* const> nodes,
+                               const DeviceProfile& profile);
+
+}  // namespace kiln::cost

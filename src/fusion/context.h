@@ -1,0 +1,79 @@
+// What the partitioners share (internal to src/fusion): the graph's computed nodes by index,
+// the fusible edges between them, reachability, and memoised answers to the three questions
+// every partitioner asks of a candidate group: is it convex, what does it cost, and does the
+// loop level accept it.
+//
+// Groups are sorted vectors of node indices (Reachability's numbering, graph order).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost/estimate.h"
+#include "fusion/partition.h"
+#include "fusion/reachability.h"
+#include "fusion/rules.h"
+
+namespace kiln::fusion {
+
+using NodeSet = std::vector<int>;  // sorted node indices
+
+struct FusibleEdge {
+  int producer = 0;
+  int consumer = 0;
+  EdgeVerdict verdict;
+};
+
+class PartitionContext {
+ public:
+  // `options.profile` must be set.
+  PartitionContext(const Graph& graph, const FusionOptions& options);
+
+  const Graph& graph() const { return graph_; }
+  const FusionOptions& options() const { return options_; }
+  const Reachability& reach() const { return reach_; }
+  // Non-constant nodes, in graph order.
+  const std::vector<int>& computed() const { return computed_; }
+  // Every edge between two computed nodes (one per node pair), in graph order of consumers.
+  const std::vector<FusibleEdge>& edges() const { return edges_; }
+  // Computed nodes joined to `node` by a fusible edge, either direction.
+  const std::vector<int>& fusible_neighbours(int node) const { return neighbours_[static_cast<size_t>(node)]; }
+
+  bool is_convex(const NodeSet& group) const { return reach_.is_convex(group); }
+  const cost::KernelEstimate& estimate(const NodeSet& group);
+  // The reason the loop level rejects the group, or nullopt when it lowers within the
+  // local-memory limit. Single nodes are always accepted.
+  const std::optional<std::string>& loop_rejection(const NodeSet& group);
+
+  std::vector<Node*> nodes_of(const NodeSet& group) const;
+
+ private:
+  const Graph& graph_;
+  const FusionOptions& options_;
+  Reachability reach_;
+  std::vector<int> computed_;
+  std::vector<FusibleEdge> edges_;
+  std::vector<std::vector<int>> neighbours_;
+  std::map<NodeSet, cost::KernelEstimate> estimates_;
+  std::map<NodeSet, std::optional<std::string>> rejections_;
+};
+
+// Whether the groups, as a quotient graph (an edge between two groups when a node of one
+// reads a node of the other), have a cycle; when they do, the indices of the groups on one.
+// Nodes in none of the groups are left out (a cycle through them is not seen).
+std::optional<std::vector<int>> find_group_cycle(const PartitionContext& context,
+                                                 const std::vector<NodeSet>& groups);
+
+// Groups joined by the greedy rule (partition.h), every computed node in exactly one.
+std::vector<NodeSet> greedy_partition(PartitionContext& context);
+
+// The partition of least estimated time over candidate groups (fusion/ilp.cc), starting from
+// `start` (a valid partition). Appends loop-level rejections to `decisions`.
+Expected<std::vector<NodeSet>> ilp_partition(PartitionContext& context,
+                                             const std::vector<NodeSet>& start,
+                                             std::vector<Decision>& decisions,
+                                             PartitionStats& stats);
+
+}  // namespace kiln::fusion

@@ -1,0 +1,94 @@
+#include "fusion/rules.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+namespace kiln::fusion {
+namespace {
+
+constexpr std::array kRules = {
+    FusionRule{"inline-producer",
+               "elementwise, broadcast or injective producers are inlined into their consumer"},
+    FusionRule{"stitch-reduction",
+               "a reduction and its elementwise or reduction consumers share a kernel, the "
+               "reduced values in a local buffer"},
+    FusionRule{"matmul-epilogue",
+               "elementwise consumers of an f32/f64 matmul run on each output block after its "
+               "gemm"},
+};
+
+bool is_inlinable(FusionKind kind) {
+  return kind == FusionKind::elementwise || kind == FusionKind::broadcast ||
+         kind == FusionKind::injective;
+}
+
+bool reads_at_own_index(FusionKind kind) {
+  return kind == FusionKind::elementwise || kind == FusionKind::broadcast;
+}
+
+bool is_gemm_matmul(const Node& node) {
+  const DType dtype = node.output(0)->dtype();
+  return node.op() == Op::matmul && (dtype == DType::f32 || dtype == DType::f64);
+}
+
+EdgeVerdict cut(std::string reason) { return {false, "", std::move(reason)}; }
+
+// The rule that would allow the edge, or the reason none does.
+EdgeVerdict applicable_rule(const Node& producer, const Node& consumer) {
+  const FusionKind from = producer.def().fusion_kind;
+  const FusionKind to = consumer.def().fusion_kind;
+  if (to == FusionKind::contraction) {
+    return cut(fmt::format("'{}' is an operand of the contraction '{}': the library reads it "
+                           "from memory, so it is stored in full either way",
+                           producer.op_name(), consumer.op_name()));
+  }
+  if (from == FusionKind::opaque || to == FusionKind::opaque) {
+    const Node& opaque = from == FusionKind::opaque ? producer : consumer;
+    return cut(fmt::format("'{}' is opaque: lowered in gather form, it reads its inputs many "
+                           "times",
+                           opaque.op_name()));
+  }
+  if (is_inlinable(from)) {
+    return {true, "inline-producer", fmt::format("'{}' is inlined into '{}'", producer.op_name(),
+                                                 consumer.op_name())};
+  }
+  if (from == FusionKind::reduction) {
+    if (reads_at_own_index(to) || to == FusionKind::reduction) {
+      return {true, "stitch-reduction",
+              fmt::format("'{}' is computed into a local buffer that '{}' reads",
+                          producer.op_name(), consumer.op_name())};
+    }
+    return cut(fmt::format("'{}' reads the reduction '{}' through a layout change",
+                           consumer.op_name(), producer.op_name()));
+  }
+  if (from == FusionKind::contraction) {
+    if (!is_gemm_matmul(producer)) {
+      return cut(fmt::format("epilogues are lowered for f32/f64 matmuls only, not '{}' of {}",
+                             producer.op_name(), dtype_name(producer.output(0)->dtype())));
+    }
+    if (!reads_at_own_index(to) || consumer.output(0)->shape() != producer.output(0)->shape()) {
+      return cut(fmt::format("'{}' does not read the product element by element in its shape, "
+                             "so it cannot run on the product's blocks",
+                             consumer.op_name()));
+    }
+    return {true, "matmul-epilogue",
+            fmt::format("'{}' runs on each block of the matmul", consumer.op_name())};
+  }
+  return cut(fmt::format("no rule fuses '{}' into '{}'", producer.op_name(), consumer.op_name()));
+}
+
+}  // namespace
+
+std::span<const FusionRule> fusion_rules() { return kRules; }
+
+EdgeVerdict classify_edge(const Node& producer, const Node& consumer,
+                          const std::set<std::string>& disabled_rules) {
+  EdgeVerdict verdict = applicable_rule(producer, consumer);
+  if (verdict.fusible && disabled_rules.contains(verdict.rule)) {
+    return cut(fmt::format("rule '{}' is disabled", verdict.rule));
+  }
+  return verdict;
+}
+
+}  // namespace kiln::fusion

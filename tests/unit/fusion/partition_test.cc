@@ -1,0 +1,225 @@
+// The partitioners (fusion/partition.h) on small graphs with the fixed reference profile, so
+// the partitions are the same on every machine: golden partitions (matmul + bias + gelu,
+// layer norm forward and backward), the ILP against the greedy baseline, cycles between
+// groups, loop-level feedback, the component cache, validation and the explanation.
+#include "fusion/partition.h"
+
+#include <gtest/gtest.h>
+
+#include "autodiff/gradients.h"
+#include "fusion/context.h"
+#include "ir/builder.h"
+#include "models/model.h"
+#include "passes/dead_code.h"
+
+namespace kiln::fusion {
+namespace {
+
+FusionOptions options_for(FusionMode mode) {
+  FusionOptions options;
+  options.mode = mode;
+  options.profile = cost::reference_profile();
+  return options;
+}
+
+Partition partition(const Graph& graph, FusionMode mode, FusionOptions options = {}) {
+  if (!options.profile) options = options_for(mode);
+  options.mode = mode;
+  Expected<Partition> result = partition_graph(graph, options);
+  EXPECT_TRUE(result.has_value()) << result.status().message();
+  if (!result) return {};
+  EXPECT_TRUE(check_partition(graph, *result).is_ok());
+  return std::move(result).value();
+}
+
+int computed_nodes(const Graph& graph) {
+  int count = 0;
+  for (const Node* node : graph.nodes()) count += node->op() != Op::constant;
+  return count;
+}
+
+// Layer norm over the last axis of x [R, N], written in primitives (as autodiff and ONNX
+// exporters produce it).
+Value* layer_norm_primitives(GraphBuilder& b, Value* x, Value* scale, Value* bias) {
+  Value* mean = b.mean(x, {-1}, /*keepdims=*/true);
+  Value* centered = b.sub(x, mean);
+  Value* var = b.mean(b.mul(centered, centered), {-1}, /*keepdims=*/true);
+  Value* inv_std = b.rsqrt(b.add(var, b.scalar(1e-5, x->dtype())));
+  return b.add(b.mul(b.mul(centered, inv_std), scale), bias);
+}
+
+TEST(Partition, OffGivesEveryNodeItsOwnKernel) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {8, 16});
+  graph.set_outputs({b.relu(b.add(b.exp(x), b.scalar(1.0, DType::f32)))});
+  const Partition result = partition(graph, FusionMode::off);
+  EXPECT_EQ(static_cast<int>(result.groups.size()), computed_nodes(graph));
+  for (const Decision& decision : result.decisions) {
+    EXPECT_EQ(decision.kind, Decision::Kind::cut);
+    EXPECT_EQ(decision.reason, "fusion is off");
+  }
+}
+
+TEST(Partition, MatmulBiasGeluIsOneKernel) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f32, {64, 128}), b.input("w", DType::f32, {128, 256}));
+  graph.set_outputs({b.gelu(b.add(y, b.input("bias", DType::f32, {256})))});
+  for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) {
+    const Partition result = partition(graph, mode);
+    ASSERT_EQ(result.groups.size(), 1u) << fusion_mode_name(mode);
+    EXPECT_EQ(result.groups[0].nodes.size(), 3u);
+  }
+}
+
+TEST(Partition, LayerNormForwardFromPrimitivesIsOneKernel) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {32, 128});
+  graph.set_outputs({layer_norm_primitives(b, x, b.input("scale", DType::f32, {128}),
+                                           b.input("bias", DType::f32, {128}))});
+  for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) {
+    const Partition result = partition(graph, mode);
+    EXPECT_EQ(result.groups.size(), 1u) << fusion_mode_name(mode) << "\n"
+                                        << explain_partition(graph, result);
+  }
+}
+
+TEST(Partition, LayerNormBackwardIsOneKernel) {
+  // The gradient of sum(layer_norm(x) * g) with respect to x: autodiff's row reductions and
+  // elementwise chain, forward statistics included, in one kernel.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {32, 128});
+  Value* g = b.input("g", DType::f32, {32, 128});
+  Value* y = b.layer_norm(x, b.input("scale", DType::f32, {128}), b.input("bias", DType::f32, {128}));
+  Value* loss = b.sum(b.mul(y, g), {0, 1});
+  Expected<std::vector<Value*>> grads = build_gradients(graph, loss, std::vector<Value*>{x});
+  ASSERT_TRUE(grads.has_value()) << grads.status().message();
+  graph.set_outputs({(*grads)[0]});
+  eliminate_dead_code(graph);
+  const Partition result = partition(graph, FusionMode::ilp);
+  EXPECT_EQ(result.groups.size(), 1u) << explain_partition(graph, result);
+}
+
+TEST(Partition, IlpIsNeverWorseThanGreedyOnTheZoo) {
+  for (const char* name : {"mlp-tiny", "bert-tiny", "resnet-tiny", "gcn-tiny"}) {
+    SCOPED_TRACE(name);
+    Expected<ModelInstance> model = build_model(name, {});
+    ASSERT_TRUE(model.has_value()) << model.status().message();
+    Expected<TrainingStep> step = build_training_step(*model, Optimizer::adam());
+    ASSERT_TRUE(step.has_value()) << step.status().message();
+    const Partition greedy = partition(step->graph, FusionMode::greedy);
+    const Partition ilp = partition(step->graph, FusionMode::ilp);
+    const Partition off = partition(step->graph, FusionMode::off);
+    EXPECT_LE(ilp.estimated_seconds(), greedy.estimated_seconds() * (1 + 1e-9));
+    EXPECT_LT(greedy.estimated_seconds(), off.estimated_seconds());
+    EXPECT_LT(ilp.groups.size(), off.groups.size());
+  }
+}
+
+TEST(Partition, GroupsDependingOnEachOtherInACycleAreFound) {
+  // A = {a1, a2}, B = {b2, b1}: a1 -> b1 and b2 -> a2, so A needs B and B needs A, though
+  // each group alone is convex.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* a1 = b.exp(b.input("x", DType::f32, {8}));
+  Value* b2 = b.exp(b.input("y", DType::f32, {8}));
+  Value* a2 = b.add(a1, b2);
+  Value* b1 = b.mul(a1, b2);
+  graph.set_outputs({a2, b1});
+  const FusionOptions options = options_for(FusionMode::ilp);
+  PartitionContext context(graph, options);
+  const auto at = [&](const Value* v) { return context.reach().index(v->producer()); };
+  std::vector<NodeSet> groups = {{at(a1), at(a2)}, {at(b2), at(b1)}};
+  for (NodeSet& group : groups) std::sort(group.begin(), group.end());
+  EXPECT_TRUE(context.is_convex(groups[0]) && context.is_convex(groups[1]));
+  EXPECT_TRUE(find_group_cycle(context, groups).has_value());
+  EXPECT_FALSE(find_group_cycle(context, {{at(a1), at(a2), at(b1), at(b2)}}).has_value());
+  for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) partition(graph, mode);
+}
+
+TEST(Partition, GroupsTheLoopLevelRejectsAreNotChosen) {
+  // With no local memory allowed, a group stitching a reduction to its consumers (the mean
+  // lives in a local buffer) is rejected; the partition is chosen again without it.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {16, 64});
+  graph.set_outputs({b.exp(b.sub(x, b.mean(x, {1}, /*keepdims=*/true)))});
+  FusionOptions options = options_for(FusionMode::ilp);
+  options.max_local_bytes = 0;
+  for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) {
+    const Partition result = partition(graph, mode, options);
+    bool rejected = false;
+    for (const Decision& decision : result.decisions) {
+      rejected = rejected || (decision.kind == Decision::Kind::rejected &&
+                              decision.reason.find("local buffers") != std::string::npos);
+    }
+    EXPECT_TRUE(rejected) << explain_partition(graph, result);
+    for (const Group& group : result.groups) {
+      const bool holds_mean = std::any_of(group.nodes.begin(), group.nodes.end(),
+                                          [](const Node* n) { return n->op() == Op::reduce_mean; });
+      EXPECT_TRUE(!holds_mean || group.nodes.size() == 1) << explain_partition(graph, result);
+    }
+  }
+}
+
+TEST(Partition, IdenticalComponentsAreSolvedOnce) {
+  // Two independent chains of the same structure (as the layers of a transformer have): the
+  // second component's key equals the first's.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {24, 25});
+  Value* z = b.input("z", DType::f32, {24, 25});
+  graph.set_outputs({b.tanh(b.mul(b.exp(x), x)), b.tanh(b.mul(b.exp(z), z))});
+  const Partition result = partition(graph, FusionMode::ilp);
+  EXPECT_GE(result.stats.components_cached, 1) << explain_partition(graph, result);
+}
+
+TEST(Partition, CheckPartitionRejectsInvalidPartitions) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* a = b.exp(b.input("x", DType::f32, {4}));
+  Value* p = b.neg(a);
+  Value* d = b.add(p, a);
+  graph.set_outputs({d});
+  Node* na = a->producer();
+  Node* np = p->producer();
+  Node* nd = d->producer();
+  Partition bad;
+  bad.groups = {{{na, nd}, {}}, {{np}, {}}};  // {a, d} skips p: not convex
+  EXPECT_FALSE(check_partition(graph, bad).is_ok());
+  bad.groups = {{{na}, {}}, {{nd}, {}}, {{np}, {}}};  // d before p
+  EXPECT_NE(check_partition(graph, bad).message().find("later group"), std::string::npos);
+  bad.groups = {{{na}, {}}, {{np}, {}}};
+  EXPECT_NE(check_partition(graph, bad).message().find("in no group"), std::string::npos);
+  bad.groups = {{{na}, {}}, {{np, na}, {}}, {{nd}, {}}};
+  EXPECT_NE(check_partition(graph, bad).message().find("two groups"), std::string::npos);
+}
+
+TEST(Partition, ExplanationNamesGroupsAndCutEdges) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.relu(b.input("x", DType::f32, {8, 8}));
+  graph.set_outputs({b.exp(b.matmul(x, b.input("w", DType::f32, {8, 8})))});
+  const Partition result = partition(graph, FusionMode::ilp);
+  const std::string text = explain_partition(graph, result);
+  EXPECT_NE(text.find("fusion ilp: 3 nodes in 2 kernels"), std::string::npos) << text;
+  EXPECT_NE(text.find("operand of the contraction"), std::string::npos) << text;
+  EXPECT_NE(text.find("matmul-epilogue 1"), std::string::npos) << text;
+}
+
+TEST(Partition, OptionsAreValidated) {
+  Graph graph;
+  GraphBuilder b(graph);
+  graph.set_outputs({b.exp(b.input("x", DType::f32, {4}))});
+  FusionOptions options = options_for(FusionMode::greedy);
+  options.disabled_rules = {"no-such-rule"};
+  EXPECT_FALSE(partition_graph(graph, options).has_value());
+  EXPECT_EQ(*parse_fusion_mode("greedy"), FusionMode::greedy);
+  EXPECT_FALSE(parse_fusion_mode("fast").has_value());
+}
+
+}  // namespace
+}  // namespace kiln::fusion

@@ -1,0 +1,99 @@
+// The fusion rules (fusion/rules.h): which edges each rule allows, the reasons edges are cut,
+// and disabling a rule by name; and convexity (fusion/reachability.h).
+#include "fusion/rules.h"
+
+#include <gtest/gtest.h>
+
+#include "fusion/reachability.h"
+#include "ir/builder.h"
+
+namespace kiln::fusion {
+namespace {
+
+// The verdict on the edge into the node computing `consumer` from the node computing `producer`.
+EdgeVerdict verdict(const Value* producer, const Value* consumer,
+                    const std::set<std::string>& disabled = {}) {
+  return classify_edge(*producer->producer(), *consumer->producer(), disabled);
+}
+
+TEST(FusionRules, ElementwiseProducersAreInlined) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 8});
+  Value* e = b.exp(x);
+  Value* s = b.sum(e, {1});
+  EXPECT_EQ(verdict(e, b.neg(e)).rule, "inline-producer");
+  EXPECT_EQ(verdict(e, s).rule, "inline-producer");  // a reduction reads the inlined exp
+  Value* t = b.transpose(x, {1, 0});
+  EXPECT_EQ(verdict(t, b.relu(t)).rule, "inline-producer");
+}
+
+TEST(FusionRules, ReductionsStitchWithElementwiseAndReductionConsumers) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 8});
+  Value* m = b.mean(x, {1}, /*keepdims=*/true);
+  EXPECT_EQ(verdict(m, b.sub(x, m)).rule, "stitch-reduction");
+  EXPECT_EQ(verdict(m, b.sum(m, {0})).rule, "stitch-reduction");
+  const EdgeVerdict layout = verdict(m, b.transpose(m, {1, 0}));
+  EXPECT_FALSE(layout.fusible);
+  EXPECT_NE(layout.reason.find("layout change"), std::string::npos) << layout.reason;
+}
+
+TEST(FusionRules, MatmulTakesElementwiseEpiloguesOfItsShape) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("a", DType::f32, {4, 8}), b.input("w", DType::f32, {8, 3}));
+  EXPECT_EQ(verdict(y, b.add(y, b.input("bias", DType::f32, {3}))).rule, "matmul-epilogue");
+  EXPECT_FALSE(verdict(y, b.sum(y, {1})).fusible);
+  EXPECT_FALSE(verdict(y, b.transpose(y, {1, 0})).fusible);
+  Value* i = b.matmul(b.input("p", DType::i32, {2, 2}), b.input("q", DType::i32, {2, 2}));
+  EXPECT_NE(verdict(i, b.neg(i)).reason.find("f32/f64 matmuls only"), std::string::npos);
+}
+
+TEST(FusionRules, OperandsOfContractionsAndOpaqueOpsAreCut) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.relu(b.input("x", DType::f32, {4, 8}));
+  const EdgeVerdict operand = verdict(x, b.matmul(x, b.input("w", DType::f32, {8, 3})));
+  EXPECT_FALSE(operand.fusible);
+  EXPECT_NE(operand.reason.find("operand of the contraction"), std::string::npos);
+  Value* image = b.relu(b.input("image", DType::f32, {1, 2, 5, 5}));
+  Value* conv = b.apply1(Op::conv, {image, b.input("k", DType::f32, {2, 2, 3, 3})});
+  EXPECT_NE(verdict(conv, b.relu(conv)).reason.find("f32/f64 matmuls only"), std::string::npos);
+  Value* pooled = b.apply1(Op::max_pool, {image}, {{"kernel", {2, 2}}});
+  Value* grad = b.apply1(Op::max_pool_grad, {image, b.relu(pooled)}, {{"kernel", {2, 2}}});
+  EXPECT_NE(verdict(grad, b.neg(grad)).reason.find("opaque"), std::string::npos);
+}
+
+TEST(FusionRules, DisabledRulesCutTheirEdges) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* e = b.exp(b.input("x", DType::f32, {4}));
+  const EdgeVerdict disabled = verdict(e, b.neg(e), {"inline-producer"});
+  EXPECT_FALSE(disabled.fusible);
+  EXPECT_EQ(disabled.reason, "rule 'inline-producer' is disabled");
+  EXPECT_EQ(fusion_rules().size(), 3u);
+}
+
+TEST(Reachability, ConvexGroupsHaveNoPathOutAndBackIn) {
+  // a -> b -> d, a -> c -> d: {a, d} is not convex (b and c lie between), {a, b, c, d} is.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* a = b.exp(b.input("x", DType::f32, {4}));
+  Value* p = b.neg(a);
+  Value* q = b.abs(a);
+  Value* d = b.add(p, q);
+  const Reachability reach(graph);
+  const auto at = [&](const Value* v) { return reach.index(v->producer()); };
+  EXPECT_TRUE(reach.reaches(at(a), at(d)));
+  EXPECT_FALSE(reach.reaches(at(d), at(a)));
+  EXPECT_FALSE(reach.reaches(at(p), at(q)));
+  EXPECT_FALSE(reach.is_convex(std::vector<int>{at(a), at(d)}));
+  EXPECT_FALSE(reach.is_convex(std::vector<int>{at(a), at(p), at(d)}));
+  EXPECT_TRUE(reach.is_convex(std::vector<int>{at(a), at(p), at(q), at(d)}));
+  EXPECT_TRUE(reach.is_convex(std::vector<int>{at(p), at(q)}));  // unrelated: convex
+}
+
+}  // namespace
+}  // namespace kiln::fusion
