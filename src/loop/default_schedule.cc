@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "loop/bounds.h"
 #include "loop/ir_visitor.h"
+#include "loop/printer.h"
 #include "loop/schedule_analysis.h"
 
 namespace kiln::loop {
@@ -215,6 +217,7 @@ class Scheduler {
   Schedule run() {
     std::vector<std::string> roots;
     top_level_loops(kernel_.body, roots);
+    roots = merge_nests(std::move(roots));
     for (const std::string& root : roots) schedule_nest(root);
     return std::move(schedule_);
   }
@@ -235,23 +238,70 @@ class Scheduler {
 
   const For* loop(std::string_view var) const { return find_loop(kernel_.body, var); }
 
+  // Rule 0: nests with the same bounds are merged into the first, in order, when the merged
+  // loop's iterations are independent (a row reduction and the nests reading it row by row;
+  // elementwise nests over the same elements): one pass over memory instead of several.
+  // Returns the nests left.
+  std::vector<std::string> merge_nests(std::vector<std::string> roots) {
+    std::vector<std::string> kept;
+    std::vector<bool> merged(roots.size(), false);
+    for (size_t a = 0; a < roots.size(); ++a) {
+      if (merged[a]) continue;
+      kept.push_back(roots[a]);
+      for (size_t b = a + 1; b < roots.size(); ++b) {
+        if (merged[b] || !same_bounds(roots[a], roots[b])) continue;
+        merged[b] = try_apply({Merge{roots[a], roots[b]}});
+      }
+    }
+    return kept;
+  }
+
+  bool same_bounds(const std::string& a, const std::string& b) const {
+    const For* first = loop(a);
+    const For* second = loop(b);
+    return first != nullptr && second != nullptr && print(first->min) == print(second->min) &&
+           print(first->extent) == print(second->extent);
+  }
+
   void schedule_nest(const std::string& root) {
     hoist_invariants(root);
     const For* root_loop = loop(root);
     const int64_t work =
         saturating_mul(extent_bound(root_loop->extent), stmt_work(root_loop->body));
-    std::string parallel_root = root, vector_loop;
-    vectorize_innermost(root, parallel_root, vector_loop);
-    if (target_.cores > 1 && work >= kMinParallelWork) parallelize(parallel_root, vector_loop);
+    std::string parallel_root = root;
+    std::set<std::string> vector_loops;
+    for (const std::string& leaf : loops_under(root, /*leaves=*/true)) {
+      vectorize_leaf(leaf, root, parallel_root, vector_loops);
+    }
+    if (target_.cores > 1 && work >= kMinParallelWork) parallelize(parallel_root, vector_loops);
   }
 
-  // Rule 1: `hoist` on each loop of the band but the innermost, outermost first, kept when it
-  // lifts something.
+  // The loops in `root`'s nest (itself included), outermost first: those with no loop inside
+  // (`leaves`), or the others.
+  std::vector<std::string> loops_under(const std::string& root, bool leaves) const {
+    class Collector : public IRVisitor {
+     public:
+      explicit Collector(bool want_leaves) : want_leaves_(want_leaves) {}
+      std::vector<std::string> vars;
+      void collect(const For& nest) { visit_for(nest); }
+
+     protected:
+      void visit_for(const For& node) override {
+        if (contains_loop(node.body) != want_leaves_) vars.push_back(node.var);
+        IRVisitor::visit_for(node);
+      }
+
+     private:
+      bool want_leaves_;
+    } collector(leaves);
+    collector.collect(*loop(root));
+    return collector.vars;
+  }
+
+  // Rule 1: `hoist` on each loop of the nest that holds other loops, outermost first, kept
+  // when it lifts something.
   void hoist_invariants(const std::string& root) {
-    std::vector<std::string> band;
-    for (const For* l = loop(root); l != nullptr; l = l->body.as<For>()) band.push_back(l->var);
-    band.pop_back();
-    for (const std::string& var : band) {
+    for (const std::string& var : loops_under(root, /*leaves=*/false)) {
       Expected<Kernel> hoisted = apply_directive(kernel_, Hoist{var});
       if (!hoisted || hoisted->body.same_as(kernel_.body)) continue;
       kernel_ = std::move(hoisted).value();
@@ -259,22 +309,11 @@ class Scheduler {
     }
   }
 
-  // The innermost loop under `l`, following loops through let_stmts and allocations; null
-  // when the chain ends in a statement with several loops inside.
-  static const For* innermost(const For* l) {
-    while (true) {
-      const Stmt& body = skip_bindings(l->body);
-      const For* next = body.as<For>();
-      if (next == nullptr) return contains_loop(body) ? nullptr : l;
-      l = next;
-    }
-  }
-
-  // Rule 2. Sets `vector_loop` to the loop it vectorizes and, when it splits the root,
-  // `parallel_root` to the outer loop of the split.
-  void vectorize_innermost(const std::string& root, std::string& parallel_root,
-                           std::string& vector_loop) {
-    const For* leaf = innermost(loop(root));
+  // Rule 2, for one innermost loop. Adds the loop it vectorizes to `vector_loops` and, when it
+  // splits the root, sets `parallel_root` to the outer loop of the split.
+  void vectorize_leaf(const std::string& leaf_var, const std::string& root,
+                      std::string& parallel_root, std::set<std::string>& vector_loops) {
+    const For* leaf = loop(leaf_var);
     if (leaf == nullptr) return;
     const std::optional<int64_t> extent = as_const_int(leaf->extent);
     if (!extent) return;
@@ -289,19 +328,19 @@ class Scheduler {
     if (lanes < 2 || *extent < lanes) return;
     const std::string var = leaf->var;  // `leaf` points into the kernel try_apply replaces
     if (*extent == lanes) {
-      if (try_apply({Vectorize{var}})) vector_loop = var;
+      if (try_apply({Vectorize{var}})) vector_loops.insert(var);
       return;
     }
     const std::string outer = var + ".o", inner = var + ".i";
     if (!try_apply({Split{var, lanes, outer, inner}, Vectorize{inner}})) return;
-    vector_loop = inner;
+    vector_loops.insert(inner);
     if (var == root) parallel_root = outer;
   }
 
   // Rule 3: fuse perfectly nested outer loops until there is enough parallel work, then mark
   // the (fused) loop parallel; when that fails, the root alone.
-  void parallelize(const std::string& root, const std::string& vector_loop) {
-    if (root == vector_loop) return;
+  void parallelize(const std::string& root, const std::set<std::string>& vector_loops) {
+    if (vector_loops.contains(root)) return;
     const std::optional<int64_t> root_extent = as_const_int(loop(root)->extent);
     if (!root_extent) {  // a runtime trip count: OpenMP divides it as it comes, no fusing
       try_apply({Parallel{root}});
@@ -313,7 +352,7 @@ class Scheduler {
     Kernel kernel = kernel_;
     while (iterations < kIterationsPerCore * target_.cores) {
       const For* inner = find_loop(kernel.body, var)->body.as<For>();
-      if (inner == nullptr || inner->var == vector_loop) break;
+      if (inner == nullptr || vector_loops.contains(inner->var)) break;
       const std::optional<int64_t> inner_extent = as_const_int(inner->extent);
       if (!inner_extent) break;
       const Fuse fuse{var, inner->var, var + "_" + inner->var};

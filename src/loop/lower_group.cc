@@ -43,6 +43,15 @@ bool lowers_to_gemm(const Value& value) {
   return node.op() == Op::matmul && (value.dtype() == DType::f32 || value.dtype() == DType::f64);
 }
 
+// scatter_add of these dtypes is stored in one pass, an accumulating store per update
+// (scatter_nest); bool, f16 and bf16 keep the gather-form definition (a bool sum is an
+// integer sum converted back; 16-bit floats would round after every partial sum).
+bool is_scatter(const Node& node) {
+  const DType dtype = node.output(0)->dtype();
+  return node.op() == Op::scatter_add && (dtype == DType::f32 || dtype == DType::f64 ||
+                                          dtype == DType::i32 || dtype == DType::i64);
+}
+
 // Elementwise and broadcast ops read an input whose shape equals their output's at the
 // output's own index: the ops an epilogue may chain on a gemm's block.
 bool reads_at_own_index(const Node& node) {
@@ -90,6 +99,7 @@ class GroupLowerer {
       auto plan = gemms_.find(value);
       Expected<Stmt> nest = plan != gemms_.end()                      ? gemm_nest(*value, plan->second)
                             : lowers_conv_to_gemm(*value->producer()) ? conv_nest(*value)
+                            : is_scatter(*value->producer())          ? scatter_nest(*value)
                                                                       : store_nest(*value);
       if (!nest) return nest.status();
       nests.push_back(std::move(nest).value());
@@ -319,6 +329,63 @@ class GroupLowerer {
       nest = for_loop(vars[axis], 0, value.shape().dim(d), nest);
     }
     return nest;
+  }
+
+  // scatter_add in one pass: the output starts as a copy of data, then each update is added
+  // where its index points, in the order of the indices (duplicates accumulate, so the loop
+  // over the indices is serial; the trailing dims, contiguous, can be vectorized):
+  //
+  //   for (i...) out[i...] = data[i...]
+  //   for (lead...) for (k...) let j = clamp(wrap(indices[k...])) in
+  //     for (trail...) out[lead, j, trail] = out[lead, j, trail] + updates[lead, k, trail]
+  //
+  // An index out of range (an error in the interpreter) is clamped, as gather's.
+  Expected<Stmt> scatter_nest(const Value& value) {
+    const Node& node = *value.producer();
+    const Shape& data = node.input(0)->shape();
+    const Shape& indices = node.input(1)->shape();
+    const int axis = lowering::axis_of(node.attrs().get_int("axis"), data.rank());
+    const InputAccessor input = accessor(node);
+    const auto fresh_index = [&](int64_t count, std::vector<std::string>& vars) {
+      std::vector<Expr> index;
+      for (int64_t d = 0; d < count; ++d) {
+        vars.push_back(names_.fresh("i"));
+        index.push_back(var(vars.back()));
+      }
+      return index;
+    };
+    const auto nest = [](const std::vector<std::string>& vars, const std::vector<int64_t>& extents,
+                         Stmt body) {
+      for (size_t d = vars.size(); d-- > 0;) body = for_loop(vars[d], 0, extents[d], body);
+      return body;
+    };
+    // The copy of data.
+    std::vector<std::string> copy_vars;
+    const std::vector<Expr> copy_index = fresh_index(data.rank(), copy_vars);
+    const Stmt copy = nest(copy_vars, data.dims(),
+                           store_element(value, copy_index, input(0, copy_index)));
+    // The updates.
+    const std::vector<int64_t> lead(data.dims().begin(), data.dims().begin() + axis);
+    const std::vector<int64_t> trail(data.dims().begin() + axis + 1, data.dims().end());
+    std::vector<std::string> lead_vars, k_vars, trail_vars;
+    const std::vector<Expr> a = fresh_index(static_cast<int64_t>(lead.size()), lead_vars);
+    const std::vector<Expr> k = fresh_index(indices.rank(), k_vars);
+    const std::vector<Expr> t = fresh_index(static_cast<int64_t>(trail.size()), trail_vars);
+    const std::string j = names_.fresh("j");
+    std::vector<Expr> target = a, source = a;
+    target.push_back(var(j));
+    source.insert(source.end(), k.begin(), k.end());
+    target.insert(target.end(), t.begin(), t.end());
+    source.insert(source.end(), t.begin(), t.end());
+    const Stmt add = store_element(value, target, load_from(&value, target) + input(2, source));
+    KILN_RETURN_IF_ERROR(error_);
+    const int64_t extent = data.dim(axis);
+    const Expr raw = cast(DType::i64, input(1, k));
+    const Expr wrapped = lowering::clamp_index(select(raw < 0, raw + extent, raw), extent);
+    const Stmt updates = nest(
+        lead_vars, lead,
+        nest(k_vars, indices.dims(), let_stmt(j, wrapped, nest(trail_vars, trail, add))));
+    return block({copy, updates});
   }
 
   // A convolution as im2col and gemm statements (loop/lower_conv.h).

@@ -29,7 +29,9 @@
 // a full buffer as before. A gemm reads its operands from memory, so an operand computed in
 // the group is stored in a local buffer even where it would otherwise be inlined.
 // Convolutions and their gradients of f32 and f64 are im2col and gemm statements per image
-// and group (loop/lower_conv.h). Other dtypes (f16, bf16, integers: no BLAS routine) and
+// and group (loop/lower_conv.h). scatter_add of f32, f64, i32 and i64 is a copy of the data
+// and then one accumulating store per update, in index order (linear in the updates, where
+// the gather-form definition is quadratic). Other dtypes (f16, bf16, integers: no BLAS routine) and
 // spmm (OpenBLAS has no sparse routine) keep their reduce definitions.
 //
 //   mean -> sub -> exp over x [R, N]:

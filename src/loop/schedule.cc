@@ -62,11 +62,12 @@ class LineParser {
 
   Expected<Directive> parse() {
     const std::string_view kind = tokens_[0].text;
-    static constexpr std::string_view kKinds[] = {"split",    "reorder", "fuse",  "vectorize",
-                                                  "parallel", "unroll",  "hoist", "cache"};
+    static constexpr std::string_view kKinds[] = {"split",  "reorder", "fuse",
+                                                  "vectorize", "parallel", "unroll",
+                                                  "hoist",  "cache",   "merge"};
     if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
       return error(0, fmt::format("unknown directive '{}' (expected split, reorder, fuse, "
-                                  "vectorize, parallel, unroll, hoist or cache)",
+                                  "vectorize, parallel, unroll, hoist, cache or merge)",
                                   kind));
     }
     KILN_RETURN_IF_ERROR(check_names());
@@ -89,6 +90,10 @@ class LineParser {
     if (kind == "cache") {
       KILN_RETURN_IF_ERROR(expect_count(3, "cache BUFFER VAR LOCAL"));
       return Directive(Cache{name(1), name(2), name(3)});
+    }
+    if (kind == "merge") {
+      KILN_RETURN_IF_ERROR(expect_count(2, "merge FIRST SECOND"));
+      return Directive(Merge{name(1), name(2)});
     }
     // The rest take one loop.
     KILN_RETURN_IF_ERROR(expect_count(1, fmt::format("{} VAR", kind)));
@@ -587,6 +592,112 @@ Expected<Stmt> cache_in_loop(const For& loop, const BoundsScope& scope, const Bu
                   allocate(local, block({copy, body})));
 }
 
+// --- Merge -----------------------------------------------------------------------------------
+
+// Buffers a statement reads and writes; nullopt when it holds a statement the analysis does
+// not know (a gemm), whose accesses are not listed.
+struct BufferUse {
+  NameSet reads, writes;
+};
+
+std::optional<BufferUse> buffer_use(const Stmt& stmt) {
+  if (!all_statements_known(stmt)) return std::nullopt;
+  BufferUse use;
+  for (const Access& access : collect_accesses(stmt, {}).list) {
+    (access.is_store ? use.writes : use.reads).insert(access.buffer.name());
+  }
+  return use;
+}
+
+bool commute(const Stmt& a, const Stmt& b) {
+  const std::optional<BufferUse> x = buffer_use(a), y = buffer_use(b);
+  if (!x || !y) return false;
+  const auto meets = [](const NameSet& p, const NameSet& q) {
+    return std::any_of(p.begin(), p.end(), [&](const std::string& n) { return q.count(n) != 0; });
+  };
+  return !meets(x->writes, y->reads) && !meets(x->writes, y->writes) && !meets(y->writes, x->reads);
+}
+
+// Finds the block that holds both loops of a merge as direct statements, outside every loop,
+// and merges them there.
+class LoopMerger : public IRMutator {
+ public:
+  explicit LoopMerger(const Merge& d) : d_(d) {}
+
+  Expected<Stmt> run(const Stmt& body) {
+    Stmt result = mutate(body);
+    if (!status_.is_ok()) return status_;
+    if (!merged_) {
+      return Status::errorf("no block outside every loop holds loops {} and {} side by side",
+                            d_.first, d_.second);
+    }
+    return result;
+  }
+
+ protected:
+  Stmt visit_for(const For&, const Stmt& self) override { return self; }  // outside loops only
+  Stmt visit_block(const Block& node, const Stmt& self) override {
+    const auto position = [&](const std::string& var) -> std::optional<size_t> {
+      for (size_t i = 0; i < node.stmts.size(); ++i) {
+        const For* loop = node.stmts[i].as<For>();
+        if (loop != nullptr && loop->var == var) return i;
+      }
+      return std::nullopt;
+    };
+    const std::optional<size_t> a = position(d_.first), b = position(d_.second);
+    if (!a || !b || !status_.is_ok()) return IRMutator::visit_block(node, self);
+    Expected<Stmt> merged = merge(node, *a, *b);
+    if (!merged) {
+      status_ = merged.status();
+      return self;
+    }
+    merged_ = true;
+    return std::move(merged).value();
+  }
+
+ private:
+  Expected<Stmt> merge(const Block& node, size_t a, size_t b) const {
+    if (b <= a) return Status::errorf("loop {} does not come after loop {}", d_.second, d_.first);
+    const For& first = *node.stmts[a].as<For>();
+    const For& second = *node.stmts[b].as<For>();
+    if (print(first.min) != print(second.min) || print(first.extent) != print(second.extent)) {
+      return Status::errorf("loops {} and {} have different bounds", d_.first, d_.second);
+    }
+    if (first.for_kind != ForKind::serial || second.for_kind != ForKind::serial) {
+      return Status::error("merge serial loops, before marking them");
+    }
+    const std::vector<Stmt> between(node.stmts.begin() + static_cast<std::ptrdiff_t>(a) + 1,
+                                    node.stmts.begin() + static_cast<std::ptrdiff_t>(b));
+    const auto commutes_with_between = [&](const Stmt& moving) {
+      return std::all_of(between.begin(), between.end(),
+                         [&](const Stmt& s) { return commute(moving, s); });
+    };
+    size_t at = 0;
+    if (commutes_with_between(node.stmts[b])) {
+      at = a;
+    } else if (commutes_with_between(node.stmts[a])) {
+      at = b;
+    } else {
+      return Status::errorf("neither loop {} nor loop {} can move past the statements between "
+                            "them",
+                            d_.first, d_.second);
+    }
+    const Stmt body = block({first.body, substitute(second.body, second.var, var(first.var))});
+    const Stmt merged = for_loop(first.var, first.min, first.extent, ForKind::serial, body);
+    KILN_RETURN_IF_ERROR(check_independent(*merged.as<For>(), {}));
+    std::vector<Stmt> stmts;
+    for (size_t i = 0; i < node.stmts.size(); ++i) {
+      if (i == at) stmts.push_back(merged);
+      if (i != a && i != b) stmts.push_back(node.stmts[i]);
+    }
+    return block(std::move(stmts));
+  }
+
+  const Merge& d_;
+  Status status_;
+  bool merged_ = false;
+};
+
 // --- Dispatch --------------------------------------------------------------------------------
 
 Status check_fresh(const NameSet& used, std::initializer_list<const std::string*> names) {
@@ -663,6 +774,7 @@ class Applier {
                            return hoist_in_loop(loop, self, names_.vars);
                          });
   }
+  Expected<Stmt> operator()(const Merge& d) { return LoopMerger(d).run(kernel_.body); }
   Expected<Stmt> operator()(const Cache& d) {
     const auto source = std::find_if(kernel_.params.begin(), kernel_.params.end(),
                                      [&](const Buffer& b) { return b.name() == d.buffer; });
@@ -702,6 +814,9 @@ std::string print(const Directive& directive) {
     std::string operator()(const Hoist& d) const { return "hoist " + d.var; }
     std::string operator()(const Cache& d) const {
       return fmt::format("cache {} {} {}", d.buffer, d.var, d.local);
+    }
+    std::string operator()(const Merge& d) const {
+      return fmt::format("merge {} {}", d.first, d.second);
     }
   };
   return std::visit(Printer{}, directive);

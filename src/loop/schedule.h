@@ -24,11 +24,19 @@
 //                          once per iteration of i0 instead of once per element.
 //   cache in0 i0 in0.c     stages the elements of parameter in0 that loop i0's body reads
 //                          into a local buffer in0.c, copied at the top of each iteration.
+//   merge i0 i6            two loops of one block, outside every loop, with the same bounds
+//                          become one: for (i0) { i0's body; i6's body with i6 = i0 }. It
+//                          stands where i0 was when i6 commutes with the statements between
+//                          them (neither writes what the other reads or writes), else where
+//                          i6 was when i0 does. A row reduction and the nests that read it
+//                          row by row become one pass over the rows, each row hot in cache.
 //
 // Legality. A directive never changes what the kernel computes; one that would, or whose
 // safety cannot be proven, is an error that names the directive and the reason. Reorder,
-// vectorize and parallel need iterations that touch disjoint elements of every buffer they
-// write (loop/schedule_analysis.h proves it from the indices); hoist needs the hoisted value
+// vectorize, parallel and merge need iterations that touch disjoint elements of every buffer
+// they write (loop/schedule_analysis.h proves it from the indices; for merge, of the merged
+// loop, so that running the two bodies iteration by iteration equals running one loop after
+// the other); hoist needs the hoisted value
 // to read no buffer the loop writes, and only lifts values out of loops of positive constant
 // extent (so it never evaluates what the original would not); cache needs the staged region
 // provably inside the buffer. Statement kinds the scheduler does not know are opaque: loops
@@ -93,7 +101,13 @@ struct Cache {
   bool operator==(const Cache&) const = default;
 };
 
-using Directive = std::variant<Split, Reorder, Fuse, Vectorize, Parallel, Unroll, Hoist, Cache>;
+struct Merge {
+  std::string first, second;  // second is merged into first; first's name stays
+  bool operator==(const Merge&) const = default;
+};
+
+using Directive =
+    std::variant<Split, Reorder, Fuse, Vectorize, Parallel, Unroll, Hoist, Cache, Merge>;
 
 struct Schedule {
   std::vector<Directive> directives;

@@ -165,7 +165,10 @@ TEST(DefaultSchedule, MatmulVectorizesColumnsAndParallelisesRows) {
   schedule_and_check(batched, kAvx2);
 }
 
-TEST(DefaultSchedule, SchedulesEveryNestOfAGroup) {
+TEST(DefaultSchedule, NestsOverTheSameRowsBecomeOnePass) {
+  // Softmax from primitives: the row max, the row sum and the output are three nests over
+  // the 40 rows; merged, each row is read three times while it is in cache, in one parallel
+  // loop whose element loop is vectorized.
   const Kernel chain = lower([](GraphBuilder& b) {
     Value* x = b.input("x", DType::f32, {40, 500});
     Value* e = b.exp(b.sub(x, b.reduce_max(x, {1}, /*keepdims=*/true)));
@@ -173,8 +176,22 @@ TEST(DefaultSchedule, SchedulesEveryNestOfAGroup) {
   });
   const Kernel scheduled = schedule_and_check(chain, kAvx2);
   const auto loops = loops_of(scheduled.body);
-  EXPECT_EQ(count_kind(loops, ForKind::parallel), 3) << print(scheduled);
+  EXPECT_EQ(count_kind(loops, ForKind::parallel), 1) << print(scheduled);
   EXPECT_EQ(count_kind(loops, ForKind::vectorized), 1) << print(scheduled);
+  const std::string text = print(default_schedule(chain, kAvx2));
+  EXPECT_NE(text.find("merge i0 i3"), std::string::npos) << text;
+}
+
+TEST(DefaultSchedule, NestsThatReadOtherRowsAreNotMerged) {
+  // e = exp(x) is a group output; e + e^T reads e at [j, i]: merged into e's row loop it
+  // would read rows not yet written, so the two nests stay apart.
+  const Kernel kernel = testing::lower_outputs([](GraphBuilder& b) {
+    Value* e = b.exp(b.input("x", DType::f32, {40, 40}));
+    return std::vector<Value*>{e, b.add(e, b.transpose(e, {1, 0}))};
+  });
+  const Schedule schedule = default_schedule(kernel, kAvx2);
+  EXPECT_EQ(print(schedule).find("merge"), std::string::npos) << print(schedule);
+  schedule_and_check(kernel, kAvx2);
 }
 
 TEST(DefaultSchedule, OddAndEmptyShapes) {

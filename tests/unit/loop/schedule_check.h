@@ -25,14 +25,18 @@
 
 namespace kiln::loop::testing {
 
-// The kernel lower_group makes for the graph `build` returns the output of.
-inline Kernel lower(const std::function<Value*(GraphBuilder&)>& build) {
+// The kernel lower_group makes for the graph `build` returns the outputs of.
+inline Kernel lower_outputs(const std::function<std::vector<Value*>(GraphBuilder&)>& build) {
   Graph graph;
   GraphBuilder b(graph);
-  graph.set_outputs({build(b)});
+  graph.set_outputs(build(b));
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   KILN_CHECK(lowered.has_value(), "lowering failed: {}", lowered.status().message());
   return lowered->kernel;
+}
+
+inline Kernel lower(const std::function<Value*(GraphBuilder&)>& build) {
+  return lower_outputs([&](GraphBuilder& b) { return std::vector<Value*>{build(b)}; });
 }
 
 // Every parameter filled with random values of its dtype (outputs too: a kernel that failed

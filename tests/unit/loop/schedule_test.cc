@@ -21,6 +21,7 @@ using ::kiln::testing::is_error_with;
 using testing::find;
 using testing::loops_of;
 using testing::lower;
+using testing::lower_outputs;
 using testing::same_results;
 
 Kernel softmax(int64_t rows, int64_t cols) {
@@ -80,7 +81,8 @@ Kernel scale_kernel(int64_t n) {
 TEST(ScheduleText, PrintsOneDirectivePerLineAndParsesBack) {
   const Schedule schedule{{Split{"i1", 8, "i1.o", "i1.i"}, Reorder{{"i1.o", "i0"}},
                            Fuse{"i0", "i1", "i0_i1"}, Vectorize{"i1.i"}, Parallel{"i0_i1"},
-                           Unroll{"k"}, Hoist{"i0"}, Cache{"in0", "i0", "in0.c"}}};
+                           Unroll{"k"}, Hoist{"i0"}, Cache{"in0", "i0", "in0.c"},
+                           Merge{"i0", "i3"}}};
   const std::string text = print(schedule);
   EXPECT_EQ(text,
             "split i1 8 i1.o i1.i\n"
@@ -90,7 +92,8 @@ TEST(ScheduleText, PrintsOneDirectivePerLineAndParsesBack) {
             "parallel i0_i1\n"
             "unroll k\n"
             "hoist i0\n"
-            "cache in0 i0 in0.c\n");
+            "cache in0 i0 in0.c\n"
+            "merge i0 i3\n");
   Expected<Schedule> parsed = parse_schedule(text);
   ASSERT_TRUE(parsed.has_value()) << parsed.status().message();
   EXPECT_EQ(*parsed, schedule);
@@ -465,6 +468,44 @@ TEST(Cache, RefusesWhatItCannotStage) {
   EXPECT_TRUE(is_error_with(apply_text(unread, "cache z i c").status(), {"does not read z"}));
 }
 
+TEST(Merge, RowStatisticsAndTheirReadersBecomeOneLoop) {
+  // x - mean(x) per row: the mean's nest (i0) and the output's nest (i1) over the same rows.
+  const Kernel kernel = lower([](GraphBuilder& b) {
+    Value* x = b.input("x", DType::f32, {4, 8});
+    return b.sub(x, b.mean(x, {1}, /*keepdims=*/true));
+  });
+  ASSERT_EQ(loops_of(kernel.body).size(), 3u) << print(kernel);
+  Expected<Kernel> merged = apply_text(kernel, "merge i0 i3");
+  ASSERT_TRUE(merged.has_value()) << merged.status().message() << "\n" << print(kernel);
+  EXPECT_EQ(loops_of(merged->body).size(), 2u) << print(*merged);
+  EXPECT_TRUE(same_results(kernel, *merged));
+  EXPECT_TRUE(schedules_equivalently(kernel, "merge i0 i3\nparallel i0\nvectorize i4"));
+}
+
+TEST(Merge, RefusesWhatWouldChangeResults) {
+  // out0 = exp(x) [4, 8]; out1 = out0^T [8, 4]; out2 = exp(out1^T) [4, 8]: nests i0, i2, i4.
+  const Kernel kernel = lower_outputs([](GraphBuilder& b) {
+    Value* e = b.exp(b.input("x", DType::f32, {4, 8}));
+    Value* t = b.transpose(e, {1, 0});
+    return std::vector<Value*>{e, t, b.exp(b.transpose(t, {1, 0}))};
+  });
+  const std::string text = print(kernel);
+  EXPECT_TRUE(is_error_with(apply_text(kernel, "merge i0 i2").status(), {"different bounds"}))
+      << text;
+  EXPECT_TRUE(is_error_with(apply_text(kernel, "merge i4 i0").status(), {"does not come after"}));
+  // i4 reads out1, which i2 writes from out0, which i0 writes: neither can pass i2.
+  EXPECT_TRUE(is_error_with(apply_text(kernel, "merge i0 i4").status(), {"neither loop"})) << text;
+  EXPECT_TRUE(is_error_with(apply_text(kernel, "merge i0 i1").status(), {"side by side"}));
+  // e + e^T reads rows of e that the merged loop would not have written yet.
+  const Kernel cross = lower_outputs([](GraphBuilder& b) {
+    Value* e = b.exp(b.input("x", DType::f32, {6, 6}));
+    return std::vector<Value*>{e, b.add(e, b.transpose(e, {1, 0}))};
+  });
+  EXPECT_FALSE(apply_text(cross, "merge i0 i2").has_value()) << print(cross);
+  EXPECT_TRUE(is_error_with(apply_text(kernel, "parallel i0\nmerge i0 i4").status(),
+                            {"serial loops"}));
+}
+
 // --- Statements the scheduler does not know ----------------------------------------------
 
 TEST(OpaqueStatements, AreCarriedButNeverAnalysed) {
@@ -536,7 +577,23 @@ Directive random_directive(const Kernel& kernel, std::mt19937_64& rng, int& fres
   vars.push_back("nowhere");
   auto pick = [&] { return vars[rng() % vars.size()]; };
   auto name = [&] { return "n" + std::to_string(fresh++); };
-  switch (rng() % 8) {
+  switch (rng() % 9) {
+    case 7: {  // usually two top-level nests, in order
+      std::vector<std::string> outer;
+      const std::function<void(const Stmt&)> collect = [&](const Stmt& s) {
+        if (const For* loop = s.as<For>()) {
+          outer.push_back(loop->var);
+        } else if (const Block* seq = s.as<Block>()) {
+          for (const Stmt& child : seq->stmts) collect(child);
+        } else if (const Allocate* alloc = s.as<Allocate>()) {
+          collect(alloc->body);
+        }
+      };
+      collect(kernel.body);
+      if (outer.size() < 2 || rng() % 4 == 0) return Merge{pick(), pick()};
+      const size_t a = rng() % (outer.size() - 1);
+      return Merge{outer[a], outer[a + 1 + rng() % (outer.size() - a - 1)]};
+    }
     case 0: {
       const std::string v = pick();
       return Split{v, static_cast<int64_t>(rng() % 5 + 1), name(), name()};
