@@ -69,6 +69,12 @@ std::optional<std::vector<int>> find_group_cycle(const PartitionContext& context
 // Groups joined by the greedy rule (partition.h), every computed node in exactly one.
 std::vector<NodeSet> greedy_partition(PartitionContext& context);
 
+// `groups` with independent groups of elementwise and broadcast nodes over the same elements
+// merged where the cost model gains (one kernel call instead of several, and nests of the
+// same bounds merge at the loop level). Appends one `horizontal` decision per shape fused.
+std::vector<NodeSet> horizontal_fusion(PartitionContext& context, const std::vector<NodeSet>& groups,
+                                       std::vector<Decision>& decisions);
+
 // The partition of least estimated time over candidate groups (fusion/ilp.cc), starting from
 // `start` (a valid partition). Appends loop-level rejections to `decisions`.
 Expected<std::vector<NodeSet>> ilp_partition(PartitionContext& context,

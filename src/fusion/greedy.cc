@@ -1,60 +1,68 @@
-// The greedy partitioner (partition.h): edges in graph order of their consumers; two groups
-// merge across a fusible edge when the union is convex, keeps the groups' quotient graph
-// acyclic, stays within the size limit, and is estimated faster than the two kernels apart.
+// Merging groups when the cost model gains (partition.h): the greedy partitioner (producer
+// and consumer across fusible edges, in graph order of the consumers) and horizontal fusion
+// (independent groups over the same elements). A merge needs a convex union that keeps the
+// groups' quotient graph acyclic, within the size limit, estimated faster than the two
+// kernels apart.
 #include <algorithm>
 #include <map>
 #include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fusion/context.h"
 
 namespace kiln::fusion {
 namespace {
 
-class GreedyPartitioner {
+class GroupMerger {
  public:
-  explicit GreedyPartitioner(PartitionContext& context) : context_(context) {
+  GroupMerger(PartitionContext& context, const std::vector<NodeSet>& groups)
+      : context_(context) {
     const size_t size = static_cast<size_t>(context.reach().size());
     group_of_.assign(size, -1);
     successors_.resize(size);
-    for (int node : context.computed()) {
-      group_of_[static_cast<size_t>(node)] = node;
-      members_[node] = {node};
+    for (const NodeSet& nodes : groups) {
+      for (int node : nodes) group_of_[static_cast<size_t>(node)] = nodes.front();
+      members_[nodes.front()] = nodes;
     }
     for (const FusibleEdge& edge : context.edges()) {
       successors_[static_cast<size_t>(edge.producer)].push_back(edge.consumer);
     }
   }
 
-  std::vector<NodeSet> run() {
-    for (const FusibleEdge& edge : context_.edges()) {
-      if (edge.verdict.fusible) try_merge(group(edge.producer), group(edge.consumer));
-    }
-    std::vector<NodeSet> groups;
-    for (auto& [id, nodes] : members_) groups.push_back(std::move(nodes));
-    return groups;
+  int group(int node) const { return group_of_[static_cast<size_t>(node)]; }
+  const NodeSet& members(int group) const { return members_.at(group); }
+
+  std::vector<NodeSet> groups() const {
+    std::vector<NodeSet> result;
+    for (const auto& [id, nodes] : members_) result.push_back(nodes);
+    return result;
   }
 
- private:
-  int group(int node) const { return group_of_[static_cast<size_t>(node)]; }
-
-  void try_merge(int a, int b) {
-    if (a == b) return;
+  // Merges group b into group a when that is legal and estimated faster.
+  bool try_merge(int a, int b) {
+    if (a == b) return false;
     const NodeSet& left = members_.at(a);
     const NodeSet& right = members_.at(b);
-    if (static_cast<int>(left.size() + right.size()) > context_.options().max_group_nodes) return;
+    if (static_cast<int>(left.size() + right.size()) > context_.options().max_group_nodes) {
+      return false;
+    }
     NodeSet merged;
     std::merge(left.begin(), left.end(), right.begin(), right.end(), std::back_inserter(merged));
     if (!context_.is_convex(merged) || reaches_through_others(a, b) ||
         reaches_through_others(b, a)) {
-      return;
+      return false;
     }
     const double apart = context_.estimate(left).seconds + context_.estimate(right).seconds;
-    if (context_.estimate(merged).seconds >= apart) return;
+    if (context_.estimate(merged).seconds >= apart) return false;
     for (int node : right) group_of_[static_cast<size_t>(node)] = a;
     members_.erase(b);
     members_[a] = std::move(merged);
+    return true;
   }
 
+ private:
   // Whether a path of groups leads from group `from` to group `to` through a third group
   // (merging the two would then close a cycle). Only groups with a node before `to`'s last
   // node can be on such a path.
@@ -86,15 +94,81 @@ class GreedyPartitioner {
   }
 
   PartitionContext& context_;
-  std::vector<int> group_of_;                   // node -> group id (its first node)
+  std::vector<int> group_of_;                   // node -> group id (a node of the group)
   std::map<int, NodeSet> members_;              // group id -> nodes
   std::vector<std::vector<int>> successors_;    // node -> computed consumers
 };
 
+// The elements a group of elementwise and broadcast nodes iterates over: the shape of its
+// last node's output; empty for groups of other kinds, which are not fused horizontally.
+std::vector<int64_t> elementwise_space(const PartitionContext& context, const NodeSet& group) {
+  for (int node : group) {
+    const FusionKind kind = context.reach().node(node)->def().fusion_kind;
+    if (kind != FusionKind::elementwise && kind != FusionKind::broadcast) return {};
+  }
+  const Value& last = *context.reach().node(group.back())->output(0);
+  if (last.shape().num_elements() <= 1) return {};
+  return last.shape().dims();
+}
+
+// Whether a node of one group reaches a node of the other, either way.
+bool connected(const PartitionContext& context, const NodeSet& a, const NodeSet& b) {
+  for (int x : a) {
+    for (int y : b) {
+      if (context.reach().reaches(x, y) || context.reach().reaches(y, x)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<NodeSet> greedy_partition(PartitionContext& context) {
-  return GreedyPartitioner(context).run();
+  std::vector<NodeSet> singletons;
+  for (int node : context.computed()) singletons.push_back({node});
+  GroupMerger merger(context, singletons);
+  for (const FusibleEdge& edge : context.edges()) {
+    if (edge.verdict.fusible) merger.try_merge(merger.group(edge.producer), merger.group(edge.consumer));
+  }
+  return merger.groups();
+}
+
+std::vector<NodeSet> horizontal_fusion(PartitionContext& context, const std::vector<NodeSet>& groups,
+                                       std::vector<Decision>& decisions) {
+  GroupMerger merger(context, groups);
+  std::map<std::vector<int64_t>, std::vector<int>> by_space;  // space -> group ids, in order
+  for (const NodeSet& group : groups) {
+    std::vector<int64_t> space = elementwise_space(context, group);
+    if (!space.empty()) by_space[std::move(space)].push_back(group.front());
+  }
+  for (const auto& [space, ids] : by_space) {
+    int current = -1;
+    for (int id : ids) {
+      if (current >= 0 && !connected(context, merger.members(current), merger.members(id)) &&
+          merger.try_merge(current, id)) {
+        continue;
+      }
+      current = id;
+    }
+  }
+  std::vector<NodeSet> result = merger.groups();
+  std::map<std::vector<int64_t>, int> before, after;
+  for (const NodeSet& group : groups) {
+    if (auto space = elementwise_space(context, group); !space.empty()) ++before[space];
+  }
+  for (const NodeSet& group : result) {
+    if (auto space = elementwise_space(context, group); !space.empty()) ++after[space];
+  }
+  for (const auto& [space, count] : before) {
+    if (after[space] < count) {
+      decisions.push_back({Decision::Kind::horizontal, nullptr, nullptr, "horizontal",
+                           fmt::format("{} independent elementwise groups over [{}] run in {} "
+                                       "kernel{}",
+                                       count, fmt::join(space, ", "), after[space],
+                                       after[space] == 1 ? "" : "s")});
+    }
+  }
+  return result;
 }
 
 }  // namespace kiln::fusion

@@ -214,6 +214,9 @@ Expected<Partition> partition_graph(const Graph& graph, const FusionOptions& opt
       break;
     }
   }
+  if (resolved.mode != FusionMode::off) {
+    groups = split_rejected(context, horizontal_fusion(context, groups, feedback), feedback);
+  }
   groups = dependency_order(context, std::move(groups));
   partition.decisions = edge_decisions(context, groups, options.mode);
   partition.decisions.insert(partition.decisions.end(), feedback.begin(), feedback.end());
@@ -314,10 +317,12 @@ std::string explain_partition(const Graph& graph, const Partition& partition) {
     text += fmt::format("  {} -> {}: {}\n", node_label(*decision.producer),
                         node_label(*decision.consumer), decision.reason);
   }
-  std::string feedback;
+  std::string horizontal, feedback;
   for (const Decision& decision : partition.decisions) {
+    if (decision.kind == Decision::Kind::horizontal) horizontal += fmt::format("  {}\n", decision.reason);
     if (decision.kind == Decision::Kind::rejected) feedback += fmt::format("  {}\n", decision.reason);
   }
+  if (!horizontal.empty()) text += "\nhorizontal fusion:\n" + horizontal;
   if (!feedback.empty()) text += "\nloop-level feedback:\n" + feedback;
   return text;
 }

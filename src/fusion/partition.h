@@ -5,8 +5,10 @@
 // (fusion/rules.h) whenever the merged group is convex and the cost model
 // (cost/estimate.h) says one kernel is faster than two: TorchInductor's and XLA's producer-
 // consumer fusion, priced. `ilp` chooses the partition of least estimated time exactly, over
-// candidate groups, by integer linear programming (fusion/ilp.h): it starts from the greedy
-// partition and is never worse than it in estimated time.
+// candidate groups, by integer linear programming (fusion/ilp.cc): it starts from the greedy
+// partition and is never worse than it in estimated time. Both then fuse horizontally:
+// independent groups of elementwise nodes over the same elements (the optimizer's updates of
+// parameters of one shape) merge while the cost model gains, one kernel call for several.
 //
 // Every computed node is in exactly one group; constants are in none (their values are
 // kernel inputs). Groups are convex and listed in an order that respects their dependencies,
@@ -18,7 +20,7 @@
 // `decisions` explain the result: for every edge between two computed nodes whether it is
 // inside a group (and by which rule) or cut (and why: no rule allows it, a rule is disabled,
 // fusing would make a group non-convex, the cost model prefers two kernels, or the loop level
-// rejected the group).
+// rejected the group), and the horizontal merges.
 #pragma once
 
 #include <cstdint>
@@ -56,9 +58,9 @@ struct FusionOptions {
 };
 
 struct Decision {
-  enum class Kind { fused, cut, rejected };
+  enum class Kind { fused, cut, rejected, horizontal };
   Kind kind = Kind::cut;
-  const Node* producer = nullptr;  // the edge (fused or cut); for `rejected`, null
+  const Node* producer = nullptr;  // the edge (fused or cut); null for the other kinds
   const Node* consumer = nullptr;
   std::string rule;                // the rule that fused the edge
   std::string reason;

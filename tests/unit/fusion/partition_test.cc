@@ -103,6 +103,32 @@ TEST(Partition, LayerNormBackwardIsOneKernel) {
   EXPECT_EQ(result.groups.size(), 1u) << explain_partition(graph, result);
 }
 
+TEST(Partition, OptimizerUpdatesOfOneShapeAreFusedHorizontally) {
+  // Momentum SGD on three parameters of 256 elements: m' = 0.9 m + g, w' = w - lr m'. The
+  // three updates are independent; they run in one kernel.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* lr = b.input("lr", DType::f32, {});
+  std::vector<Value*> outputs;
+  for (int p = 0; p < 3; ++p) {
+    Value* w = b.input(fmt::format("w{}", p), DType::f32, {256});
+    Value* g = b.input(fmt::format("g{}", p), DType::f32, {256});
+    Value* m = b.input(fmt::format("m{}", p), DType::f32, {256});
+    Value* next_m = b.add(b.mul(m, b.scalar(0.9, DType::f32)), g);
+    outputs.push_back(b.sub(w, b.mul(lr, next_m)));
+    outputs.push_back(next_m);
+  }
+  graph.set_outputs(outputs);
+  for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) {
+    const Partition result = partition(graph, mode);
+    EXPECT_EQ(result.groups.size(), 1u) << explain_partition(graph, result);
+    const std::string text = explain_partition(graph, result);
+    EXPECT_NE(text.find("3 independent elementwise groups over [256] run in 1 kernel"),
+              std::string::npos)
+        << text;
+  }
+}
+
 TEST(Partition, IlpIsNeverWorseThanGreedyOnTheZoo) {
   for (const char* name : {"mlp-tiny", "bert-tiny", "resnet-tiny", "gcn-tiny"}) {
     SCOPED_TRACE(name);
