@@ -1,10 +1,12 @@
 # Kiln's two everyday commands, and the builds behind them.
 #
-#   make demo        install dependencies, build, compile the built-in example model, check
-#                    every kernel against the reference interpreter and time it
+#   make demo        install dependencies, build, compile the zoo's bert-tiny training step
+#                    unfused, fused greedily and fused by the ILP, check every kernel of each
+#                    against the reference, and time each
 #   make test        install dependencies, build, run the test suite (minutes)
 #   make test-asan   the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer build
 #   make bench       build and run the benchmarks in bench/ (elementwise bandwidth, matmul)
+#                    and the fusion table over five zoo models (bench/zoo_fusion.sh, long)
 #   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
 #                    compared with PyTorch's own outputs (label `models`, about 10 minutes)
 #
@@ -15,7 +17,7 @@ BUILD_DIR ?= build
 ASAN_BUILD_DIR ?= build-asan
 WERROR ?= OFF
 JOBS ?= $(shell nproc)
-DEMO_MODEL ?= examples/encoder_layer.kiln
+DEMO_MODEL ?= bert-tiny
 
 KILN := $(BUILD_DIR)/tools/kiln/kiln
 
@@ -39,7 +41,7 @@ build-asan: deps
 	@cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 
 demo: build
-	$(KILN) run $(DEMO_MODEL) --check --repeat 20
+	$(KILN) zoo compare $(DEMO_MODEL) --train --check --repeat 10
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE models
@@ -57,6 +59,7 @@ bench: build
 	$(BUILD_DIR)/bench/kiln_elementwise_bench
 	$(BUILD_DIR)/bench/kiln_matmul_bench --benchmark_repetitions=5 \
 	  --benchmark_report_aggregates_only=true
+	bench/zoo_fusion.sh $(KILN)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(BUILD_DIR).configure.log $(ASAN_BUILD_DIR).configure.log

@@ -175,6 +175,7 @@ expect zoo-run-profile 0 'share +kernel' -- "$kiln" zoo run mlp-tiny --profile
 expect zoo-compile 0 'mlp-tiny loss graph: 9 nodes' -- "$kiln" zoo compile mlp-tiny -o "$work/zoo-compiled"
 expect zoo-compile-writes 0 'kernel 0: matmul' -- cat "$work/zoo-compiled/plan.txt"
 expect zoo-run-unknown 1 "unknown model 'nope'" -- "$kiln" zoo run nope
+expect zoo-compare 0 'ilp +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 2
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy
 
@@ -190,7 +191,7 @@ for subcommand in check print opt ops run compile explain export conformance zoo
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 
-for subcommand in show run compile explain export dump; do
+for subcommand in show run compile compare explain export dump; do
   expect "help-zoo-$subcommand" 0 "Usage: .*zoo $subcommand" -- "$kiln" zoo "$subcommand" --help
 done
 

@@ -263,6 +263,48 @@ void print_profile(const runtime::Program& program, const runtime::Profile& prof
   }
 }
 
+// Checks every kernel of `model` against the reference; the largest absolute error, or the
+// error naming the first kernel that disagrees.
+Expected<double> check_kernels(CompiledModel& model, const std::vector<Array>& inputs) {
+  KILN_ASSIGN_OR_RETURN(CheckReport report, model.check(inputs));
+  if (!report.ok()) {
+    const KernelCheck& bad = report.kernels.back();
+    return Status::errorf("check: step {} ({}) disagrees with the reference: {}", bad.step,
+                          bad.label, bad.mismatch);
+  }
+  double worst = 0;
+  for (const KernelCheck& kernel : report.kernels) worst = std::max(worst, kernel.max_abs_error);
+  return worst;
+}
+
+// Times `repeat` runs of the program alone, sorted. The caller has run it once (the warm-up:
+// page faults, first touch of the arena, OpenMP threads). The timed runs take their inputs
+// already encoded and write to fixed buffers: converting Arrays (for a zoo model, every
+// weight) can take as long as the run.
+Expected<std::vector<double>> time_runs(CompiledModel& model, const std::vector<Array>& inputs,
+                                        int repeat, runtime::Profile* profile) {
+  std::vector<std::vector<std::byte>> input_bytes, output_bytes;
+  std::vector<const void*> input_pointers;
+  std::vector<void*> output_pointers;
+  for (const Array& input : inputs) {
+    input_bytes.push_back(encode_array(input));
+    input_pointers.push_back(input_bytes.back().data());
+  }
+  for (const Value* output : model.graph().outputs()) {
+    output_bytes.emplace_back(static_cast<size_t>(output->shape().num_elements() *
+                                                  dtype_size_bytes(output->dtype())));
+    output_pointers.push_back(output_bytes.back().data());
+  }
+  std::vector<double> times;
+  for (int r = 0; r < repeat; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    KILN_RETURN_IF_ERROR(model.run_raw(input_pointers, output_pointers, profile));
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times;
+}
+
 // Compiles `graph`, optionally checks it kernel by kernel, and runs it (timed when asked).
 Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<Array>& inputs,
                                                 const RunOptions& options) {
@@ -271,45 +313,16 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
                         Compiler(std::move(compile_options)).compile(std::move(graph)));
   print_compile_summary(model);
   if (options.check) {
-    KILN_ASSIGN_OR_RETURN(CheckReport report, model.check(inputs));
-    if (!report.ok()) {
-      const KernelCheck& bad = report.kernels.back();
-      return Status::errorf("check: step {} ({}) disagrees with the reference: {}", bad.step,
-                            bad.label, bad.mismatch);
-    }
-    double worst = 0;
-    for (const KernelCheck& kernel : report.kernels) worst = std::max(worst, kernel.max_abs_error);
+    KILN_ASSIGN_OR_RETURN(const double worst, check_kernels(model, inputs));
     fmt::print("check: all {} agree with the reference (largest abs error {:.3g})\n",
-               count_noun(report.kernels.size(), "kernel"), worst);
+               count_noun(model.compiled().records.size(), "kernel"), worst);
   }
   runtime::Profile profile;
   runtime::Profile* profiling = options.profile ? &profile : nullptr;
   KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, model.run(inputs, profiling));
   if (options.repeat > 0) {
-    // The first run above was the warm-up (page faults, first-touch of the arena, OpenMP
-    // threads); time the next `repeat`. The timed runs take their inputs already encoded and
-    // write to fixed buffers, so the times are the program's alone: converting Arrays (for
-    // a zoo model, every weight) can take as long as the run.
-    std::vector<std::vector<std::byte>> input_bytes, output_bytes;
-    std::vector<const void*> input_pointers;
-    std::vector<void*> output_pointers;
-    for (const Array& input : inputs) {
-      input_bytes.push_back(encode_array(input));
-      input_pointers.push_back(input_bytes.back().data());
-    }
-    for (const Value* output : model.graph().outputs()) {
-      output_bytes.emplace_back(static_cast<size_t>(output->shape().num_elements() *
-                                                    dtype_size_bytes(output->dtype())));
-      output_pointers.push_back(output_bytes.back().data());
-    }
-    std::vector<double> times;
-    for (int r = 0; r < options.repeat; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      KILN_RETURN_IF_ERROR(model.run_raw(input_pointers, output_pointers, profiling));
-      times.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    std::sort(times.begin(), times.end());
+    KILN_ASSIGN_OR_RETURN(const std::vector<double> times,
+                          time_runs(model, inputs, options.repeat, profiling));
     fmt::print("time per run ({} runs after a warm-up): median {}, min {}, max {}\n",
                options.repeat, format_seconds(times[times.size() / 2]), format_seconds(times.front()),
                format_seconds(times.back()));
@@ -590,6 +603,7 @@ struct ZooOptions {
   bool inference = false;
   std::string output_file;
   RunOptions run;  // for `zoo run`: --check, --profile, --repeat
+  int compare_repeat = 5;  // for `zoo compare`
 };
 
 // The training step: forward, backward and the optimizer's update in one graph.
@@ -691,6 +705,58 @@ int run_zoo_explain(const ZooOptions& options) {
   fmt::print("{} {}: {}\n", model->preset, zoo_graph_kind(options),
              count_noun(static_cast<size_t>(graph->num_nodes()), "node"));
   return explain_graph(*graph, options.run.fusion);
+}
+
+// Compiles a preset's graph unfused, fused greedily and fused by the ILP, checks each against
+// the reference when asked, times each, and prints one row per mode: kernels, the cost
+// model's estimate of time and bytes moved, the arena's peak, compile time, the median
+// measured time and the speedup over unfused.
+int run_zoo_compare(const ZooOptions& options) {
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  Expected<Graph> graph = zoo_graph(options, *model);
+  if (!graph) return report(graph.status());
+  Expected<std::vector<Array>> inputs = zoo_inputs(options, *model, *graph);
+  if (!inputs) return report(inputs.status());
+  const int repeat = options.compare_repeat;
+  fmt::print("{} {}: {}; median of {} after a warm-up\n", model->preset, zoo_graph_kind(options),
+             count_noun(static_cast<size_t>(graph->num_nodes()), "node"),
+             count_noun(static_cast<size_t>(repeat), "run"));
+  fmt::print("{:<7} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>7}{}\n", "fusion", "kernels",
+             "est. time", "est. bytes", "arena peak", "compile", "median", "speedup",
+             options.run.check ? "  check (largest abs error)" : "");
+  double unfused_median = 0;
+  for (fusion::FusionMode mode :
+       {fusion::FusionMode::off, fusion::FusionMode::greedy, fusion::FusionMode::ilp}) {
+    CompileOptions compile_options;
+    compile_options.fusion.mode = mode;
+    const auto start = std::chrono::steady_clock::now();
+    Expected<CompiledModel> compiled = Compiler(compile_options).compile(graph->clone());
+    if (!compiled) return report(compiled.status());
+    const double compile_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string check;
+    if (options.run.check) {
+      Expected<double> worst = check_kernels(*compiled, *inputs);
+      if (!worst) return report(worst.status());
+      check = fmt::format("  ok ({:.3g})", *worst);
+    }
+    if (Expected<std::vector<Array>> warm = compiled->run(*inputs); !warm) {
+      return report(warm.status());
+    }
+    Expected<std::vector<double>> times = time_runs(*compiled, *inputs, repeat, nullptr);
+    if (!times) return report(times.status());
+    const double median = (*times)[times->size() / 2];
+    if (mode == fusion::FusionMode::off) unfused_median = median;
+    const fusion::Partition& partition = compiled->compiled().partition;
+    fmt::print("{:<7} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>6.2f}x{}\n",
+               fusion::fusion_mode_name(mode), partition.groups.size(),
+               format_seconds(partition.estimated_seconds()),
+               format_bytes(partition.estimated_bytes()),
+               format_bytes(compiled->program().arena_bytes), format_seconds(compile_seconds),
+               format_seconds(median), unfused_median / median, check);
+  }
+  return 0;
 }
 
 // Compiles a preset (loss graph, inference graph or training step) and runs it on the preset's
@@ -944,6 +1010,24 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
   zoo_compile_cmd->add_option("--output,-o", zoo.output_file, "Directory to write");
   add_fusion_options(zoo_compile_cmd, zoo.run.fusion);
+  CLI::App* zoo_compare_cmd = zoo_cmd->add_subcommand(
+      "compare", "Compile a preset's graph (loss graph, inference graph or training step) "
+                 "unfused, fused greedily and fused by the ILP; check each against the "
+                 "reference with --check; time each; print kernels, estimated time and bytes, "
+                 "arena peak, compile time, median time and speedup over unfused.");
+  add_model_options(zoo_compare_cmd, zoo);
+  zoo_compare_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
+  zoo_compare_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
+      ->excludes("--inference");
+  zoo_compare_cmd
+      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  zoo_compare_cmd->add_flag("--check", zoo.run.check,
+                            "Compare every kernel of every mode with the reference evaluation");
+  zoo_compare_cmd->add_option("--repeat", zoo.compare_repeat, "Timed runs per mode, after a warm-up")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   CLI::App* zoo_explain_cmd = zoo_cmd->add_subcommand(
       "explain", "Partition a preset's graph (loss graph, inference graph or training step) into "
                  "fused kernels and explain it, as `kiln explain` does.");
@@ -986,6 +1070,7 @@ int run(int argc, char** argv) {
   if (zoo_run_cmd->parsed()) return run_zoo_run(zoo);
   if (zoo_compile_cmd->parsed()) return run_zoo_compile(zoo);
   if (zoo_explain_cmd->parsed()) return run_zoo_explain(zoo);
+  if (zoo_compare_cmd->parsed()) return run_zoo_compare(zoo);
   if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
   if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {

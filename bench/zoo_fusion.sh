@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The fusion table: five zoo models (bert-base, vit-base, resnet-50, xml-cnn, gcn), inference
+# graph and Adam training step, each compiled unfused, fused greedily and fused by the ILP
+# (`kiln zoo compare`): kernels, estimated time and bytes, arena peak, compile time, median
+# measured time and speedup over unfused. Ends with the geometric mean of the training-step
+# speedups. Long: tens of minutes on a 2-core machine.
+#
+# Usage: bench/zoo_fusion.sh KILN_BINARY [REPEAT]
+set -euo pipefail
+
+kiln=$1
+repeat=${2:-3}
+models=(bert-base vit-base resnet-50 xml-cnn gcn)
+
+speedups=()
+for model in "${models[@]}"; do
+  for graph in --inference --train; do
+    output=$("$kiln" zoo compare "$model" "$graph" --repeat "$repeat")
+    echo "$output"
+    echo
+    if [[ $graph == --train ]]; then
+      speedups+=("$(awk '$1 == "ilp" { sub(/x$/, "", $NF); print $NF }' <<<"$output")")
+    fi
+  done
+done
+
+python3 - "${speedups[@]}" <<'PY'
+import math, sys
+values = [float(v) for v in sys.argv[1:]]
+print(f"training steps, ILP over unfused: geometric mean {math.exp(sum(map(math.log, values)) / len(values)):.2f}x"
+      f" ({', '.join(f'{v:.2f}x' for v in values)})")
+PY
