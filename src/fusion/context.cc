@@ -1,6 +1,7 @@
 #include "fusion/context.h"
 
 #include <algorithm>
+#include <queue>
 #include <set>
 
 #include <fmt/format.h>
@@ -121,6 +122,40 @@ std::optional<std::vector<int>> find_group_cycle(const PartitionContext& context
     if (colour[g] == Colour::white && visit(visit, static_cast<int>(g))) return cycle;
   }
   return std::nullopt;
+}
+
+std::vector<NodeSet> dependency_order(const PartitionContext& context,
+                                      std::vector<NodeSet> groups) {
+  std::vector<int> group_of(static_cast<size_t>(context.reach().size()), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int node : groups[g]) group_of[static_cast<size_t>(node)] = static_cast<int>(g);
+  }
+  std::vector<std::set<int>> successors(groups.size());
+  std::vector<int> waiting(groups.size(), 0);
+  for (const FusibleEdge& edge : context.edges()) {
+    const int from = group_of[static_cast<size_t>(edge.producer)];
+    const int to = group_of[static_cast<size_t>(edge.consumer)];
+    if (from != to && successors[static_cast<size_t>(from)].insert(to).second) {
+      ++waiting[static_cast<size_t>(to)];
+    }
+  }
+  using Ready = std::pair<int, int>;  // (first node, group)
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (waiting[g] == 0) ready.emplace(groups[g].front(), static_cast<int>(g));
+  }
+  std::vector<NodeSet> ordered;
+  while (!ready.empty()) {
+    const int g = ready.top().second;
+    ready.pop();
+    ordered.push_back(groups[static_cast<size_t>(g)]);
+    for (int next : successors[static_cast<size_t>(g)]) {
+      if (--waiting[static_cast<size_t>(next)] == 0) {
+        ready.emplace(groups[static_cast<size_t>(next)].front(), next);
+      }
+    }
+  }
+  return ordered;
 }
 
 }  // namespace kiln::fusion

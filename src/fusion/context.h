@@ -66,6 +66,18 @@ class PartitionContext {
 std::optional<std::vector<int>> find_group_cycle(const PartitionContext& context,
                                                  const std::vector<NodeSet>& groups);
 
+// Groups in dependency order: Kahn's algorithm over the quotient graph, taking the ready group
+// with the earliest node first so that the order follows the graph's. Shorter than `groups`
+// only when the quotient has a cycle.
+std::vector<NodeSet> dependency_order(const PartitionContext& context, std::vector<NodeSet> groups);
+
+// `groups` in dependency order, with groups split where needed so that the arena's peak (the
+// bytes of values live between kernels, at the worst point of the order) is at most the
+// unfused program's: a group that would hold a large value alive long after the unfused
+// program frees it gives up the nodes that read it. Appends a `rejected` decision per split.
+std::vector<NodeSet> bound_memory(PartitionContext& context, std::vector<NodeSet> groups,
+                                  std::vector<Decision>& decisions);
+
 // Groups joined by the greedy rule (partition.h), every computed node in exactly one.
 std::vector<NodeSet> greedy_partition(PartitionContext& context);
 

@@ -40,42 +40,6 @@ std::vector<NodeSet> split_rejected(PartitionContext& context, std::vector<NodeS
   return result;
 }
 
-// Groups in dependency order: Kahn's algorithm over the quotient graph, taking the ready
-// group with the earliest node first so the order follows the graph's.
-std::vector<NodeSet> dependency_order(const PartitionContext& context,
-                                      std::vector<NodeSet> groups) {
-  std::vector<int> group_of(static_cast<size_t>(context.reach().size()), -1);
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (int node : groups[g]) group_of[static_cast<size_t>(node)] = static_cast<int>(g);
-  }
-  std::vector<std::set<int>> successors(groups.size());
-  std::vector<int> waiting(groups.size(), 0);
-  for (const FusibleEdge& edge : context.edges()) {
-    const int from = group_of[static_cast<size_t>(edge.producer)];
-    const int to = group_of[static_cast<size_t>(edge.consumer)];
-    if (from != to && successors[static_cast<size_t>(from)].insert(to).second) {
-      ++waiting[static_cast<size_t>(to)];
-    }
-  }
-  using Ready = std::pair<int, int>;  // (first node, group)
-  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    if (waiting[g] == 0) ready.emplace(groups[g].front(), static_cast<int>(g));
-  }
-  std::vector<NodeSet> ordered;
-  while (!ready.empty()) {
-    const int g = ready.top().second;
-    ready.pop();
-    ordered.push_back(groups[static_cast<size_t>(g)]);
-    for (int next : successors[static_cast<size_t>(g)]) {
-      if (--waiting[static_cast<size_t>(next)] == 0) {
-        ready.emplace(groups[static_cast<size_t>(next)].front(), next);
-      }
-    }
-  }
-  return ordered;  // shorter than `groups` only for a cyclic quotient, which check_partition reports
-}
-
 std::string micros(double seconds) { return fmt::format("{:.2f} us", seconds * 1e6); }
 
 // Why a fusible edge between two different groups was not fused.
@@ -214,10 +178,11 @@ Expected<Partition> partition_graph(const Graph& graph, const FusionOptions& opt
       break;
     }
   }
-  if (resolved.mode != FusionMode::off) {
+  if (resolved.mode != FusionMode::off && !resolved.disabled_rules.contains("horizontal")) {
     groups = split_rejected(context, horizontal_fusion(context, groups, feedback), feedback);
   }
-  groups = dependency_order(context, std::move(groups));
+  groups = resolved.mode == FusionMode::off ? dependency_order(context, std::move(groups))
+                                            : bound_memory(context, std::move(groups), feedback);
   partition.decisions = edge_decisions(context, groups, options.mode);
   partition.decisions.insert(partition.decisions.end(), feedback.begin(), feedback.end());
   for (const NodeSet& group : groups) {
@@ -323,7 +288,9 @@ std::string explain_partition(const Graph& graph, const Partition& partition) {
     if (decision.kind == Decision::Kind::rejected) feedback += fmt::format("  {}\n", decision.reason);
   }
   if (!horizontal.empty()) text += "\nhorizontal fusion:\n" + horizontal;
-  if (!feedback.empty()) text += "\nloop-level feedback:\n" + feedback;
+  if (!feedback.empty()) {
+    text += "\ngroups rejected by the loop level or split to keep the arena's peak:\n" + feedback;
+  }
   return text;
 }
 

@@ -16,6 +16,8 @@ constexpr std::array kRules = {
     FusionRule{"matmul-epilogue",
                "elementwise consumers of an f32/f64 matmul run on each output block after its "
                "gemm"},
+    FusionRule{"horizontal",
+               "independent elementwise groups over the same elements run in one kernel"},
 };
 
 bool is_inlinable(FusionKind kind) {

@@ -27,14 +27,16 @@ bool is_inlinable(const Node& node) {
          kind == FusionKind::injective;
 }
 
-// Rows of C per gemm call when epilogues read the block back. The block (rows x N elements)
-// is kept near kGemmBlockBytes so that it is still in L2 when the epilogue reads it right
-// after the gemm wrote it (1 MiB: half of a 2 MiB per-core L2 of current x86 servers, the
-// other half for the packed panels of A and B); at least kMinGemmBlockRows, because OpenBLAS
-// packs all of B again on every call and fewer rows would not amortise that. Without an
-// epilogue nothing reads the block while it is hot, so one call covers every row.
-constexpr int64_t kGemmBlockBytes = int64_t{1} << 20;
-constexpr int64_t kMinGemmBlockRows = 64;
+// Rows of C per gemm call when epilogues read the block back. A product of at most
+// kWholeProductBytes is one call: the epilogue then reads it from the last-level cache, and
+// OpenBLAS packs B once (each call packs all of B again, and calls of few rows run far below
+// the library's rate: a 64-row block of BERT's [1024, 3072] FFN product cost twice the
+// whole gemm). Larger products are cut into blocks near kGemmBlockBytes, at least
+// kMinGemmBlockRows rows, so that a block is still in cache when its epilogue reads it.
+// Without an epilogue nothing reads the block while it is hot, so one call covers every row.
+constexpr int64_t kWholeProductBytes = int64_t{16} << 20;
+constexpr int64_t kGemmBlockBytes = int64_t{4} << 20;
+constexpr int64_t kMinGemmBlockRows = 256;
 
 // Matmuls that lower to gemm statements (BLAS has no f16, bf16 or integer gemm; those keep
 // the reduce definition).
@@ -217,13 +219,12 @@ class GroupLowerer {
           });
       const int rank = value->rank();
       const int64_t m = value->shape().dim(rank - 2), n = value->shape().dim(rank - 1);
+      const int64_t row_bytes = std::max<int64_t>(n, 1) * dtype_size_bytes(value->dtype());
       int64_t rows = m;
-      if (!plan.epilogues.empty()) {
-        rows = options_.gemm_block_rows > 0
-                   ? options_.gemm_block_rows
-                   : std::max(kGemmBlockBytes / (std::max<int64_t>(n, 1) *
-                                                 dtype_size_bytes(value->dtype())),
-                              kMinGemmBlockRows);
+      if (options_.gemm_block_rows > 0 && !plan.epilogues.empty()) {
+        rows = options_.gemm_block_rows;
+      } else if (!plan.epilogues.empty() && m * row_bytes > kWholeProductBytes) {
+        rows = std::max(kGemmBlockBytes / row_bytes, kMinGemmBlockRows);
       }
       plan.block_rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(m, 1));
       gemms_.emplace(value, std::move(plan));
