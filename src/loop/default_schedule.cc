@@ -130,7 +130,6 @@ int64_t stmt_work(const Stmt& s) {
   }
 }
 
-// The variables of the loops that are not inside another loop, in order.
 bool contains_gemm(const Stmt& s) {
   class Finder : public IRVisitor {
    public:
@@ -146,7 +145,7 @@ bool contains_gemm(const Stmt& s) {
 // The loop nests to schedule: the top-level loops, except that a loop holding a gemm (a
 // matmul's block loop, a convolution's image loop) is left as it is and the nests beside the
 // gemm inside it (epilogues, im2col) are scheduled instead; the analysis treats a gemm as
-// opaque, so the loops around one could take no directive anyway.
+// opaque, so the loops around one could take no directive anyway. In order.
 void top_level_loops(const Stmt& s, std::vector<std::string>& out) {
   if (const auto* loop = s.as<For>()) {
     if (contains_gemm(loop->body)) {

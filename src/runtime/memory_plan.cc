@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace kiln {
 namespace {
@@ -37,30 +38,18 @@ int64_t live_bound(std::span<const BufferLifetime> buffers, int64_t alignment) {
   return peak;
 }
 
-}  // namespace
-
-MemoryPlan plan_memory(std::span<const BufferLifetime> buffers, int64_t alignment) {
-  const size_t count = buffers.size();
-  std::vector<size_t> by_size(count);
-  std::iota(by_size.begin(), by_size.end(), size_t{0});
-  // Largest first; ties by first step, then index, so the plan is deterministic.
-  std::sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
-    if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
-    if (buffers[a].first_step != buffers[b].first_step) {
-      return buffers[a].first_step < buffers[b].first_step;
-    }
-    return a < b;
-  });
-
+// Places the buffers in `order`, each at the lowest offset where it fits beside the placed
+// buffers whose lifetimes overlap its own.
+MemoryPlan place_in_order(std::span<const BufferLifetime> buffers, const std::vector<size_t>& order,
+                          int64_t alignment) {
   MemoryPlan plan;
-  plan.offsets.assign(count, 0);
+  plan.offsets.assign(buffers.size(), 0);
   std::vector<size_t> placed;
-  for (size_t index : by_size) {
+  for (size_t index : order) {
     const BufferLifetime& buffer = buffers[index];
     const int64_t bytes = round_up(buffer.bytes, alignment);
     plan.total_bytes += bytes;
-    // The placed buffers alive at the same time, by offset: the gaps between them are the
-    // candidate places.
+    // The placed buffers alive at the same time, by offset; take the lowest gap that fits.
     std::vector<size_t> conflicts;
     for (size_t other : placed) {
       if (lifetimes_overlap(buffer, buffers[other])) conflicts.push_back(other);
@@ -76,8 +65,47 @@ MemoryPlan plan_memory(std::span<const BufferLifetime> buffers, int64_t alignmen
     plan.peak_bytes = std::max(plan.peak_bytes, offset + bytes);
     placed.push_back(index);
   }
-  plan.live_bound_bytes = live_bound(buffers, alignment);
   return plan;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(std::span<const BufferLifetime> buffers, int64_t alignment) {
+  // Greedy placement is not optimal and no single order wins everywhere: largest first packs
+  // big buffers tightly, first-used first follows the program like a stack allocator, and
+  // largest size x lifetime first places the buffers that constrain the most others early.
+  // Each order is tried and the smallest arena kept (ties: the first).
+  const auto order_by = [&](auto less) {
+    std::vector<size_t> order(buffers.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), less);
+    return order;
+  };
+  const auto length = [&](size_t i) {
+    return static_cast<int64_t>(buffers[i].last_step - buffers[i].first_step + 1);
+  };
+  const std::vector<std::vector<size_t>> orders = {
+      order_by([&](size_t a, size_t b) {
+        if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
+        return buffers[a].first_step < buffers[b].first_step;
+      }),
+      order_by([&](size_t a, size_t b) {
+        if (buffers[a].first_step != buffers[b].first_step) {
+          return buffers[a].first_step < buffers[b].first_step;
+        }
+        return buffers[a].bytes > buffers[b].bytes;
+      }),
+      order_by([&](size_t a, size_t b) {
+        return buffers[a].bytes * length(a) > buffers[b].bytes * length(b);
+      }),
+  };
+  std::optional<MemoryPlan> best;
+  for (const std::vector<size_t>& order : orders) {
+    MemoryPlan plan = place_in_order(buffers, order, alignment);
+    if (!best || plan.peak_bytes < best->peak_bytes) best = std::move(plan);
+  }
+  best->live_bound_bytes = live_bound(buffers, alignment);
+  return *best;
 }
 
 std::string check_memory_plan(std::span<const BufferLifetime> buffers, const MemoryPlan& plan,

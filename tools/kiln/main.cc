@@ -822,6 +822,16 @@ int run_zoo_dump(const ZooOptions& options) {
 }
 
 // The size and seed options every `kiln zoo` command that builds a model takes.
+// --inference, --train and --optimizer: which of a preset's graphs a zoo command works on.
+void add_graph_choice(CLI::App* command, ZooOptions& zoo) {
+  command->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
+  command->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
+      ->excludes("--inference");
+  command->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+}
+
 void add_model_options(CLI::App* cmd, ZooOptions& options) {
   cmd->add_option("name", options.name, "Model preset (kiln zoo lists them)")->required();
   cmd->add_option("--batch", options.model.batch, "Batch size")->check(CLI::PositiveNumber);
@@ -983,13 +993,7 @@ int run(int argc, char** argv) {
              "step) and run it on the preset's own inputs; with --check, --profile, --repeat as "
              "for `kiln run`.");
   add_model_options(zoo_run_cmd, zoo);
-  zoo_run_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
-  zoo_run_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
-      ->excludes("--inference");
-  zoo_run_cmd
-      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  add_graph_choice(zoo_run_cmd, zoo);
   zoo_run_cmd->add_flag("--check", zoo.run.check,
                         "Compare every kernel with the reference evaluation of its nodes");
   zoo_run_cmd->add_flag("--profile", zoo.run.profile, "Print the time of every kernel");
@@ -1001,13 +1005,7 @@ int run(int argc, char** argv) {
                  "print the kernel count, compile time and memory plan; with -o, write the "
                  "generated code and plan as `kiln compile` does.");
   add_model_options(zoo_compile_cmd, zoo);
-  zoo_compile_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
-  zoo_compile_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
-      ->excludes("--inference");
-  zoo_compile_cmd
-      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  add_graph_choice(zoo_compile_cmd, zoo);
   zoo_compile_cmd->add_option("--output,-o", zoo.output_file, "Directory to write");
   add_fusion_options(zoo_compile_cmd, zoo.run.fusion);
   CLI::App* zoo_compare_cmd = zoo_cmd->add_subcommand(
@@ -1016,13 +1014,7 @@ int run(int argc, char** argv) {
                  "reference with --check; time each; print kernels, estimated time and bytes, "
                  "arena peak, compile time, median time and speedup over unfused.");
   add_model_options(zoo_compare_cmd, zoo);
-  zoo_compare_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
-  zoo_compare_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
-      ->excludes("--inference");
-  zoo_compare_cmd
-      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  add_graph_choice(zoo_compare_cmd, zoo);
   zoo_compare_cmd->add_flag("--check", zoo.run.check,
                             "Compare every kernel of every mode with the reference evaluation");
   zoo_compare_cmd->add_option("--repeat", zoo.compare_repeat, "Timed runs per mode, after a warm-up")
@@ -1032,13 +1024,7 @@ int run(int argc, char** argv) {
       "explain", "Partition a preset's graph (loss graph, inference graph or training step) into "
                  "fused kernels and explain it, as `kiln explain` does.");
   add_model_options(zoo_explain_cmd, zoo);
-  zoo_explain_cmd->add_flag("--inference", zoo.inference, "The inference graph (logits, no loss)");
-  zoo_explain_cmd->add_flag("--train", zoo.train, "The training step (forward, backward, update)")
-      ->excludes("--inference");
-  zoo_explain_cmd
-      ->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  add_graph_choice(zoo_explain_cmd, zoo);
   add_fusion_options(zoo_explain_cmd, zoo.run.fusion);
   CLI::App* zoo_export_cmd = zoo_cmd->add_subcommand(
       "export", "Write a preset's inference graph as ONNX, parameters as initializers.");
