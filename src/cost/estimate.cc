@@ -7,12 +7,6 @@
 namespace kiln::cost {
 namespace {
 
-bool is_inlinable(const Node& node) {
-  const FusionKind kind = node.def().fusion_kind;
-  return kind == FusionKind::elementwise || kind == FusionKind::broadcast ||
-         kind == FusionKind::injective;
-}
-
 int64_t elements(const Value& value) { return value.shape().num_elements(); }
 
 int64_t bytes_of(const Value& value) { return elements(value) * dtype_size_bytes(value.dtype()); }
@@ -69,7 +63,7 @@ class KernelEstimator {
       used_inside = true;
       feeds_contraction = feeds_contraction || user->def().fusion_kind == FusionKind::contraction;
     }
-    return (used_inside && !is_inlinable(*value.producer())) || feeds_contraction;
+    return (used_inside && !is_inlinable(value.producer()->def().fusion_kind)) || feeds_contraction;
   }
 
   bool stored(const Value& value) const {
@@ -106,11 +100,7 @@ class KernelEstimator {
   }
 
   static double reads_per_element(const Node& user, const Value& output, const Value& input) {
-    const FusionKind kind = user.def().fusion_kind;
-    if (kind == FusionKind::elementwise || kind == FusionKind::broadcast ||
-        kind == FusionKind::injective) {
-      return 1;
-    }
+    if (is_inlinable(user.def().fusion_kind)) return 1;
     if (elements(output) == 0) return 0;
     return std::max(1.0, static_cast<double>(elements(input)) / static_cast<double>(elements(output)));
   }

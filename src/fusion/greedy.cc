@@ -103,8 +103,7 @@ class GroupMerger {
 // last node's output; empty for groups of other kinds, which are not fused horizontally.
 std::vector<int64_t> elementwise_space(const PartitionContext& context, const NodeSet& group) {
   for (int node : group) {
-    const FusionKind kind = context.reach().node(node)->def().fusion_kind;
-    if (kind != FusionKind::elementwise && kind != FusionKind::broadcast) return {};
+    if (!reads_at_own_index(context.reach().node(node)->def().fusion_kind)) return {};
   }
   const Value& last = *context.reach().node(group.back())->output(0);
   if (last.shape().num_elements() <= 1) return {};

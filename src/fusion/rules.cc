@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "loop/lower_group.h"
+
 namespace kiln::fusion {
 namespace {
 
@@ -19,20 +21,6 @@ constexpr std::array kRules = {
     FusionRule{"horizontal",
                "independent elementwise groups over the same elements run in one kernel"},
 };
-
-bool is_inlinable(FusionKind kind) {
-  return kind == FusionKind::elementwise || kind == FusionKind::broadcast ||
-         kind == FusionKind::injective;
-}
-
-bool reads_at_own_index(FusionKind kind) {
-  return kind == FusionKind::elementwise || kind == FusionKind::broadcast;
-}
-
-bool is_gemm_matmul(const Node& node) {
-  const DType dtype = node.output(0)->dtype();
-  return node.op() == Op::matmul && (dtype == DType::f32 || dtype == DType::f64);
-}
 
 EdgeVerdict cut(std::string reason) { return {false, "", std::move(reason)}; }
 
@@ -65,7 +53,7 @@ EdgeVerdict applicable_rule(const Node& producer, const Node& consumer) {
                            consumer.op_name(), producer.op_name()));
   }
   if (from == FusionKind::contraction) {
-    if (!is_gemm_matmul(producer)) {
+    if (!loop::lowers_matmul_to_gemm(producer)) {
       return cut(fmt::format("epilogues are lowered for f32/f64 matmuls only, not '{}' of {}",
                              producer.op_name(), dtype_name(producer.output(0)->dtype())));
     }

@@ -19,6 +19,15 @@ std::string_view fusion_kind_name(FusionKind kind) {
   KILN_UNREACHABLE("bad fusion kind");
 }
 
+bool is_inlinable(FusionKind kind) {
+  return kind == FusionKind::elementwise || kind == FusionKind::broadcast ||
+         kind == FusionKind::injective;
+}
+
+bool reads_at_own_index(FusionKind kind) {
+  return kind == FusionKind::elementwise || kind == FusionKind::broadcast;
+}
+
 const AttrSpec* OpDef::find_attr(std::string_view attr_name) const {
   for (const AttrSpec& spec : attrs) {
     if (spec.name == attr_name) return &spec;

@@ -70,6 +70,13 @@ enum class FusionKind {
 
 std::string_view fusion_kind_name(FusionKind kind);
 
+// Elementwise, broadcast and injective ops compute an output element from one element of each
+// input: cheap to recompute where a consumer reads it, so lowering inlines them.
+bool is_inlinable(FusionKind kind);
+// Elementwise and broadcast ops read each input at the output's own index (a broadcast dim
+// at 0): the ops that can run on a block of their input as it is produced.
+bool reads_at_own_index(FusionKind kind);
+
 struct AttrSpec {
   std::string name;
   AttrKind kind;

@@ -65,6 +65,10 @@ struct LoweredGroup {
   std::vector<const Value*> outputs;  // bound to the parameters after them, in order
 };
 
+// Whether lower_group stores `node` (a matmul) as gemm statements: f32 and f64 (BLAS has no
+// f16, bf16 or integer gemm; those keep the reduce definition).
+bool lowers_matmul_to_gemm(const Node& node);
+
 // `nodes` are distinct nodes of `graph`, in any order. Errors name the op that cannot be
 // lowered.
 Expected<LoweredGroup> lower_group(const Graph& graph, std::span<Node* const> nodes,
