@@ -1,6 +1,7 @@
 #include "loop/lower_group.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -47,6 +48,13 @@ bool is_scatter(const Node& node) {
                                           dtype == DType::i32 || dtype == DType::i64);
 }
 
+// spmm with the sparse matrix transposed: its definition sums, for every output element,
+// over every non-zero (nnz x N x K work); lower_group scatters each non-zero once instead
+// (spmm_scatter_nest).
+bool is_transposed_spmm(const Node& node) {
+  return node.op() == Op::spmm && node.attrs().get_bool("transpose");
+}
+
 // Row-major flat offset of `index` in `shape`.
 Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {
   const std::vector<int64_t> strides = shape.strides();
@@ -85,10 +93,13 @@ class GroupLowerer {
     for (const Value* value : stored_) {
       if (epilogue_values_.contains(value)) continue;  // stored inside its gemm's block loop
       auto plan = gemms_.find(value);
-      Expected<Stmt> nest = plan != gemms_.end()                      ? gemm_nest(*value, plan->second)
-                            : lowers_conv_to_gemm(*value->producer()) ? conv_nest(*value)
-                            : is_scatter(*value->producer())          ? scatter_nest(*value)
-                                                                      : store_nest(*value);
+      const Node& producer = *value->producer();
+      Expected<Stmt> nest = plan != gemms_.end()               ? gemm_nest(*value, plan->second)
+                            : lowers_conv_to_gemm(producer)    ? conv_nest(*value)
+                            : is_scatter(producer)             ? scatter_nest(*value)
+                            : producer.op() == Op::max_pool_grad ? max_pool_grad_nest(*value)
+                            : is_transposed_spmm(producer)     ? spmm_scatter_nest(*value)
+                                                               : store_nest(*value);
       if (!nest) return nest.status();
       nests.push_back(std::move(nest).value());
     }
@@ -333,31 +344,18 @@ class GroupLowerer {
     const Shape& indices = node.input(1)->shape();
     const int axis = lowering::axis_of(node.attrs().get_int("axis"), data.rank());
     const InputAccessor input = accessor(node);
-    const auto fresh_index = [&](int64_t count, std::vector<std::string>& vars) {
-      std::vector<Expr> index;
-      for (int64_t d = 0; d < count; ++d) {
-        vars.push_back(names_.fresh("i"));
-        index.push_back(var(vars.back()));
-      }
-      return index;
-    };
-    const auto nest = [](const std::vector<std::string>& vars, const std::vector<int64_t>& extents,
-                         Stmt body) {
-      for (size_t d = vars.size(); d-- > 0;) body = for_loop(vars[d], 0, extents[d], body);
-      return body;
-    };
     // The copy of data.
     std::vector<std::string> copy_vars;
-    const std::vector<Expr> copy_index = fresh_index(data.rank(), copy_vars);
-    const Stmt copy = nest(copy_vars, data.dims(),
-                           store_element(value, copy_index, input(0, copy_index)));
+    const std::vector<Expr> copy_index = fresh_index(data.dims(), copy_vars);
+    const Stmt copy = loop_nest(copy_vars, data.dims(),
+                                store_element(value, copy_index, input(0, copy_index)));
     // The updates.
     const std::vector<int64_t> lead(data.dims().begin(), data.dims().begin() + axis);
     const std::vector<int64_t> trail(data.dims().begin() + axis + 1, data.dims().end());
     std::vector<std::string> lead_vars, k_vars, trail_vars;
-    const std::vector<Expr> a = fresh_index(static_cast<int64_t>(lead.size()), lead_vars);
-    const std::vector<Expr> k = fresh_index(indices.rank(), k_vars);
-    const std::vector<Expr> t = fresh_index(static_cast<int64_t>(trail.size()), trail_vars);
+    const std::vector<Expr> a = fresh_index(lead, lead_vars);
+    const std::vector<Expr> k = fresh_index(indices.dims(), k_vars);
+    const std::vector<Expr> t = fresh_index(trail, trail_vars);
     const std::string j = names_.fresh("j");
     std::vector<Expr> target = a, source = a;
     target.push_back(var(j));
@@ -369,10 +367,105 @@ class GroupLowerer {
     const int64_t extent = data.dim(axis);
     const Expr raw = cast(DType::i64, input(1, k));
     const Expr wrapped = lowering::clamp_index(select(raw < 0, raw + extent, raw), extent);
-    const Stmt updates = nest(
+    const Stmt updates = loop_nest(
         lead_vars, lead,
-        nest(k_vars, indices.dims(), let_stmt(j, wrapped, nest(trail_vars, trail, add))));
+        loop_nest(k_vars, indices.dims(), let_stmt(j, wrapped, loop_nest(trail_vars, trail, add))));
     return block({copy, updates});
+  }
+
+  // Fresh loop variables over `dims`, and the index they make.
+  std::vector<Expr> fresh_index(const std::vector<int64_t>& dims, std::vector<std::string>& vars) {
+    std::vector<Expr> index;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      vars.push_back(names_.fresh("i"));
+      index.push_back(var(vars.back()));
+    }
+    return index;
+  }
+
+  static Stmt loop_nest(const std::vector<std::string>& vars, const std::vector<int64_t>& dims,
+                        Stmt body) {
+    for (size_t d = vars.size(); d-- > 0;) body = for_loop(vars[d], 0, dims[d], body);
+    return body;
+  }
+
+  // max_pool_grad in two passes: the argmax of every window of dy into a local buffer, then
+  // dx by the gather definition reading those argmaxes (loop/lowering/pooling.cc), so each
+  // window's maximum is found once instead of once per candidate window of every dx element:
+  //
+  //   allocate arg[N*C*Q] { for (n, c, q...) arg[n, c, q] = argmax(window q of x[n, c])
+  //                          for (n, c, p...) dx[n, c, p] = sum over the windows q holding p of
+  //                                                     select(arg[n, c, q] == tap of p, dy[n, c, q], 0) }
+  Expected<Stmt> max_pool_grad_nest(const Value& value) {
+    const Node& node = *value.producer();
+    const std::vector<TensorType> input_types = node.input_types();
+    const std::vector<TensorType> output_types = node.output_types();
+    const Shape& windows = node.input(1)->shape();
+    int64_t volume = 1;
+    for (int64_t k : node.attrs().get_ints("kernel")) volume *= k;
+    const DType arg_type = volume <= std::numeric_limits<int32_t>::max() ? DType::i32 : DType::i64;
+    const Buffer argmax = Buffer::local(names_.fresh("arg"), arg_type,
+                                        std::max<int64_t>(windows.num_elements(), 1));
+    const InputAccessor input = accessor(node);
+
+    std::vector<std::string> window_vars;
+    const std::vector<Expr> window = fresh_index(windows.dims(), window_vars);
+    const ComputeArgs window_args{node.attrs(), input_types, output_types, 0, window, input, names_};
+    const Stmt find = loop_nest(
+        window_vars, windows.dims(),
+        store(argmax, row_major_offset(window, windows),
+              cast(arg_type, lowering::max_pool_window_argmax(window_args, window))));
+
+    std::vector<std::string> vars;
+    const std::vector<Expr> index = fresh_index(value.shape().dims(), vars);
+    const ComputeArgs args{node.attrs(), input_types, output_types, 0, index, input, names_};
+    const Expr element = lowering::max_pool_grad_gather(args, [&](const std::vector<Expr>& w) {
+      return cast(DType::i64, load(argmax, row_major_offset(w, windows)));
+    });
+    KILN_RETURN_IF_ERROR(error_);
+    const Stmt gather = loop_nest(vars, value.shape().dims(), store_element(value, index, element));
+    return allocate(argmax, block({find, gather}));
+  }
+
+  // spmm with the sparse matrix A [M, K] transposed, out [K, N] = A^T dense, as one pass over
+  // the non-zeros in CSR order (the interpreter's order, so every output element sums its
+  // terms in the same order):
+  //
+  //   for (c, j) out[c, j] = 0
+  //   for (r, 0, M) for (i, row_ptr[r], row_ptr[r + 1] - row_ptr[r])
+  //     let col = clamp(col_indices[i]) in for (j, 0, N) out[col, j] += values[i] * dense[r, j]
+  //
+  // The loop over non-zeros stays serial (two may name the same column); the loop over N, a
+  // row of dense and of out, vectorizes. Indices are clamped as the gather definition clamps
+  // them, so a malformed CSR structure reads and writes inside the buffers.
+  Expected<Stmt> spmm_scatter_nest(const Value& value) {
+    const Node& node = *value.producer();
+    const InputAccessor input = accessor(node);
+    const int64_t rows = node.input(0)->shape().dim(0) - 1;
+    const int64_t nnz = node.input(2)->shape().dim(0);
+    const int64_t cols = value.shape().dim(0), n = value.shape().dim(1);
+
+    std::vector<std::string> zero_vars;
+    const std::vector<Expr> zero_index = fresh_index(value.shape().dims(), zero_vars);
+    const Stmt zero = loop_nest(zero_vars, value.shape().dims(),
+                                store_element(value, zero_index, make_zero(value.dtype())));
+
+    const std::string r = names_.fresh("i"), i = names_.fresh("i"), j = names_.fresh("i");
+    const std::string safe = names_.fresh("s"), col = names_.fresh("c");
+    const auto row_start = [&](const Expr& row) { return cast(DType::i64, input(0, {row})); };
+    const std::vector<Expr> target = {var(col), var(j)};
+    const Stmt add = store_element(
+        value, target,
+        load_from(&value, target) + input(2, {var(safe)}) * input(3, {var(r), var(j)}));
+    const Expr column = lowering::clamp_index(cast(DType::i64, input(1, {var(safe)})), cols);
+    const Stmt per_nonzero =
+        let_stmt(safe, lowering::clamp_index(var(i), nnz),
+                 let_stmt(col, column, for_loop(j, 0, n, add)));
+    KILN_RETURN_IF_ERROR(error_);
+    const Stmt scatter = for_loop(
+        r, 0, rows,
+        for_loop(i, row_start(var(r)), row_start(var(r) + 1) - row_start(var(r)), per_nonzero));
+    return block({zero, scatter});
   }
 
   // A convolution as im2col and gemm statements (loop/lower_conv.h).

@@ -69,4 +69,13 @@ ConvParams conv_params(const Attrs& attrs, int spatial);
 // The x position of output position `out` and kernel tap `tap` along spatial dim `d`.
 Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& tap);
 
+// max_pool_grad in two steps (loop/lowering/pooling.cc). max_pool_window_argmax is the
+// row-major number of the tap the interpreter routes the gradient of window `window` ([n, c,
+// *pooled] of dy) to: args are max_pool_grad's, read at that window. max_pool_grad_gather is
+// the dx element at args.index, given each window's argmax by `argmax_of` (an i64 Expr), so
+// lower_group can read argmaxes computed once into a buffer instead of recomputing them.
+using ArgmaxOf = std::function<Expr(const std::vector<Expr>& window)>;
+Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& window);
+Expr max_pool_grad_gather(const ComputeArgs& args, const ArgmaxOf& argmax_of);
+
 }  // namespace kiln::loop::lowering

@@ -16,10 +16,13 @@
 // unroll and vectorize around) and a guard drops those outside the window or the output, as
 // conv_grad_data's guard drops taps (loop/lowering/contraction.cc). A window's first maximum
 // is two reductions over its taps, as argmax: the maximum m, then the first tap (row-major)
-// that equals m or is NaN. Cost per dx element: prod(ceil(kernel / stride)) windows times
-// 2 * kernel volume taps, e.g. 4 * 18 for ResNet's 3x3 stride-2 pool, against the
-// interpreter's one pass over the windows; an argmax computed once per window and scattered
-// needs statements, not a compute definition.
+// that equals m or is NaN. As a compute definition the argmax is recomputed for every
+// candidate window of every dx element: prod(ceil(kernel / stride)) windows times 2 * kernel
+// volume taps, e.g. 4 * 18 for ResNet's 3x3 stride-2 pool, and 2 * 128 per element for a
+// pool of 128 taps. lower_group (loop/lower_group.h) therefore stores the argmax of every
+// window once in a local buffer (max_pool_window_argmax) and runs the gather over it
+// (max_pool_grad_gather): one argmax per window, then prod(ceil(kernel / stride)) loads per
+// dx element.
 #include <functional>
 #include <limits>
 
@@ -168,10 +171,22 @@ Expected<Expr> lower_avg_pool_grad(const ComputeArgs& args) {
 }
 
 // dx[n, c, p...] = sum over the windows q containing p of
-// select(first_argmax(window q) == p's tap in window q, dy[n, c, q...], 0). Along each dim the
+// select(argmax(window q) == p's tap in window q, dy[n, c, q...], 0). Along each dim the
 // candidates are q = (p + pad) / stride - (candidates - 1) + j for j in [0, candidates): in
 // increasing q, as the interpreter visits the windows, so 1-d f64 sums agree exactly.
 Expected<Expr> lower_max_pool_grad(const ComputeArgs& args) {
+  return max_pool_grad_gather(args, [&](const std::vector<Expr>& window) {
+    return max_pool_window_argmax(args, window);
+  });
+}
+
+}  // namespace
+
+Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& window) {
+  return window_first_argmax(args, window_of(args.attrs), window);
+}
+
+Expr max_pool_grad_gather(const ComputeArgs& args, const ArgmaxOf& argmax_of) {
   const Shape& grad_out = args.inputs[1].shape;
   const Window win = window_of(args.attrs);
   const Expr zero = make_zero(args.outputs[0].dtype);
@@ -193,12 +208,10 @@ Expected<Expr> lower_max_pool_grad(const ComputeArgs& args) {
       window.push_back(clamp_index(q, extent));
       tap.push_back(t);
     }
-    return select(contains && window_first_argmax(args, win, window) == flat_tap(win, tap),
-                  args.input(1, window), zero);
+    return select(contains && argmax_of(window) == flat_tap(win, tap), args.input(1, window),
+                  zero);
   });
 }
-
-}  // namespace
 
 void register_pooling_lowerings(LoweringTable& table) {
   table.define(Op::max_pool, &lower_max_pool);

@@ -2,6 +2,8 @@
 // reductions, kernel parameters, Kiln's own names, and errors.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "ir/builder.h"
 #include "loop/ir_visitor.h"
 #include "unit/loop/lowering_check.h"
@@ -148,6 +150,74 @@ TEST(LowerGroup, NodesAreLoweredOnlyWhereNeeded) {
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   ASSERT_TRUE(lowered.has_value());
   EXPECT_EQ(count(lowered->kernel).stores, 1);
+}
+
+// The reductions evaluated where a kernel stores into one of its parameters (its outputs),
+// by op: what each output element costs to compute.
+class ReductionsInOutputStores : public IRVisitor {
+ public:
+  std::map<ReduceOp, int> count;
+
+ protected:
+  void visit_store(const Store& node) override {
+    in_output_store_ = node.buffer.scope() == MemoryScope::global;
+    IRVisitor::visit_store(node);
+    in_output_store_ = false;
+  }
+  void visit_reduce(const Reduce& node) override {
+    if (in_output_store_) ++count[node.op];
+    IRVisitor::visit_reduce(node);
+  }
+
+ private:
+  bool in_output_store_ = false;
+};
+
+std::map<ReduceOp, int> reductions_in_output_stores(const Kernel& kernel) {
+  ReductionsInOutputStores visitor;
+  visitor.visit(kernel.body);
+  return visitor.count;
+}
+
+// max_pool_grad finds each window's maximum once, into a local buffer of argmaxes; each dx
+// element then only sums dy over its candidate windows (no max inside its store).
+TEST(LowerGroup, MaxPoolGradFindsEachWindowMaximumOnce) {
+  Graph graph;
+  GraphBuilder b(graph);
+  const Attrs attrs = {{"kernel", std::vector<int64_t>{3, 3}},
+                       {"strides", std::vector<int64_t>{2, 2}},
+                       {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  Value* x = b.input("x", DType::f32, {2, 3, 9, 8});
+  Value* dy = b.input("dy", DType::f32, {2, 3, 5, 4});
+  graph.set_outputs({b.apply1(Op::max_pool_grad, {x, dy}, attrs)});
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 4));
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(count(lowered->kernel).allocations, 1) << print(lowered->kernel);
+  const std::map<ReduceOp, int> in_dx = reductions_in_output_stores(lowered->kernel);
+  EXPECT_EQ(in_dx.count(ReduceOp::max), 0u) << print(lowered->kernel);
+  EXPECT_EQ(in_dx.count(ReduceOp::min), 0u) << print(lowered->kernel);
+}
+
+// spmm with the sparse matrix transposed scatters each non-zero once: no reduction computes
+// an output element, which the gather definition would do over every non-zero.
+TEST(LowerGroup, TransposedSpmmScattersEachNonZeroOnce) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* row_ptr = b.input("row_ptr", DType::i64, {4});
+  Value* cols = b.input("cols", DType::i64, {5});
+  Value* values = b.input("values", DType::f64, {5});
+  Value* dense = b.input("dense", DType::f64, {3, 6});
+  graph.set_outputs({b.apply1(Op::spmm, {row_ptr, cols, values, dense},
+                              {{"transpose", true}, {"num_cols", int64_t{4}}})});
+  // A [3, 4]: rows {0: (1, 3)}, {1: none}, {2: (0, 1, 1)} (column 1 three times, 2 never).
+  std::vector<Array> inputs = random_inputs(graph);
+  inputs[0] = Array(DType::i64, Shape{4}, {0, 2, 2, 5});
+  inputs[1] = Array(DType::i64, Shape{5}, {1, 3, 0, 1, 1});
+  EXPECT_TRUE(matches_interpreter(graph, inputs, 1));
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_TRUE(reductions_in_output_stores(lowered->kernel).empty()) << print(lowered->kernel);
 }
 
 TEST(LowerGroup, ErrorsNameTheGroupProblem) {

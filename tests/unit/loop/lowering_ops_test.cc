@@ -285,6 +285,16 @@ TEST(Lowering, SparseTimesDense) {
   EXPECT_TRUE(op_matches_interpreter(Op::spmm, {fixed(row_ptr), fixed(cols), in(f32, {5}),
                                                 in(f32, {3, 2})},
                                      {{"transpose", true}, {"num_cols", 4}}));
+  // Transposed, as a GCN's backward pass multiplies: columns hit by several rows accumulate in
+  // row order, column 4 by none (its output row is zero), row 3 has no non-zero. A [5, 6].
+  const Array wide_ptr(i32, Shape{6}, {0, 3, 5, 8, 8, 11});
+  const Array wide_cols(i64, Shape{11}, {0, 2, 5, 2, 3, 0, 1, 5, 1, 2, 5});
+  for (DType dtype : {f32, f64}) {
+    EXPECT_TRUE(op_matches_interpreter(Op::spmm, {fixed(wide_ptr), fixed(wide_cols),
+                                                  in(dtype, {11}), in(dtype, {5, 7})},
+                                       {{"transpose", true}, {"num_cols", 6}}, 4))
+        << dtype_name(dtype);
+  }
 }
 
 TEST(Lowering, Pooling) {
