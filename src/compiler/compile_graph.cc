@@ -13,6 +13,7 @@
 #include "ir/printer.h"
 #include "loop/default_schedule.h"
 #include "loop/printer.h"
+#include "loop/scratch.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/memory_plan.h"
 
@@ -71,6 +72,8 @@ Expected<std::vector<KernelRecord>> lower_groups(const Graph& graph,
       }
       record.kernel = std::move(*scheduled);
     }
+    record.kernel = loop::promote_scratch(record.kernel, codegen::cpu::kMaxStackAllocationBytes + 1,
+                                          record.scratch_bytes);
     record.inputs = std::move(lowered->inputs);
     record.outputs = std::move(lowered->outputs);
     records.push_back(std::move(record));
@@ -119,6 +122,11 @@ class ProgramBuilder {
     }
     for (const Value* output : record.outputs) {
       const int buffer = buffer_for_write(*output, index);
+      step.buffers.push_back(buffer);
+    }
+    for (const int64_t bytes : record.scratch_bytes) {
+      const int buffer = add_buffer({runtime::Storage::arena, 0, 0, bytes});
+      arena_lifetime_[buffer] = {bytes, index, index};
       step.buffers.push_back(buffer);
     }
     program_.steps.push_back(std::move(step));

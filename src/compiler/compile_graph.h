@@ -10,8 +10,8 @@
 // constant or computed by an earlier group). Constant nodes are never kernels: their values
 // are encoded once into the program's constant segment.
 //
-// Arena buffers live from the step that writes them to the last step that reads them, and
-// runtime/memory_plan.h packs them; graph outputs are written by their kernels straight into
+// Arena buffers live from the step that writes them to the last step that reads them (a
+// kernel's scratch buffers for its own step), and runtime/memory_plan.h packs them; graph outputs are written by their kernels straight into
 // the caller's memory. A graph output that is a graph input, a constant, or an output listed
 // twice gets a copy step.
 #pragma once
@@ -42,7 +42,9 @@ struct CompileOptions {
 };
 
 // Per group: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of
-// the kernel is bound to the group's inputs, then its outputs. Groups whose loop IR is
+// the kernel is bound to the group's inputs, then its outputs, then its scratch buffers
+// (loop/scratch.h: local buffers too large for the stack, which the program places in the
+// arena for the kernel's step). Groups whose loop IR is
 // identical (the same op on the same shapes, as in the repeated layers of a transformer) share
 // one compiled kernel, `program_kernel`: loop IR names are Kiln's own and deterministic, so
 // equal text means equal code.
@@ -53,6 +55,7 @@ struct KernelRecord {
   int program_kernel = 0;
   std::vector<const Value*> inputs;
   std::vector<const Value*> outputs;
+  std::vector<int64_t> scratch_bytes;  // per scratch parameter
 };
 
 struct CompileStats {

@@ -12,6 +12,7 @@
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
 #include "loop/schedule_analysis.h"
+#include "loop/substitute.h"
 
 namespace kiln::loop {
 namespace {
@@ -204,6 +205,77 @@ bool contains_loop(const Stmt& s) {
   return finder.found;
 }
 
+// Fewer terms than this leave the lanes of a vectorized reduction mostly idle.
+constexpr int64_t kMinVectorReduction = 16;
+
+// Whether `body`, the body of a reduction over `var`, runs well in vector lanes (see Rule 4
+// below): no reduction or math-library call inside, and every load contiguous in `var` or
+// invariant, with no index through a let bound inside the body.
+bool vectorizable_reduction_body(const Expr& body, const std::string& var) {
+  class Checker : public IRVisitor {
+   public:
+    explicit Checker(const std::string& v) : var_(v) {}
+    bool ok = true;
+
+   protected:
+    void visit_reduce(const Reduce&) override { ok = false; }
+    void visit_call(const Call& node) override {
+      ok = ok && !is_math_call(node.intrinsic);
+      IRVisitor::visit_call(node);
+    }
+    void visit_let(const Let& node) override {
+      visit(node.value);
+      lets_.push_back(node.name);
+      visit(node.body);
+      lets_.pop_back();
+    }
+    void visit_load(const Load& node) override {
+      const std::optional<int64_t> stride = stride_of(node.index, var_);
+      ok = ok && stride && (*stride == 0 || *stride == 1);
+      for (const std::string& name : free_vars(node.index)) {
+        ok = ok && std::find(lets_.begin(), lets_.end(), name) == lets_.end();
+      }
+      IRVisitor::visit_load(node);
+    }
+
+   private:
+    const std::string& var_;
+    std::vector<std::string> lets_;
+  } checker(var);
+  checker.visit(body);
+  return checker.ok;
+}
+
+// The variables of the reductions Rule 4 vectorizes, in order of first appearance.
+std::vector<std::string> reductions_to_vectorize(const Stmt& body) {
+  class Finder : public IRVisitor {
+   public:
+    std::vector<std::string> vars;
+
+   protected:
+    void visit_for(const For& node) override {
+      const bool outer = in_vector_loop_;
+      in_vector_loop_ = outer || node.for_kind == ForKind::vectorized;
+      IRVisitor::visit_for(node);
+      in_vector_loop_ = outer;
+    }
+    void visit_reduce(const Reduce& node) override {
+      if (!in_vector_loop_ && !node.vectorized &&
+          extent_bound(node.extent) >= kMinVectorReduction &&
+          vectorizable_reduction_body(node.body, node.var) &&
+          std::find(vars.begin(), vars.end(), node.var) == vars.end()) {
+        vars.push_back(node.var);
+      }
+      IRVisitor::visit_reduce(node);
+    }
+
+   private:
+    bool in_vector_loop_ = false;
+  } finder;
+  finder.visit(body);
+  return finder.vars;
+}
+
 int64_t lane_bytes(DType dtype) {
   return dtype == DType::f16 || dtype == DType::bf16 ? 4 : dtype_size_bytes(dtype);
 }
@@ -218,6 +290,7 @@ class Scheduler {
     top_level_loops(kernel_.body, roots);
     roots = merge_nests(std::move(roots));
     for (const std::string& root : roots) schedule_nest(root);
+    vectorize_reductions();
     return std::move(schedule_);
   }
 
@@ -364,6 +437,15 @@ class Scheduler {
     }
     directives.push_back(Parallel{var});
     if (!try_apply(directives) && directives.size() > 1) try_apply({Parallel{root}});
+  }
+
+  // Rule 4: `vectorize` each innermost reduction that vector lanes run well: outside every
+  // vectorized loop, over at least kMinVectorReduction terms, whose body calls no math
+  // library (a libm call stops the compiler from vectorizing) and loads each element
+  // contiguously in the reduction variable or at an invariant index. A serial reduction is a
+  // chain of dependent additions, one term per adder latency; lanes run several chains.
+  void vectorize_reductions() {
+    for (const std::string& var : reductions_to_vectorize(kernel_.body)) try_apply({Vectorize{var}});
   }
 
   Kernel kernel_;

@@ -164,12 +164,12 @@ Expr let(std::string name, Expr value, Expr body) {
       std::make_shared<const Let>(type, std::move(name), std::move(value), std::move(body)));
 }
 
-Expr reduce(ReduceOp op, std::string v, Expr min, Expr extent, Expr body) {
+Expr reduce(ReduceOp op, std::string v, Expr min, Expr extent, Expr body, bool vectorized) {
   KILN_CHECK(min.defined() && extent.defined() && body.defined(),
              "reduction over '{}' with an undefined part", v);
   const DType type = body.type();
   return Expr(std::make_shared<const Reduce>(type, op, std::move(v), std::move(min),
-                                             std::move(extent), std::move(body)));
+                                             std::move(extent), std::move(body), vectorized));
 }
 
 Expr min(Expr a, Expr b) { return binary(BinaryOp::min, std::move(a), std::move(b)); }
@@ -242,8 +242,8 @@ bool equal(const Expr& a, const Expr& b) {
     }
     case ExprKind::reduce: {
       const Reduce *x = a.as<Reduce>(), *y = b.as<Reduce>();
-      return x->op == y->op && x->var == y->var && equal(x->min, y->min) &&
-             equal(x->extent, y->extent) && equal(x->body, y->body);
+      return x->op == y->op && x->var == y->var && x->vectorized == y->vectorized &&
+             equal(x->min, y->min) && equal(x->extent, y->extent) && equal(x->body, y->body);
     }
   }
   KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(a.kind()));

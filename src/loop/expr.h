@@ -184,15 +184,19 @@ struct Let final : ExprNode {
   const Expr value, body;
 };
 
-// op over `var` (i64) in [min, min + extent) of body.
+// op over `var` (i64) in [min, min + extent) of body. `vectorized` is how code generators
+// evaluate it, never what it computes: a vectorized reduction may combine its terms in any
+// order (partial results per vector lane, combined at the end), so a floating sum may round
+// differently from the in-order sum the evaluator computes (loop/schedule.h: vectorize).
 struct Reduce final : ExprNode {
   static constexpr ExprKind kKind = ExprKind::reduce;
-  Reduce(DType t, ReduceOp o, std::string v, Expr lo, Expr n, Expr b)
+  Reduce(DType t, ReduceOp o, std::string v, Expr lo, Expr n, Expr b, bool vec)
       : ExprNode(kKind, t), op(o), var(std::move(v)), min(std::move(lo)), extent(std::move(n)),
-        body(std::move(b)) {}
+        body(std::move(b)), vectorized(vec) {}
   const ReduceOp op;
   const std::string var;
   const Expr min, extent, body;
+  const bool vectorized;
 };
 
 // --- Construction -------------------------------------------------------------------------
@@ -215,7 +219,8 @@ Expr load(const Buffer& buffer, const std::vector<Expr>& indices);
 Expr element_offset(const Buffer& buffer, const std::vector<Expr>& indices);
 Expr call(Intrinsic intrinsic, std::vector<Expr> args);
 Expr let(std::string name, Expr value, Expr body);
-Expr reduce(ReduceOp op, std::string var, Expr min, Expr extent, Expr body);
+Expr reduce(ReduceOp op, std::string var, Expr min, Expr extent, Expr body,
+            bool vectorized = false);
 inline Expr sum(std::string v, Expr min, Expr extent, Expr body) {
   return reduce(ReduceOp::sum, std::move(v), std::move(min), std::move(extent), std::move(body));
 }

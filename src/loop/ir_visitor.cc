@@ -171,7 +171,8 @@ Expr IRMutator::visit_reduce(const Reduce& node, const Expr& self) {
   if (min.same_as(node.min) && extent.same_as(node.extent) && body.same_as(node.body)) {
     return self;
   }
-  return reduce(node.op, node.var, std::move(min), std::move(extent), std::move(body));
+  return reduce(node.op, node.var, std::move(min), std::move(extent), std::move(body),
+                node.vectorized);
 }
 
 Stmt IRMutator::visit_for(const For& node, const Stmt& self) {

@@ -96,8 +96,9 @@ class ExprPrinter {
       }
       case ExprKind::reduce: {
         const Reduce& r = *e.as<Reduce>();
-        return fmt::format("{}({}, {}, {}, {})", reduce_op_name(r.op), r.var, print(r.min),
-                           print(r.extent), print(r.body));
+        return fmt::format("{}{}({}, {}, {}, {})", r.vectorized ? "vectorized " : "",
+                           reduce_op_name(r.op), r.var, print(r.min), print(r.extent),
+                           print(r.body));
       }
     }
     KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));

@@ -245,6 +245,70 @@ Expected<Stmt> rewrite_loops(const Stmt& body, const std::string& var, const Loo
   return LoopRewriter([&](const For& loop) { return loop.var == var; }, fn).run(body, var);
 }
 
+bool has_loop(const Stmt& body, std::string_view var) {
+  class Finder : public IRVisitor {
+   public:
+    explicit Finder(std::string_view name) : name_(name) {}
+    bool found = false;
+
+   protected:
+    void visit_for(const For& node) override {
+      found = found || node.var == name_;
+      IRVisitor::visit_for(node);
+    }
+
+   private:
+    std::string_view name_;
+  } finder(var);
+  finder.visit(body);
+  return finder.found;
+}
+
+bool contains_reduce(const Expr& e) {
+  class Finder : public IRVisitor {
+   public:
+    bool found = false;
+
+   protected:
+    void visit_reduce(const Reduce&) override { found = true; }
+  } finder;
+  finder.visit(e);
+  return finder.found;
+}
+
+// `vectorize` of a reduction variable: every reduction over `var` becomes vectorized. Only an
+// innermost reduction (its body holds no other) is: code generators evaluate the body once
+// per vector lane.
+class ReductionVectorizer : public IRMutator {
+ public:
+  explicit ReductionVectorizer(std::string_view var) : var_(var) {}
+
+  Expected<Stmt> run(const Stmt& body) {
+    Stmt result = mutate(body);
+    if (!status_.is_ok()) return status_;
+    if (found_ == 0) return Status::errorf("no loop or reduction named {}", var_);
+    return result;
+  }
+
+ protected:
+  Expr visit_reduce(const Reduce& node, const Expr& self) override {
+    if (node.var != var_) return IRMutator::visit_reduce(node, self);
+    ++found_;
+    if (contains_reduce(node.body)) {
+      status_ = Status::errorf("reduction {} holds another reduction; only an innermost one is "
+                               "vectorized",
+                               var_);
+      return self;
+    }
+    return reduce(node.op, node.var, node.min, node.extent, node.body, /*vectorized=*/true);
+  }
+
+ private:
+  std::string_view var_;
+  Status status_;
+  int found_ = 0;
+};
+
 struct ConstantBounds {
   int64_t min = 0, extent = 0;
 };
@@ -738,6 +802,7 @@ class Applier {
         [&](const For& loop, const Stmt&, const BoundsScope&) { return fuse_loops(loop, d); });
   }
   Expected<Stmt> operator()(const Vectorize& d) {
+    if (!has_loop(kernel_.body, d.var)) return ReductionVectorizer(d.var).run(kernel_.body);
     return rewrite_loops(
         kernel_.body, d.var,
         [&](const For& loop, const Stmt&, const BoundsScope& scope) -> Expected<Stmt> {

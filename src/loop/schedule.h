@@ -15,7 +15,12 @@
 //   reorder i1 i0          permutes a perfectly nested band to the order given.
 //   fuse i0 i1 i0_i1       for (i0) for (i1) -> for (i0_i1, 0, n0*n1), i0 = i0_i1 / n1 and
 //                          i1 = i0_i1 % n1 (constant bounds); the fused loop is serial.
-//   vectorize i1.i         marks a loop vectorized (positive constant extent).
+//   vectorize i1.i         marks a loop vectorized (positive constant extent). Given the
+//                          variable of a reduction instead (`vectorize k3`), marks every
+//                          reduction over it vectorized: its body, which may hold no other
+//                          reduction, is evaluated for several k3 at once in vector lanes
+//                          whose partial results are combined at the end, so a floating sum
+//                          is reassociated (it rounds differently from the in-order sum).
 //   parallel i0            marks a loop parallel.
 //   unroll i1.i            marks a loop unrolled (positive constant extent, at most 1024).
 //   hoist i0               compute-at for values: every `let` and `reduce` expression in a
@@ -31,7 +36,9 @@
 //                          i6 was when i0 does. A row reduction and the nests that read it
 //                          row by row become one pass over the rows, each row hot in cache.
 //
-// Legality. A directive never changes what the kernel computes; one that would, or whose
+// Legality. A directive never changes what the kernel computes (up to the rounding of a
+// vectorized reduction, which reassociates: the one liberty a schedule takes, as every
+// vectorizing compiler does); one that would, or whose
 // safety cannot be proven, is an error that names the directive and the reason. Reorder,
 // vectorize, parallel and merge need iterations that touch disjoint elements of every buffer
 // they write (loop/schedule_analysis.h proves it from the indices; for merge, of the merged

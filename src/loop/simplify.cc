@@ -225,7 +225,7 @@ class Simplifier : public IRMutator {
     if (n && *n == 1) return mutate(substitute(node.body, node.var, min));
     Expr body = with_bounds(node.var, loop_var_bounds(bounds(min), bounds(extent)),
                             [&] { return mutate(node.body); });
-    return reduce(node.op, node.var, min, extent, body);
+    return reduce(node.op, node.var, min, extent, body, node.vectorized);
   }
 
   Stmt visit_for(const For& node, const Stmt&) override {

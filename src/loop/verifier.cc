@@ -215,7 +215,15 @@ class Verifier {
     KILN_RETURN_IF_ERROR(check(r.extent));
     KILN_RETURN_IF_ERROR(expect_type(r.min, DType::i64, "a reduction minimum", e));
     KILN_RETURN_IF_ERROR(expect_type(r.extent, DType::i64, "a reduction extent", e));
-    KILN_RETURN_IF_ERROR(in_scope(r.var, DType::i64, print(e), [&] { return check(r.body); }));
+    if (r.vectorized && inside_vectorized_) {
+      return fail("a vectorized reduction inside a vectorized loop or reduction", print(e));
+    }
+    const bool outer = inside_vectorized_;
+    inside_vectorized_ = outer || r.vectorized;
+    const Status body =
+        in_scope(r.var, DType::i64, print(e), [&] { return check(r.body); });
+    inside_vectorized_ = outer;
+    KILN_RETURN_IF_ERROR(body);
     if (!is_numeric(r.body.type()) || e.type() != r.body.type()) {
       return fail(
           fmt::format("a {} reduces a {} body", reduce_op_name(r.op), dtype_name(r.body.type())),

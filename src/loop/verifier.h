@@ -17,7 +17,8 @@
 //    that is constant; a region whose offset and extents are constant lies inside its
 //    buffer; constant extents fit BLAS's int.
 //  - Loop kinds: vectorized and unrolled loops have constant positive extents; no parallel
-//    or vectorized loop is nested inside a vectorized one.
+//    or vectorized loop, and no vectorized reduction, is nested inside a vectorized loop or
+//    a vectorized reduction.
 // The first violation is returned as a Status naming the rule and printing the offending
 // expression or statement (a statement by its first line).
 #pragma once

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cpu/prelude.h"
+#include "loop/ir_visitor.h"
 #include "loop/scalar.h"
 #include "loop/verifier.h"
 #include "support/check.h"
@@ -252,6 +253,7 @@ class KernelEmitter {
   //              T acc = start; for (v = v_begin; v < v_end; ++v) acc = acc op body;
   //              return acc; }()
   std::string emit_reduce(const loop::Reduce& r) {
+    if (r.vectorized) return emit_vectorized_reduce(r);
     const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
     const std::string acc = fresh_name('r');
     const std::string v = bind_var(r.var);
@@ -270,6 +272,119 @@ class KernelEmitter {
         "if ({1}_end <= {1}_begin) return {4}; {0} {5} = {6}; "
         "for (int64_t {1} = {1}_begin; {1} < {1}_end; ++{1}) {5} = {7}; return {5}; }}()",
         value_type(type), v, min, extent, identity, acc, start, combined);
+  }
+
+  // A vectorized reduction keeps kLanes partial results, one per lane, each combining every
+  // kLanes-th term; an OpenMP simd loop updates all lanes at once. The last extent % kLanes
+  // terms and then the lanes are combined in a scalar accumulator:
+  //
+  //   [&]() -> T { <local copies>; const int64_t v_begin = min, v_end = v_begin + extent;
+  //                if (v_end <= v_begin) return identity;
+  //                T lanes[16]; for (l) lanes[l] = start;
+  //                int64_t v0 = v_begin;
+  //                for (; v0 + 16 <= v_end; v0 += 16) {
+  //                  _Pragma("omp simd") for (l, 0, 16) { const int64_t v = v0 + l;
+  //                                                       lanes[l] = lanes[l] op body; } }
+  //                T acc = start; for (v = v0; v < v_end; ++v) acc = acc op body;
+  //                for (l) acc = acc op lanes[l]; return acc; }()
+  //
+  // The body reads every buffer pointer and outer variable through a copy made inside the
+  // lambda: read through the lambda's captures, GCC reloads them for every lane and turns a
+  // contiguous load into a gather.
+  std::string emit_vectorized_reduce(const loop::Reduce& r) {
+    constexpr int kLanes = 16;
+    const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
+    const FreeNames free = free_names(r);
+    std::string copies;
+    size_t vars_bound = 0, buffers_bound = 0;
+    for (const std::string& name : free.vars) {
+      const std::string ident = fresh_name('c');
+      copies += fmt::format("const auto {} = {}; ", ident, lookup(vars_, name));
+      vars_.emplace_back(name, ident);
+      ++vars_bound;
+    }
+    for (const std::string& name : free.buffers) {
+      const std::string ident = fresh_name('c');
+      copies += fmt::format("auto* const {} = {}; ", ident, lookup(buffers_, name));
+      buffers_.emplace_back(name, ident);
+      ++buffers_bound;
+    }
+    const std::string lanes = fresh_name('l'), lane = fresh_name('l'), first = fresh_name('k');
+    const std::string acc = fresh_name('r');
+    const std::string v = bind_var(r.var);
+    const std::string body = emit_expr(r.body);
+    unbind_var();
+    vars_.resize(vars_.size() - vars_bound);
+    buffers_.resize(buffers_.size() - buffers_bound);
+    const DType type = r.type;
+    const std::string_view t = value_type(type);
+    const std::string identity = scalar_constant(loop::reduce_identity(r.op, type), type);
+    const std::string start = r.op == loop::ReduceOp::sum && is_floating(type)
+                                  ? float_constant(-0.0, type)
+                                  : identity;
+    const loop::BinaryOp op = loop::reduce_combiner(r.op);
+    return fmt::format(
+        "[&]() -> {t} {{ {copies}const int64_t {v}_begin = {min}, {v}_end = {v}_begin + {extent}; "
+        "if ({v}_end <= {v}_begin) return {identity}; "
+        "{t} {lanes}[{n}]; for (int {lane} = 0; {lane} < {n}; ++{lane}) {lanes}[{lane}] = {start}; "
+        "int64_t {first} = {v}_begin; "
+        "for (; {first} + {n} <= {v}_end; {first} += {n}) {{ _Pragma(\"omp simd\") "
+        "for (int64_t {lane} = 0; {lane} < {n}; ++{lane}) {{ const int64_t {v} = {first} + {lane}; "
+        "{lanes}[{lane}] = {lane_update}; }} }} "
+        "{t} {acc} = {start}; "
+        "for (int64_t {v} = {first}; {v} < {v}_end; ++{v}) {acc} = {tail_update}; "
+        "for (int {lane} = 0; {lane} < {n}; ++{lane}) {acc} = {combine}; return {acc}; }}()",
+        fmt::arg("t", t), fmt::arg("copies", copies), fmt::arg("v", v), fmt::arg("min", min),
+        fmt::arg("extent", extent), fmt::arg("identity", identity), fmt::arg("lanes", lanes),
+        fmt::arg("lane", lane), fmt::arg("n", kLanes), fmt::arg("start", start),
+        fmt::arg("first", first), fmt::arg("acc", acc),
+        fmt::arg("lane_update", binary(op, type, fmt::format("{}[{}]", lanes, lane), body)),
+        fmt::arg("tail_update", binary(op, type, acc, body)),
+        fmt::arg("combine", binary(op, type, acc, fmt::format("{}[{}]", lanes, lane))));
+  }
+
+  // The loop-IR variables and buffers a reduction's body reads that are bound outside it, in
+  // order of first use.
+  struct FreeNames {
+    std::vector<std::string> vars, buffers;
+  };
+
+  static FreeNames free_names(const loop::Reduce& r) {
+    class Collector : public loop::IRVisitor {
+     public:
+      FreeNames names;
+      std::vector<std::string> bound;
+
+     protected:
+      void visit_variable(const loop::Variable& node) override {
+        if (std::find(bound.begin(), bound.end(), node.name) == bound.end()) add(names.vars, node.name);
+      }
+      void visit_load(const loop::Load& node) override {
+        add(names.buffers, node.buffer.name());
+        loop::IRVisitor::visit_load(node);
+      }
+      void visit_let(const loop::Let& node) override {
+        visit(node.value);
+        bound.push_back(node.name);
+        visit(node.body);
+        bound.pop_back();
+      }
+      void visit_reduce(const loop::Reduce& node) override {
+        visit(node.min);
+        visit(node.extent);
+        bound.push_back(node.var);
+        visit(node.body);
+        bound.pop_back();
+      }
+
+     private:
+      static void add(std::vector<std::string>& list, const std::string& name) {
+        if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+      }
+    } collector;
+    collector.bound.push_back(r.var);
+    collector.visit(r.body);
+    return collector.names;
   }
 
   // --- Statements -------------------------------------------------------------------------

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "interp/interpreter.h"
+#include "loop/ir_visitor.h"
 #include "unit/loop/schedule_check.h"
 
 namespace kiln::loop {
@@ -61,7 +64,10 @@ std::vector<LoopInfo> innermost_loops(const std::vector<LoopInfo>& loops) {
 TEST(DefaultSchedule, SoftmaxRowsKeepTheirStatisticsOutOfTheElementLoop) {
   const Kernel kernel = softmax(64, 1000);
   const Schedule schedule = default_schedule(kernel, kAvx2);
-  EXPECT_EQ(print(schedule), "hoist i0\nsplit i1 8 i1.o i1.i\nvectorize i1.i\nparallel i0\n");
+  // The row maximum runs in vector lanes; the sum of exponentials calls libm, so it stays
+  // serial.
+  EXPECT_EQ(print(schedule),
+            "hoist i0\nsplit i1 8 i1.o i1.i\nvectorize i1.i\nparallel i0\nvectorize k4\n");
   // Unscheduled, the evaluator would take 64 * 1000 * 2000 steps; compare the scheduled
   // kernel with the interpreter instead.
   const Kernel scheduled = schedule_and_check(kernel, kAvx2, /*compare=*/false);
@@ -95,6 +101,43 @@ TEST(DefaultSchedule, NormalisationsAreHoistedVectorizedAndParallel) {
       EXPECT_FALSE(loop.has_reduce) << loop.var << "\n" << print(scheduled);
     }
   }
+}
+
+// The number of vectorized and of serial reductions in a kernel.
+std::pair<int, int> reductions_by_kind(const Kernel& kernel) {
+  class Counter : public IRVisitor {
+   public:
+    int vectorized = 0, serial = 0;
+
+   protected:
+    void visit_reduce(const Reduce& node) override {
+      ++(node.vectorized ? vectorized : serial);
+      IRVisitor::visit_reduce(node);
+    }
+  } counter;
+  counter.visit(kernel.body);
+  return {counter.vectorized, counter.serial};
+}
+
+// Innermost reductions over contiguous elements run in vector lanes; strided ones, short ones
+// and those that call libm (a call the compiler cannot vectorize) stay serial.
+TEST(DefaultSchedule, ContiguousReductionsRunInVectorLanes) {
+  // Layer norm: the row mean and variance, hoisted, both vectorized.
+  const Kernel norm = schedule_and_check(layer_norm(8, 203), kAvx2);
+  EXPECT_EQ(reductions_by_kind(norm), std::make_pair(2, 0)) << print(norm);
+  // Column sums read with a stride of 64: serial.
+  const Kernel columns = schedule_and_check(lower([](GraphBuilder& b) {
+    return b.sum(b.input("x", DType::f32, {300, 64}), {0});
+  }), kAvx2);
+  EXPECT_EQ(reductions_by_kind(columns), std::make_pair(0, 1)) << print(columns);
+  // Eight terms leave most of 16 lanes idle: serial.
+  const Kernel short_rows = schedule_and_check(lower([](GraphBuilder& b) {
+    return b.sum(b.input("x", DType::f32, {300, 8}), {1});
+  }), kAvx2);
+  EXPECT_EQ(reductions_by_kind(short_rows), std::make_pair(0, 1)) << print(short_rows);
+  // Softmax: the maximum is vectorized, the sum of exponentials calls libm and is not.
+  const Kernel soft = schedule_and_check(softmax(4, 100), kAvx2);
+  EXPECT_EQ(reductions_by_kind(soft), std::make_pair(1, 1)) << print(soft);
 }
 
 TEST(DefaultSchedule, SmallNestsStaySerial) {
@@ -138,6 +181,8 @@ TEST(DefaultSchedule, FusesOuterLoopsUntilThereIsWorkForEveryCore) {
   EXPECT_EQ(print(default_schedule(kernel, {1, 32})), "split i1 8 i1.o i1.i\nvectorize i1.i\n");
 }
 
+// An innermost loop that is strided or holds a reduction is not vectorized; the row sum's
+// reduction itself is (contiguous loads).
 TEST(DefaultSchedule, StridedAndReducedInnerLoopsAreNotVectorized) {
   const Kernel transpose = lower([](GraphBuilder& b) {
     return b.transpose(b.input("x", DType::f32, {160, 130}), {1, 0});
@@ -147,7 +192,7 @@ TEST(DefaultSchedule, StridedAndReducedInnerLoopsAreNotVectorized) {
   const Kernel row_sum = lower([](GraphBuilder& b) {
     return b.sum(b.input("x", DType::f32, {64, 300}), {1});
   });
-  EXPECT_EQ(print(default_schedule(row_sum, kAvx2)), "parallel i0\n");
+  EXPECT_EQ(print(default_schedule(row_sum, kAvx2)), "parallel i0\nvectorize k1\n");
   schedule_and_check(row_sum, kAvx2);
 }
 

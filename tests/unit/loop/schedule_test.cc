@@ -287,6 +287,29 @@ TEST(Vectorize, NeedsAConstantExtentAndIndependentIterations) {
                             {"directive 2"}));
 }
 
+// `vectorize` of a reduction variable marks the reduction (printed `vectorized sum(...)`);
+// only an innermost one, and the evaluator's results do not change.
+TEST(Vectorize, MarksInnermostReductionsByTheirVariable) {
+  const Kernel sums = row_sum(5, 40);
+  Expected<Kernel> marked = apply_text(sums, "vectorize k1");
+  ASSERT_TRUE(marked.has_value()) << marked.status().message() << print(sums);
+  EXPECT_TRUE(contains_all(print(*marked), {"vectorized sum(k1, 0, 40,"})) << print(*marked);
+  EXPECT_TRUE(same_results(sums, *marked));
+  EXPECT_TRUE(is_error_with(apply_directive(sums, Vectorize{"k7"}).status(),
+                            {"no loop or reduction named k7"}));
+  // A reduction holding another is not innermost.
+  const Buffer x = Buffer::param("x", DType::f32, {4, 6}), out = Buffer::param("out", DType::f32, {1});
+  const Kernel nested{"nested",
+                      {x, out},
+                      store(out, 0, sum("k0", 0, 4, sum("k1", 0, 6, load(x, var("k0") * 6 + var("k1")))))};
+  EXPECT_TRUE(is_error_with(apply_directive(nested, Vectorize{"k0"}).status(),
+                            {"reduction k0 holds another reduction"}));
+  EXPECT_TRUE(apply_directive(nested, Vectorize{"k1"}).has_value());
+  // Inside a vectorized loop it would nest one vector construct in another.
+  EXPECT_TRUE(is_error_with(apply_text(softmax(4, 32), "vectorize i1\nvectorize k4").status(),
+                            {"a vectorized reduction inside a vectorized loop"}));
+}
+
 TEST(Parallel, ProvesIndependenceOrRefuses) {
   const Buffer x = Buffer::param("x", DType::f32, {8});
   const Buffer acc = Buffer::param("acc", DType::f32, {1});

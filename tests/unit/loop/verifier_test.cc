@@ -109,6 +109,17 @@ TEST(LoopVerifier, RejectsVectorizedLoopsWithoutConstantExtentsOrWithParallelIns
       is_error_with(verify(kernel_of(nested)), {"a parallel loop inside a vectorized loop"}));
 }
 
+TEST(LoopVerifier, RejectsAVectorizedReductionInsideAVectorizedLoopOrReduction) {
+  const Expr row = reduce(ReduceOp::sum, "k", 0, 4, make_float(1), /*vectorized=*/true);
+  EXPECT_TRUE(verify(kernel_of(for_loop("i", 0, 4, store(kOut, var("i"), row)))).is_ok());
+  EXPECT_TRUE(is_error_with(
+      verify(kernel_of(for_loop("i", 0, 4, ForKind::vectorized, store(kOut, var("i"), row)))),
+      {"a vectorized reduction inside a vectorized loop or reduction"}));
+  const Expr nested = reduce(ReduceOp::sum, "j", 0, 4, row, /*vectorized=*/true);
+  EXPECT_TRUE(is_error_with(verify(kernel_of(store(kOut, 0, nested))),
+                            {"a vectorized reduction inside a vectorized loop or reduction"}));
+}
+
 TEST(LoopVerifier, RejectsIllTypedExpressions) {
   const std::map<std::string, DType, std::less<>> vars = {
       {"x", DType::f32}, {"n", DType::i64}, {"b", DType::boolean}};

@@ -1,0 +1,115 @@
+#include "loop/scratch.h"
+
+#include <map>
+#include <string>
+
+#include "loop/ir_visitor.h"
+#include "loop/printer.h"
+#include "loop/verifier.h"
+#include "support/check.h"
+
+namespace kiln::loop {
+namespace {
+
+class ScratchPromoter : public IRMutator {
+ public:
+  explicit ScratchPromoter(int64_t min_bytes) : min_bytes_(min_bytes) {}
+
+  std::vector<Buffer> promoted;
+
+ protected:
+  Stmt visit_for(const For& node, const Stmt& self) override {
+    const bool outer = in_parallel_;
+    in_parallel_ = outer || node.for_kind == ForKind::parallel;
+    Stmt result = IRMutator::visit_for(node, self);
+    in_parallel_ = outer;
+    return result;
+  }
+
+  Stmt visit_allocate(const Allocate& node, const Stmt& self) override {
+    const Buffer& local = node.buffer;
+    if (in_parallel_ || local.flat_size() * dtype_size_bytes(local.dtype()) < min_bytes_) {
+      return IRMutator::visit_allocate(node, self);
+    }
+    // A split's tail copies the loops inside it, allocations included: sibling copies of one
+    // allocation (never live at once) share its parameter.
+    auto it = replacement_.find(local.name());
+    if (it == replacement_.end()) {
+      const Buffer param = Buffer::param(local.name(), local.dtype(), {local.flat_size()});
+      promoted.push_back(param);
+      it = replacement_.emplace(local.name(), param).first;
+    } else if (it->second.dtype() != local.dtype() || it->second.shape()[0] != local.flat_size()) {
+      return IRMutator::visit_allocate(node, self);
+    }
+    return mutate(node.body);
+  }
+
+  Expr visit_load(const Load& node, const Expr& self) override {
+    Expr index = mutate(node.index);
+    const Buffer* buffer = replaced(node.buffer);
+    if (buffer == nullptr) return index.same_as(node.index) ? self : load(node.buffer, index);
+    return load(*buffer, std::move(index));
+  }
+
+  Stmt visit_store(const Store& node, const Stmt& self) override {
+    Expr index = mutate(node.index), value = mutate(node.value);
+    const Buffer* buffer = replaced(node.buffer);
+    if (buffer == nullptr) {
+      if (index.same_as(node.index) && value.same_as(node.value)) return self;
+      return store(node.buffer, std::move(index), std::move(value));
+    }
+    return store(*buffer, std::move(index), std::move(value));
+  }
+
+  Stmt visit_gemm(const Gemm& node, const Stmt& self) override {
+    const Stmt mutated = IRMutator::visit_gemm(node, self);
+    const Gemm& g = *mutated.as<Gemm>();
+    const auto region = [&](const MatrixRegion& r) {
+      const Buffer* buffer = replaced(r.buffer);
+      return MatrixRegion{buffer != nullptr ? *buffer : r.buffer, r.offset, r.leading_dim};
+    };
+    if (replaced(g.a.buffer) == nullptr && replaced(g.b.buffer) == nullptr &&
+        replaced(g.c.buffer) == nullptr) {
+      return mutated;
+    }
+    return gemm({.a = region(g.a),
+                 .b = region(g.b),
+                 .c = region(g.c),
+                 .transpose_a = g.transpose_a,
+                 .transpose_b = g.transpose_b,
+                 .m = g.m,
+                 .n = g.n,
+                 .k = g.k,
+                 .accumulate = g.accumulate});
+  }
+
+ private:
+  // Buffer names are unique in a kernel (the verifier forbids shadowing), so a name
+  // identifies the allocation.
+  const Buffer* replaced(const Buffer& buffer) const {
+    if (buffer.scope() == MemoryScope::global) return nullptr;
+    auto it = replacement_.find(buffer.name());
+    return it == replacement_.end() ? nullptr : &it->second;
+  }
+
+  int64_t min_bytes_;
+  bool in_parallel_ = false;
+  std::map<std::string, Buffer> replacement_;
+};
+
+}  // namespace
+
+Kernel promote_scratch(const Kernel& kernel, int64_t min_bytes, std::vector<int64_t>& scratch) {
+  ScratchPromoter promoter(min_bytes);
+  Kernel result{kernel.name, kernel.params, promoter.mutate(kernel.body)};
+  for (const Buffer& buffer : promoter.promoted) {
+    result.params.push_back(buffer);
+    scratch.push_back(buffer.flat_size() * dtype_size_bytes(buffer.dtype()));
+  }
+  const Status verified = verify(result);
+  KILN_CHECK(verified.is_ok(), "promoting scratch buffers broke the kernel: {}\n{}",
+             verified.message(), print(result));
+  return result;
+}
+
+}  // namespace kiln::loop
