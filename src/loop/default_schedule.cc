@@ -205,9 +205,6 @@ bool contains_loop(const Stmt& s) {
   return finder.found;
 }
 
-// Fewer terms than this leave the lanes of a vectorized reduction mostly idle.
-constexpr int64_t kMinVectorReduction = 16;
-
 // Whether `body`, the body of a reduction over `var`, runs well in vector lanes (see Rule 4
 // below): no reduction or math-library call inside, and every load contiguous in `var` or
 // invariant, with no index through a let bound inside the body.
@@ -261,7 +258,7 @@ std::vector<std::string> reductions_to_vectorize(const Stmt& body) {
     }
     void visit_reduce(const Reduce& node) override {
       if (!in_vector_loop_ && !node.vectorized &&
-          extent_bound(node.extent) >= kMinVectorReduction &&
+          extent_bound(node.extent) >= reduction_lanes(node) &&
           vectorizable_reduction_body(node.body, node.var) &&
           std::find(vars.begin(), vars.end(), node.var) == vars.end()) {
         vars.push_back(node.var);
@@ -389,12 +386,15 @@ class Scheduler {
     if (leaf == nullptr) return;
     const std::optional<int64_t> extent = as_const_int(leaf->extent);
     if (!extent) return;
-    int64_t bytes = 1;
+    // Lanes for the narrowest element: the compiler vectorizes a loop with vectors full of its
+    // narrowest type (a bool mask beside floats needs 64 iterations for 64-byte vectors, and
+    // GCC leaves a loop of 16 such iterations scalar); wider types take several vectors.
+    int64_t bytes = 8;
     for (const Access& access : collect_accesses(leaf->body, {}).list) {
       const std::optional<int64_t> stride = stride_of(access.index, leaf->var);
       const bool contiguous = stride == 1 || (stride == 0 && !access.is_store);
       if (!contiguous) return;
-      bytes = std::max(bytes, lane_bytes(access.buffer.dtype()));
+      bytes = std::min(bytes, lane_bytes(access.buffer.dtype()));
     }
     const int64_t lanes = target_.vector_bytes / bytes;
     if (lanes < 2 || *extent < lanes) return;
@@ -440,7 +440,7 @@ class Scheduler {
   }
 
   // Rule 4: `vectorize` each innermost reduction that vector lanes run well: outside every
-  // vectorized loop, over at least kMinVectorReduction terms, whose body calls no math
+  // vectorized loop, over at least reduction_lanes terms, whose body calls no math
   // library (a libm call stops the compiler from vectorizing) and loads each element
   // contiguously in the reduction variable or at an invariant index. A serial reduction is a
   // chain of dependent additions, one term per adder latency; lanes run several chains.

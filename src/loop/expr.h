@@ -20,6 +20,9 @@
 //    statements) scope a name over their body; the verifier forbids binding a name that is
 //    already bound in an enclosing scope, so substitution never captures.
 //  - `load(b, i)` reads element i of buffer b (a flat i64 offset); out of bounds is an error.
+//  - `select(c, a, b)` evaluates c, a and b, then picks a or b: both branches are evaluated,
+//    so a load in either must be in bounds (lowering clamps data-dependent indices), and code
+//    generators may compute both and blend, which is what lets a compiler vectorize a select.
 //  - `Reduce` is the reduction *expression* sum/prod/min/max over var in [min, min+extent) of
 //    body: body(min) combined with body(min+1), ... in order, or the op's identity (0, 1, the
 //    type's largest, its smallest; infinities for floats) when the extent is <= 0. Reductions are

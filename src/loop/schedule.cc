@@ -245,6 +245,26 @@ Expected<Stmt> rewrite_loops(const Stmt& body, const std::string& var, const Loo
   return LoopRewriter([&](const For& loop) { return loop.var == var; }, fn).run(body, var);
 }
 
+}  // namespace
+
+int64_t reduction_lanes(const Reduce& reduction) {
+  class Narrowest : public IRVisitor {
+   public:
+    int64_t bytes = 4;
+
+   protected:
+    void visit_load(const Load& node) override {
+      // f16 and bf16 are computed in float; in memory they are 2 bytes.
+      bytes = std::min<int64_t>(bytes, dtype_size_bytes(node.buffer.dtype()));
+      IRVisitor::visit_load(node);
+    }
+  } narrowest;
+  narrowest.visit(reduction.body);
+  return std::max<int64_t>(16, 64 / narrowest.bytes);
+}
+
+namespace {
+
 bool has_loop(const Stmt& body, std::string_view var) {
   class Finder : public IRVisitor {
    public:

@@ -121,6 +121,12 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
+// The partial results a vectorized reduction keeps (code generators evaluate its body for
+// that many consecutive terms at once): 64 bytes of its narrowest loaded element, at least
+// 16; a compiler fills its vectors with the narrowest type and leaves a loop with fewer
+// iterations than that scalar (a bool mask beside floats: 64 lanes).
+int64_t reduction_lanes(const Reduce& reduction);
+
 // One line, without the newline: "split i1 8 i1.o i1.i".
 std::string print(const Directive& directive);
 // One line per directive, each ending in a newline; parse_schedule(print(s)) == s.

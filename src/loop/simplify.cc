@@ -1,5 +1,6 @@
 #include "loop/simplify.h"
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -68,9 +69,52 @@ struct LinearForm {
   }
 };
 
+// The constant divisor of `e` when it is `a op d` for a constant d != 0.
+std::optional<int64_t> constant_divisor(const Expr& e, BinaryOp op) {
+  const Binary* b = e.as<Binary>();
+  if (b == nullptr || b->op != op) return std::nullopt;
+  const std::optional<int64_t> d = as_const_int(b->b);
+  if (!d || *d == 0) return std::nullopt;
+  return d;
+}
+
+// Puts back together what fusing loops takes apart: with floor division and remainder,
+// x / d * d + x % d is x for every d != 0, so k*d*(x / d) + k*(x % d) becomes k*x (and x is
+// added as a linear form of its own, so the next level can combine: fusing three loops of
+// extents A, 56, 56 indexes f / 3136 * 3136 + (f / 56) % 56 * 56 + f % 56, which is f). A
+// remainder of a quotient, (y / e) % d, pairs with y / (e*d), the form (y / e) / d takes.
+void recombine_divisions(LinearForm& form) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t m = 0; m < form.terms.size() && !changed; ++m) {
+      const std::optional<int64_t> d = constant_divisor(form.terms[m].atom, BinaryOp::mod);
+      if (!d) continue;
+      const Expr x = form.terms[m].atom.as<Binary>()->a;
+      const int64_t k = form.terms[m].coefficient;
+      std::vector<Expr> partners = {binary(BinaryOp::div, x, make_int(*d, x.type()))};
+      const std::optional<int64_t> e = constant_divisor(x, BinaryOp::div);
+      if (e && *e > 0 && *d > 0) {
+        const Expr y = x.as<Binary>()->a;
+        partners.push_back(binary(BinaryOp::div, y, make_int(*e * *d, y.type())));
+      }
+      for (size_t q = 0; q < form.terms.size() && !changed; ++q) {
+        const bool pairs = std::any_of(partners.begin(), partners.end(), [&](const Expr& p) {
+          return equal(form.terms[q].atom, p);
+        });
+        if (q == m || !pairs || form.terms[q].coefficient != form.wrap_mul(k, *d)) continue;
+        form.terms.erase(form.terms.begin() + static_cast<std::ptrdiff_t>(std::max(m, q)));
+        form.terms.erase(form.terms.begin() + static_cast<std::ptrdiff_t>(std::min(m, q)));
+        form.add(x, k);
+        changed = true;
+      }
+    }
+  }
+}
+
 LinearForm linear_form(const Expr& e) {
   LinearForm form{e.type(), {}, 0};
   form.add(e, 1);
+  recombine_divisions(form);
   return form;
 }
 
@@ -225,7 +269,61 @@ class Simplifier : public IRMutator {
     if (n && *n == 1) return mutate(substitute(node.body, node.var, min));
     Expr body = with_bounds(node.var, loop_var_bounds(bounds(min), bounds(extent)),
                             [&] { return mutate(node.body); });
+    if (std::optional<Expr> joined = join_nested_reductions(node, min, extent, body)) {
+      return *joined;
+    }
     return reduce(node.op, node.var, min, extent, body, node.vectorized);
+  }
+
+  // op(a, 0, A, op(b, 0, B, body)) is op(b, 0, A*B, body with a = b / B and b = b % B): the
+  // same terms in the same order, so exact even for floats. Kept only when the body then
+  // reads b linearly (every / and % of it simplified away), as when the two reduce adjacent
+  // dims of a row-major tensor (a batch norm's sum over rows and columns of a plane): one
+  // long contiguous reduction instead of many short ones.
+  std::optional<Expr> join_nested_reductions(const Reduce& outer, const Expr& min,
+                                             const Expr& extent, const Expr& body) {
+    const Reduce* inner = body.as<Reduce>();
+    const std::optional<int64_t> a_extent = as_const_int(extent);
+    if (inner == nullptr || inner->op != outer.op || outer.vectorized || inner->vectorized ||
+        as_const_int(min) != 0 || as_const_int(inner->min) != 0 || !a_extent) {
+      return std::nullopt;
+    }
+    const std::optional<int64_t> b_extent = as_const_int(inner->extent);
+    int64_t total = 0;
+    if (!b_extent || *b_extent <= 1 || __builtin_mul_overflow(*a_extent, *b_extent, &total)) {
+      return std::nullopt;
+    }
+    const Expr joined_var = var(inner->var);
+    const Expr inner_body = substitute(
+        substitute(inner->body, inner->var, joined_var % make_int(*b_extent)), outer.var,
+        joined_var / make_int(*b_extent));
+    const Expr simplified = with_bounds(inner->var, Interval{0, total - 1},
+                                        [&] { return mutate(inner_body); });
+    if (divides_var(simplified, inner->var)) return std::nullopt;
+    return reduce(outer.op, inner->var, make_int(0), make_int(total), simplified);
+  }
+
+  // Whether a division or remainder in `e` has an operand that uses `name`.
+  static bool divides_var(const Expr& e, const std::string& name) {
+    class Finder : public IRVisitor {
+     public:
+      explicit Finder(const std::string& n) : name_(n) {}
+      bool found = false;
+
+     protected:
+      void visit_binary(const Binary& node) override {
+        if ((node.op == BinaryOp::div || node.op == BinaryOp::mod) &&
+            (uses_var(node.a, name_) || uses_var(node.b, name_))) {
+          found = true;
+        }
+        IRVisitor::visit_binary(node);
+      }
+
+     private:
+      const std::string& name_;
+    } finder(name);
+    finder.visit(e);
+    return finder.found;
   }
 
   Stmt visit_for(const For& node, const Stmt&) override {

@@ -12,6 +12,9 @@
 //    first appearance) and the constant last. This subsumes x + 0, x - x, x * 1, x * 0,
 //    constants moved right and combined ((x + 3) + 4 is x + 7), and distribution of
 //    constants ((x + 1) * 4 is x*4 + 4).
+//  - What fusing loops splits is joined again: k*d*(x / d) + k*(x % d) is k*x in a linear
+//    form (floor division and remainder make it exact for every d != 0), also through a
+//    level of division: f / 3136 * 3136 + (f / 56) % 56 * 56 + f % 56 is f.
 //  - Integer / and % by a constant d: terms whose coefficient d divides leave the remainder
 //    ((i*4 + j) / 4 is i + j / 4, (i*4 + j) % 4 is j % 4), and when the bounds of what
 //    remains lie in one period [k*d, k*d + d) the division is k and the remainder is

@@ -266,6 +266,61 @@ void print_profile(const runtime::Program& program, const runtime::Profile& prof
   }
 }
 
+// What fusion did to the time of each kernel, measured: every kernel of `fused` next to the
+// time its nodes took as kernels of their own in `unfused` (one node per step), from profiles
+// of the same interleaved runs. Prints the totals and the kernels that lost and gained most.
+void print_fusion_profile(const CompiledGraph& unfused, const runtime::Profile& unfused_profile,
+                          const CompiledGraph& fused, const runtime::Profile& fused_profile) {
+  std::map<int64_t, double> node_seconds;  // by node id: each mode compiles a clone
+  const double unfused_runs = std::max(unfused_profile.runs, 1);
+  for (size_t s = 0; s < unfused.program->steps.size(); ++s) {
+    const int record = unfused.step_kernel_record[s];
+    if (record < 0) continue;
+    for (const Node* node : unfused.records[static_cast<size_t>(record)].nodes) {
+      node_seconds[node->id()] += unfused_profile.step_seconds[s] / unfused_runs;
+    }
+  }
+  struct Row {
+    double fused, apart;
+    size_t step;
+  };
+  std::vector<Row> rows;
+  const double fused_runs = std::max(fused_profile.runs, 1);
+  double total_fused = 0, total_apart = 0;
+  for (size_t s = 0; s < fused.program->steps.size(); ++s) {
+    const int record = fused.step_kernel_record[s];
+    if (record < 0) continue;
+    double apart = 0;
+    for (const Node* node : fused.records[static_cast<size_t>(record)].nodes) {
+      auto it = node_seconds.find(node->id());
+      if (it != node_seconds.end()) apart += it->second;
+    }
+    rows.push_back({fused_profile.step_seconds[s] / fused_runs, apart, s});
+    total_fused += rows.back().fused;
+    total_apart += apart;
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return a.fused - a.apart > b.fused - b.apart;
+  });
+  fmt::print("\nilp kernels against their nodes unfused (profiles of the runs above): {} fused, "
+             "{} unfused\n",
+             format_seconds(total_fused), format_seconds(total_apart));
+  const auto print_row = [&](const Row& row) {
+    fmt::print("  {:>5}  {:>10}  {:>10}  {:>+10.3f} ms  {}\n", row.step, format_seconds(row.fused),
+               format_seconds(row.apart), (row.fused - row.apart) * 1e3,
+               fused.program->steps[row.step].label);
+  };
+  constexpr size_t kShown = 12;
+  fmt::print("  {:>5}  {:>10}  {:>10}  {:>13}  {}\n", "step", "fused", "unfused", "difference",
+             "kernel (slowest against its nodes first)");
+  for (size_t r = 0; r < std::min(kShown, rows.size()); ++r) print_row(rows[r]);
+  if (rows.size() > 2 * kShown) fmt::print("  ...\n");
+  for (size_t r = std::max(kShown, rows.size() >= kShown ? rows.size() - kShown : 0);
+       r < rows.size(); ++r) {
+    print_row(rows[r]);
+  }
+}
+
 // Checks every kernel of `model` against the reference; the largest absolute error, or the
 // error naming the first kernel that disagrees.
 Expected<double> check_kernels(CompiledModel& model, const std::vector<Array>& inputs) {
@@ -752,6 +807,7 @@ int run_zoo_compare(const ZooOptions& options) {
     std::string check = {};
     std::unique_ptr<TimedRun> run = nullptr;
     std::vector<double> times = {};
+    runtime::Profile profile = {};
   };
   constexpr std::array kModes = {fusion::FusionMode::off, fusion::FusionMode::greedy,
                                  fusion::FusionMode::ilp};
@@ -783,7 +839,7 @@ int run_zoo_compare(const ZooOptions& options) {
   for (int r = 0; r < repeat; ++r) {
     for (ModeRun& entry : modes) {
       Expected<double> seconds = entry.run->time_one(nullptr);
-      if (seconds) seconds = entry.run->time_one(nullptr);
+      if (seconds) seconds = entry.run->time_one(options.run.profile ? &entry.profile : nullptr);
       if (!seconds) return report(seconds.status());
       entry.times.push_back(*seconds);
     }
@@ -810,6 +866,10 @@ int run_zoo_compare(const ZooOptions& options) {
                            format_seconds(entry.times.back())),
                unfused_median / median, entry.check);
   }
+  if (options.run.profile) print_fusion_profile(modes.front().compiled->compiled(),
+                                                modes.front().profile,
+                                                modes.back().compiled->compiled(),
+                                                modes.back().profile);
   return 0;
 }
 
@@ -1070,6 +1130,9 @@ int run(int argc, char** argv) {
   add_graph_choice(zoo_compare_cmd, zoo);
   zoo_compare_cmd->add_flag("--check", zoo.run.check,
                             "Compare every kernel of every mode with the reference evaluation");
+  zoo_compare_cmd->add_flag("--profile", zoo.run.profile,
+                            "Time every kernel and print the ILP's kernels against the unfused "
+                            "time of their nodes, the ones fusion made slower first");
   zoo_compare_cmd->add_option("--repeat", zoo.compare_repeat, "Timed runs per mode, after a warm-up; the modes take turns")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

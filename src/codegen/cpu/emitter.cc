@@ -12,6 +12,7 @@
 #include "codegen/cpu/prelude.h"
 #include "loop/ir_visitor.h"
 #include "loop/scalar.h"
+#include "loop/schedule.h"
 #include "loop/verifier.h"
 #include "support/check.h"
 
@@ -212,7 +213,8 @@ class KernelEmitter {
         return fmt::format("(!{})", emit_expr(e.as<loop::Not>()->a));
       case loop::ExprKind::select: {
         const auto* s = e.as<loop::Select>();
-        return fmt::format("({} ? {} : {})", emit_expr(s->condition), emit_expr(s->true_value),
+        return fmt::format("kiln_select<{}>({}, {}, {})", value_type(e.type()),
+                           emit_expr(s->condition), emit_expr(s->true_value),
                            emit_expr(s->false_value));
       }
       case loop::ExprKind::cast: {
@@ -274,9 +276,9 @@ class KernelEmitter {
         value_type(type), v, min, extent, identity, acc, start, combined);
   }
 
-  // A vectorized reduction keeps kLanes partial results, one per lane, each combining every
-  // kLanes-th term; an OpenMP simd loop updates all lanes at once. The last extent % kLanes
-  // terms and then the lanes are combined in a scalar accumulator:
+  // A vectorized reduction keeps N = loop::reduction_lanes partial results, one per lane,
+  // each combining every N-th term; an OpenMP simd loop updates all lanes at once. The last
+  // extent % N terms and then the lanes are combined in a scalar accumulator:
   //
   //   [&]() -> T { <local copies>; const int64_t v_begin = min, v_end = v_begin + extent;
   //                if (v_end <= v_begin) return identity;
@@ -292,7 +294,7 @@ class KernelEmitter {
   // lambda: read through the lambda's captures, GCC reloads them for every lane and turns a
   // contiguous load into a gather.
   std::string emit_vectorized_reduce(const loop::Reduce& r) {
-    constexpr int kLanes = 16;
+    const int64_t lanes_count = loop::reduction_lanes(r);
     const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
     const FreeNames free = free_names(r);
     std::string copies;
@@ -336,7 +338,7 @@ class KernelEmitter {
         "for (int {lane} = 0; {lane} < {n}; ++{lane}) {acc} = {combine}; return {acc}; }}()",
         fmt::arg("t", t), fmt::arg("copies", copies), fmt::arg("v", v), fmt::arg("min", min),
         fmt::arg("extent", extent), fmt::arg("identity", identity), fmt::arg("lanes", lanes),
-        fmt::arg("lane", lane), fmt::arg("n", kLanes), fmt::arg("start", start),
+        fmt::arg("lane", lane), fmt::arg("n", lanes_count), fmt::arg("start", start),
         fmt::arg("first", first), fmt::arg("acc", acc),
         fmt::arg("lane_update", binary(op, type, fmt::format("{}[{}]", lanes, lane), body)),
         fmt::arg("tail_update", binary(op, type, acc, body)),

@@ -85,6 +85,14 @@ inline int64_t kiln_dropout_bits(int64_t seed, int64_t offset, int64_t index) {
                                               kiln_splitmix64(counter)) >> 40);
 }
 
+// Both branches are arguments, so both are evaluated (as loop IR defines select), and the
+// compiler blends vectors instead of branching; with `c ? a : b` it must keep the loads of
+// the branch not taken conditional and leaves many loops scalar.
+template <typename T>
+inline T kiln_select(bool c, T a, T b) {
+  return c ? a : b;
+}
+
 template <typename T>
 inline T kiln_min(T a, T b) {
   if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();

@@ -102,6 +102,37 @@ TEST(VectorizedReduce, FloatSumsAreWithinReassociationErrorAndExtremaExact) {
   }
 }
 
+// A mask of bools beside floats: 64 lanes (loop/schedule.h: reduction_lanes), so the rows
+// of up to 39 terms are all tail; 100 terms fill one block of lanes and leave a tail.
+TEST(VectorizedReduce, MaskedSumsOfFloats) {
+  constexpr int64_t kTerms = 100;
+  const Buffer mask = Buffer::param("mask", DType::boolean, {kTerms});
+  const Buffer x = Buffer::param("x", DType::f32, {kTerms});
+  const Buffer out = Buffer::param("out", DType::f32, {1});
+  const Expr k = var("k");
+  const Kernel kernel{"masked",
+                      {mask, x, out},
+                      store(out, 0,
+                            reduce(ReduceOp::sum, "k", 0, kTerms,
+                                   select(load(mask, k), load(x, k), make_float(0)),
+                                   /*vectorized=*/true))};
+  testing::TempDir cache;
+  CpuCompileOptions options;
+  options.cache_dir = cache.path();
+  Expected<CompiledKernels> compiled = compile_kernels({&kernel, 1}, options);
+  ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
+  std::vector<std::vector<double>> args = testing::random_args(kernel, 3);
+  double expected = 0, magnitude = 0;
+  for (int64_t n = 0; n < kTerms; ++n) {
+    const auto i = static_cast<size_t>(n);
+    if (args[0][i] != 0) expected += args[1][i];
+    magnitude += std::fabs(args[1][i]);
+  }
+  const std::vector<std::vector<double>> result =
+      testing::run_compiled(compiled->function(0), kernel, args);
+  EXPECT_NEAR(result[2][0], expected, static_cast<double>(kTerms) * epsilon(DType::f32) * magnitude);
+}
+
 TEST(VectorizedReduce, IntegerReductionsAreExact) {
   for (DType dtype : {DType::i32, DType::i64}) {
     SCOPED_TRACE(dtype_name(dtype));

@@ -167,6 +167,15 @@ TEST(DefaultSchedule, LanesFollowTheElementType) {
             "split i1 8 i1.o i1.i\nvectorize i1.i\n");
   schedule_and_check(add_broadcast(3, 9, DType::f64), kAvx2);
   schedule_and_check(add_broadcast(3, 40, DType::f16), kAvx2);
+  // A bool mask beside floats: lanes for the bool, 64 of 64-byte vectors (relu's gradient,
+  // where(mask, dy, 0), over a row of 200 after the nest is joined into one loop).
+  const Kernel masked = lower([](GraphBuilder& b) {
+    Value* dy = b.input("dy", DType::f32, {2, 100});
+    return b.where(b.input("mask", DType::boolean, {2, 100}), dy, b.scalar(0, DType::f32));
+  });
+  EXPECT_EQ(print(default_schedule(masked, {2, 64})), "split i1 64 i1.o i1.i\nvectorize i1.i\n")
+      << print(masked);
+  schedule_and_check(masked, {2, 64});
 }
 
 TEST(DefaultSchedule, FusesOuterLoopsUntilThereIsWorkForEveryCore) {

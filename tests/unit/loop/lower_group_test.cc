@@ -2,7 +2,9 @@
 // reductions, kernel parameters, Kiln's own names, and errors.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <vector>
 
 #include "ir/builder.h"
 #include "loop/ir_visitor.h"
@@ -218,6 +220,50 @@ TEST(LowerGroup, TransposedSpmmScattersEachNonZeroOnce) {
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
   EXPECT_TRUE(reductions_in_output_stores(lowered->kernel).empty()) << print(lowered->kernel);
+}
+
+// The extents of a kernel's loops, outermost first in program order.
+std::vector<int64_t> loop_extents(const Kernel& kernel) {
+  class Collector : public IRVisitor {
+   public:
+    std::vector<int64_t> extents;
+
+   protected:
+    void visit_for(const For& node) override {
+      extents.push_back(as_const_int(node.extent).value_or(-1));
+      IRVisitor::visit_for(node);
+    }
+  } collector;
+  collector.visit(kernel.body);
+  return collector.extents;
+}
+
+// Loops over contiguous elements become one loop; a per-channel operand keeps the channel
+// loop apart, a transpose keeps its loops.
+TEST(LowerGroup, LoopsOverContiguousElementsAreJoined) {
+  const auto lowered_extents = [](const std::function<Value*(GraphBuilder&)>& build) {
+    Graph graph;
+    GraphBuilder b(graph);
+    graph.set_outputs({build(b)});
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 4));
+    Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+    EXPECT_TRUE(lowered.has_value()) << lowered.status().message();
+    return lowered ? loop_extents(lowered->kernel) : std::vector<int64_t>{};
+  };
+  EXPECT_EQ(lowered_extents([](GraphBuilder& b) {
+              return b.relu(b.add(b.input("x", DType::f32, {2, 3, 5, 7}),
+                                  b.input("y", DType::f32, {2, 3, 5, 7})));
+            }),
+            (std::vector<int64_t>{210}));
+  EXPECT_EQ(lowered_extents([](GraphBuilder& b) {
+              return b.mul(b.input("x", DType::f32, {2, 3, 5, 7}),
+                           b.input("scale", DType::f32, {1, 3, 1, 1}));
+            }),
+            (std::vector<int64_t>{2, 3, 35}));
+  EXPECT_EQ(lowered_extents([](GraphBuilder& b) {
+              return b.transpose(b.input("x", DType::f32, {6, 4}), {1, 0});
+            }),
+            (std::vector<int64_t>{4, 6}));
 }
 
 TEST(LowerGroup, ErrorsNameTheGroupProblem) {

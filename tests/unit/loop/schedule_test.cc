@@ -506,9 +506,10 @@ TEST(Merge, RowStatisticsAndTheirReadersBecomeOneLoop) {
 }
 
 TEST(Merge, RefusesWhatWouldChangeResults) {
-  // out0 = exp(x) [4, 8]; out1 = out0^T [8, 4]; out2 = exp(out1^T) [4, 8]: nests i0, i2, i4.
+  // out0 = exp(x + y) [4, 8]; out1 = out0^T [8, 4]; out2 = exp(out1^T) [4, 8]: nests i0, i2,
+  // i4 (y, one value per row, keeps the first nest two loops deep).
   const Kernel kernel = lower_outputs([](GraphBuilder& b) {
-    Value* e = b.exp(b.input("x", DType::f32, {4, 8}));
+    Value* e = b.exp(b.add(b.input("x", DType::f32, {4, 8}), b.input("y", DType::f32, {4, 1})));
     Value* t = b.transpose(e, {1, 0});
     return std::vector<Value*>{e, t, b.exp(b.transpose(t, {1, 0}))};
   });

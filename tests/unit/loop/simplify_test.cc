@@ -116,6 +116,40 @@ TEST(LoopSimplify, InlinesTrivialLetsAndDropsUnusedOnes) {
   EXPECT_EQ(simplified(let("t", x % 4, var("t") < 4)), "true");
 }
 
+// Fusing loops writes indices with / and %; the simplifier puts them back together.
+TEST(LoopSimplify, JoinsQuotientsAndRemaindersOfOneDivisor) {
+  EXPECT_EQ(simplified(x / 56 * 56 + x % 56), "x");
+  EXPECT_EQ(simplified((x / 56 * 56 + x % 56) * 3 + y), "x*3 + y");
+  EXPECT_EQ(simplified(x / 3136 * 3136 + x / 56 % 56 * 56 + x % 56), "x");
+  EXPECT_EQ(simplified(y * 100 + x / -4 * -4 + x % -4), "y*100 + x");
+  // Coefficients that do not match stay apart.
+  EXPECT_EQ(simplified(x / 56 * 55 + x % 56), "x/56*55 + x % 56");
+  EXPECT_EQ(simplified(x / 8 * 56 + x % 56), "x/8*56 + x % 56");
+}
+
+// Reductions over adjacent dims of a row-major buffer become one reduction over both, the
+// terms in the same order; others stay nested.
+TEST(LoopSimplify, JoinsNestedReductionsOverContiguousElements) {
+  const Buffer x = Buffer::param("x", DType::f32, {8, 4, 6});
+  const Expr a = var("a"), b = var("b");
+  // Rows and columns of plane i: x[i, a, b] for a < 4, b < 6.
+  const Expr plane = sum("a", 0, 4, sum("b", 0, 6, load(x, i * 24 + a * 6 + b)));
+  const BoundsScope scope = {{"i", {0, 7}}};
+  EXPECT_EQ(simplified(plane, scope), "sum(b, 0, 24, x[i*24 + b])");
+  EXPECT_EQ(simplified(reduce(ReduceOp::max, "a", 0, 4,
+                              reduce(ReduceOp::max, "b", 0, 6, load(x, i * 24 + a * 6 + b))),
+                       scope),
+            "maximum(b, 0, 24, x[i*24 + b])");
+  // Planes across a gap (the sum over dims 0 and 2 skips dim 1): not contiguous.
+  const Expr gapped = sum("a", 0, 8, sum("b", 0, 6, load(x, a * 24 + b)));
+  EXPECT_EQ(simplified(gapped), "sum(a, 0, 8, sum(b, 0, 6, x[a*24 + b]))");
+  // Different ops, or a transposed read, stay nested.
+  EXPECT_EQ(simplified(sum("a", 0, 4, reduce(ReduceOp::max, "b", 0, 6, load(x, a * 6 + b)))),
+            "sum(a, 0, 4, maximum(b, 0, 6, x[a*6 + b]))");
+  EXPECT_EQ(simplified(sum("a", 0, 4, sum("b", 0, 6, load(x, b * 4 + a)))),
+            "sum(a, 0, 4, sum(b, 0, 6, x[b*4 + a]))");
+}
+
 TEST(LoopSimplify, SimplifiesReductions) {
   EXPECT_EQ(simplified(sum("r", 0, 0, f)), "0.0f");
   EXPECT_EQ(simplified(reduce(ReduceOp::max, "r", 0, 0, f)), "f32(-inf)");
