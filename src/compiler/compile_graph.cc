@@ -72,8 +72,7 @@ Expected<std::vector<KernelRecord>> lower_groups(const Graph& graph,
       }
       record.kernel = std::move(*scheduled);
     }
-    record.kernel = loop::promote_scratch(record.kernel, codegen::cpu::kMaxStackAllocationBytes + 1,
-                                          record.scratch_bytes);
+    record.kernel = loop::promote_scratch(record.kernel, record.scratch_bytes);
     record.inputs = std::move(lowered->inputs);
     record.outputs = std::move(lowered->outputs);
     records.push_back(std::move(record));

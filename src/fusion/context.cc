@@ -8,6 +8,7 @@
 
 #include "loop/ir_visitor.h"
 #include "loop/lower_group.h"
+#include "loop/scratch.h"
 
 namespace kiln::fusion {
 namespace {
@@ -66,25 +67,39 @@ const cost::KernelEstimate& PartitionContext::estimate(const NodeSet& group) {
   return it->second;
 }
 
-const std::optional<std::string>& PartitionContext::loop_rejection(const NodeSet& group) {
-  auto it = rejections_.find(group);
-  if (it != rejections_.end()) return it->second;
-  std::optional<std::string> rejection;
-  if (group.size() > 1) {
-    const std::vector<Node*> nodes = nodes_of(group);
+// Lowers the group once for both questions. A single node is always accepted; only those
+// that are not inlinable can have local buffers (a reduction, a convolution's columns), so
+// only those are lowered.
+const PartitionContext::LoopVerdict& PartitionContext::loop_verdict(const NodeSet& group) {
+  auto it = loop_verdicts_.find(group);
+  if (it != loop_verdicts_.end()) return it->second;
+  LoopVerdict verdict;
+  const std::vector<Node*> nodes = nodes_of(group);
+  const bool single = group.size() == 1;
+  if (!single || !is_inlinable(nodes.front()->def().fusion_kind)) {
     Expected<loop::LoweredGroup> lowered = loop::lower_group(graph_, nodes);
     if (!lowered) {
-      rejection = fmt::format("lowering failed: {}", lowered.status().message());
+      if (!single) verdict.rejection = fmt::format("lowering failed: {}", lowered.status().message());
     } else {
       LocalBytes locals;
       locals.visit(lowered->kernel.body);
-      if (locals.bytes > options_.max_local_bytes) {
-        rejection = fmt::format("the kernel needs {} bytes of local buffers, over the limit of {}",
-                                locals.bytes, options_.max_local_bytes);
+      if (!single && locals.bytes > options_.max_local_bytes) {
+        verdict.rejection =
+            fmt::format("the kernel needs {} bytes of local buffers, over the limit of {}",
+                        locals.bytes, options_.max_local_bytes);
       }
+      verdict.scratch_bytes = loop::scratch_bytes(lowered->kernel);
     }
   }
-  return rejections_.emplace(group, std::move(rejection)).first->second;
+  return loop_verdicts_.emplace(group, std::move(verdict)).first->second;
+}
+
+const std::optional<std::string>& PartitionContext::loop_rejection(const NodeSet& group) {
+  return loop_verdict(group).rejection;
+}
+
+int64_t PartitionContext::scratch_bytes(const NodeSet& group) {
+  return loop_verdict(group).scratch_bytes;
 }
 
 std::optional<std::vector<int>> find_group_cycle(const PartitionContext& context,

@@ -46,6 +46,9 @@ class PartitionContext {
   // The reason the loop level rejects the group, or nullopt when it lowers within the
   // local-memory limit. Single nodes are always accepted.
   const std::optional<std::string>& loop_rejection(const NodeSet& group);
+  // The scratch the group's kernel needs in the arena while it runs (loop/scratch.h: its
+  // large local buffers, such as a fused group's intermediate or a convolution's columns).
+  int64_t scratch_bytes(const NodeSet& group);
 
   std::vector<Node*> nodes_of(const NodeSet& group) const;
 
@@ -56,8 +59,14 @@ class PartitionContext {
   std::vector<int> computed_;
   std::vector<FusibleEdge> edges_;
   std::vector<std::vector<int>> neighbours_;
+  struct LoopVerdict {
+    std::optional<std::string> rejection;
+    int64_t scratch_bytes = 0;
+  };
+  const LoopVerdict& loop_verdict(const NodeSet& group);
+
   std::map<NodeSet, cost::KernelEstimate> estimates_;
-  std::map<NodeSet, std::optional<std::string>> rejections_;
+  std::map<NodeSet, LoopVerdict> loop_verdicts_;
 };
 
 // Whether the groups, as a quotient graph (an edge between two groups when a node of one

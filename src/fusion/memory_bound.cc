@@ -1,5 +1,10 @@
 // Keeping fusion from raising the arena's peak (fusion/context.h: bound_memory).
 //
+// A kernel's scratch (loop/scratch.h: its large local buffers, a fused group's intermediate
+// or a convolution's columns) lives in the arena during its step, so it counts at that step,
+// for the fused program and the unfused one alike; a fused group whose scratch alone makes
+// the excess runs as single nodes.
+//
 // A fused group runs when all of its inputs are ready, so a group that joins an early
 // consumer of a large value with late work (the batch sum of a weight gradient with the
 // optimizer update that also waits for another gradient) keeps that value alive far longer
@@ -23,10 +28,12 @@ namespace {
 
 struct LivePeak {
   int64_t bytes = 0;
+  size_t at = 0;                   // the group running at the peak
   std::vector<const Value*> live;  // at the peak, largest first
 };
 
-LivePeak live_peak(const PartitionContext& context, const std::vector<NodeSet>& ordered) {
+// The bytes of values live between groups plus, at each group, its own scratch.
+LivePeak live_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
   std::map<const Node*, size_t> position;
   for (size_t g = 0; g < ordered.size(); ++g) {
     for (int node : ordered[g]) position.emplace(context.reach().node(node), g);
@@ -56,17 +63,17 @@ LivePeak live_peak(const PartitionContext& context, const std::vector<NodeSet>& 
     delta[life.last + 1] -= bytes;
   }
   LivePeak peak;
-  size_t at = 0;
   int64_t running = 0;
   for (size_t g = 0; g < ordered.size(); ++g) {
     running += delta[g];
-    if (running > peak.bytes) {
-      peak.bytes = running;
-      at = g;
+    const int64_t with_scratch = running + context.scratch_bytes(ordered[g]);
+    if (with_scratch > peak.bytes) {
+      peak.bytes = with_scratch;
+      peak.at = g;
     }
   }
   for (const Lifetime& life : lifetimes) {
-    if (life.first <= at && at <= life.last) peak.live.push_back(life.value);
+    if (life.first <= peak.at && peak.at <= life.last) peak.live.push_back(life.value);
   }
   std::sort(peak.live.begin(), peak.live.end(), [](const Value* a, const Value* b) {
     return a->shape().num_elements() * dtype_size_bytes(a->dtype()) >
@@ -75,7 +82,10 @@ LivePeak live_peak(const PartitionContext& context, const std::vector<NodeSet>& 
   return peak;
 }
 
-std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string mib(int64_t bytes) {
+  if (bytes < (1 << 20)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1 << 10));
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 }  // namespace
 
@@ -88,6 +98,23 @@ std::vector<NodeSet> bound_memory(PartitionContext& context, std::vector<NodeSet
     std::vector<NodeSet> ordered = dependency_order(context, groups);
     const LivePeak peak = live_peak(context, ordered);
     if (peak.bytes <= limit) return ordered;
+    // A fused group whose own scratch makes the excess runs as single nodes: the program
+    // there is then the unfused one.
+    const NodeSet& running = ordered[peak.at];
+    const int64_t scratch = context.scratch_bytes(running);
+    if (running.size() > 1 && scratch >= peak.bytes - limit) {
+      decisions.push_back(
+          {Decision::Kind::rejected, nullptr, nullptr, "",
+           fmt::format("group of {} nodes starting at '{}' split: it needs {} of scratch where "
+                       "the arena's peak would be {} against {} unfused",
+                       running.size(), context.reach().node(running.front())->op_name(),
+                       mib(scratch), mib(peak.bytes), mib(limit))});
+      std::vector<NodeSet> split = ordered;
+      split.erase(split.begin() + static_cast<std::ptrdiff_t>(peak.at));
+      for (int node : running) split.push_back({node});
+      groups = std::move(split);
+      continue;
+    }
     // The largest live value that a multi-node group reads: its readers leave the last such
     // group, which is what keeps the value alive.
     std::optional<size_t> target;

@@ -209,11 +209,17 @@ class GroupLowerer {
   void collect_outputs_and_locals() {
     for (const Node* node : order_) {
       if (!computed(node)) continue;
+      if (stores_batch_statistics_first(*node)) {
+        mark_stored(node->output(1));
+        mark_stored(node->output(2));
+        const Value* y = node->output(0);
+        if (used_outside(y) || feeds_gemm(y)) mark_stored(y);  // else inlined where read
+        continue;
+      }
       for (const Value* value : node->outputs()) {
         if (used_outside(value) || (used_inside(value) && !is_inlinable(node->def().fusion_kind)) ||
             feeds_gemm(value)) {
-          position_.emplace(value, stored_.size());
-          stored_.push_back(value);
+          mark_stored(value);
         }
       }
     }
@@ -230,6 +236,25 @@ class GroupLowerer {
       locals_.push_back(Buffer::local(name, value->dtype(), size));
       buffers_.emplace(value, locals_.back());
     }
+  }
+
+  void mark_stored(const Value* value) {
+    position_.emplace(value, stored_.size());
+    stored_.push_back(value);
+  }
+
+  // batch_norm_train's y reads its channel's mean and variance at every element. Inlined, the
+  // two reductions over the batch and the plane are recomputed wherever the schedule cannot
+  // hoist them (under the loop over images: once per image and channel instead of once per
+  // channel); so when y is needed, its mean and variance outputs are stored first (in a
+  // local buffer when nothing else reads them) and y becomes an elementwise expression of x
+  // and those statistics (element_of): stored only when used outside the group (or by a
+  // gemm), else inlined into its readers like any elementwise producer, with no
+  // intermediate the size of x.
+  bool stores_batch_statistics_first(const Node& node) const {
+    if (node.op() != Op::batch_norm_train) return false;
+    const Value* y = node.output(0);
+    return used_outside(y) || used_inside(y);
   }
 
   // --- Gemm plans -------------------------------------------------------------------------
@@ -357,13 +382,27 @@ class GroupLowerer {
     return [this, &node](int input, const std::vector<Expr>& index) -> Expr {
       const Value* value = node.input(input);
       if (buffers_.count(value) != 0 || block_.value == value) return load_from(value, index);
-      const Node& producer = *value->producer();
-      Expected<Expr> element = compute_element(producer, value->output_index(), index,
-                                               accessor(producer), names_);
+      Expected<Expr> element = element_of(*value, index);
       if (element) return std::move(element).value();
       if (error_.is_ok()) error_ = element.status();
       return make_zero(value->dtype());
     };
+  }
+
+  // The element of `value` at `index`, reading its producer's inputs through accessor():
+  // the producer's compute definition, or for batch_norm_train's y the normalisation by the
+  // statistics stored before it.
+  Expected<Expr> element_of(const Value& value, const std::vector<Expr>& index) {
+    const Node& node = *value.producer();
+    if (stores_batch_statistics_first(node) && value.output_index() == 0) {
+      const std::vector<TensorType> input_types = node.input_types();
+      const std::vector<TensorType> output_types = node.output_types();
+      const InputAccessor input = accessor(node);
+      const ComputeArgs args{node.attrs(), input_types, output_types, 0, index, input, names_};
+      return lowering::batch_norm_normalize(args, load_from(node.output(1), {index[1]}),
+                                            load_from(node.output(2), {index[1]}));
+    }
+    return compute_element(node, value.output_index(), index, accessor(node), names_);
   }
 
   Expected<Stmt> store_nest(const Value& value) {
@@ -374,8 +413,7 @@ class GroupLowerer {
       vars.push_back(names_.fresh("i"));
       index.push_back(var(vars.back()));
     }
-    KILN_ASSIGN_OR_RETURN(Expr element, compute_element(node, value.output_index(), index,
-                                                        accessor(node), names_));
+    KILN_ASSIGN_OR_RETURN(Expr element, element_of(value, index));
     KILN_RETURN_IF_ERROR(error_);
     Stmt nest = store_element(value, index, element);
     for (int d = value.rank() - 1; d >= 0; --d) {

@@ -99,8 +99,8 @@ class ScratchPromoter : public IRMutator {
 
 }  // namespace
 
-Kernel promote_scratch(const Kernel& kernel, int64_t min_bytes, std::vector<int64_t>& scratch) {
-  ScratchPromoter promoter(min_bytes);
+Kernel promote_scratch(const Kernel& kernel, std::vector<int64_t>& scratch) {
+  ScratchPromoter promoter(kMaxKernelLocalBytes + 1);
   Kernel result{kernel.name, kernel.params, promoter.mutate(kernel.body)};
   for (const Buffer& buffer : promoter.promoted) {
     result.params.push_back(buffer);
@@ -110,6 +110,14 @@ Kernel promote_scratch(const Kernel& kernel, int64_t min_bytes, std::vector<int6
   KILN_CHECK(verified.is_ok(), "promoting scratch buffers broke the kernel: {}\n{}",
              verified.message(), print(result));
   return result;
+}
+
+int64_t scratch_bytes(const Kernel& kernel) {
+  std::vector<int64_t> sizes;
+  promote_scratch(kernel, sizes);
+  int64_t total = 0;
+  for (int64_t bytes : sizes) total += bytes;
+  return total;
 }
 
 }  // namespace kiln::loop

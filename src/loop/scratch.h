@@ -25,9 +25,17 @@
 
 namespace kiln::loop {
 
-// Local buffers of at least `min_bytes` outside every parallel loop become parameters
-// appended to kernel.params, in order of appearance, keeping their names; the result is
-// verified. `scratch` receives their sizes in bytes.
-Kernel promote_scratch(const Kernel& kernel, int64_t min_bytes, std::vector<int64_t>& scratch);
+// Local buffers up to this size stay in the kernel (code generators keep them on the stack);
+// larger ones outside parallel loops become scratch parameters.
+inline constexpr int64_t kMaxKernelLocalBytes = 16 * 1024;
+
+// Local buffers larger than kMaxKernelLocalBytes outside every parallel loop become
+// parameters appended to kernel.params, in order of appearance, keeping their names; the
+// result is verified. `scratch` receives their sizes in bytes.
+Kernel promote_scratch(const Kernel& kernel, std::vector<int64_t>& scratch);
+
+// The bytes of scratch promote_scratch would give `kernel` (for the fusion partitioner's
+// memory bound, which counts a kernel's scratch in the arena during its step).
+int64_t scratch_bytes(const Kernel& kernel);
 
 }  // namespace kiln::loop

@@ -37,6 +37,7 @@
 #include <span>
 #include <string>
 
+#include "loop/scratch.h"
 #include "loop/stmt.h"
 #include "support/status.h"
 
@@ -44,7 +45,9 @@ namespace kiln::codegen::cpu {
 
 using KernelFunction = void (*)(void* const* buffers);
 
-inline constexpr int64_t kMaxStackAllocationBytes = 16 * 1024;
+// Larger local buffers are scratch parameters (loop/scratch.h) unless a parallel loop holds
+// them (one per thread).
+inline constexpr int64_t kMaxStackAllocationBytes = loop::kMaxKernelLocalBytes;
 
 // "kiln_kernel_N": the symbol of the index-th kernel of a translation unit.
 std::string kernel_symbol(size_t index);

@@ -119,16 +119,24 @@ Expected<Expr> lower_batch_norm_train(const ComputeArgs& args) {
   }
   const ComputeArgs at_x{args.attrs, args.inputs, args.outputs, args.output,
                          index,      args.input,  args.names};
-  const Expr epsilon = constant_of(args.inputs[0].dtype, args.attrs.get_float("epsilon"));
   return with_moments(at_x, reduced, [&](const Expr& mean, const Expr& variance) {
     if (args.output == 1) return mean;
     if (args.output == 2) return variance;
-    const std::vector<Expr> c = {args.index[1]};
-    return (args.input(0, args.index) - mean) * call(Intrinsic::rsqrt, {variance + epsilon}) *
-               args.input(1, c) +
-           args.input(2, c);
+    return batch_norm_normalize(args, mean, variance);
   });
 }
+
+}  // namespace
+
+Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr& variance) {
+  const std::vector<Expr> c = {args.index[1]};
+  const Expr epsilon = constant_of(args.inputs[0].dtype, args.attrs.get_float("epsilon"));
+  return (args.input(0, args.index) - mean) * call(Intrinsic::rsqrt, {variance + epsilon}) *
+             args.input(1, c) +
+         args.input(2, c);
+}
+
+namespace {
 
 Expected<Expr> lower_batch_norm_infer(const ComputeArgs& args) {
   const std::vector<Expr> c = {args.index[1]};

@@ -69,6 +69,10 @@ ConvParams conv_params(const Attrs& attrs, int spatial);
 // The x position of output position `out` and kernel tap `tap` along spatial dim `d`.
 Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& tap);
 
+// batch_norm_train's y at args.index from its channel's mean and biased variance (the op's
+// other two outputs), so that lower_group can read statistics computed once per channel.
+Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr& variance);
+
 // max_pool_grad in two steps (loop/lowering/pooling.cc). max_pool_window_argmax is the
 // row-major number of the tap the interpreter routes the gradient of window `window` ([n, c,
 // *pooled] of dy) to: args are max_pool_grad's, read at that window. max_pool_grad_gather is

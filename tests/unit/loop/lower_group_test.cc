@@ -266,6 +266,40 @@ TEST(LowerGroup, LoopsOverContiguousElementsAreJoined) {
             (std::vector<int64_t>{4, 6}));
 }
 
+// Sizes of every local allocation of a kernel.
+std::vector<int64_t> allocation_sizes(const Kernel& kernel) {
+  class Collector : public IRVisitor {
+   public:
+    std::vector<int64_t> sizes;
+
+   protected:
+    void visit_allocate(const Allocate& node) override {
+      sizes.push_back(node.buffer.flat_size());
+      IRVisitor::visit_allocate(node);
+    }
+  } collector;
+  collector.visit(kernel.body);
+  return collector.sizes;
+}
+
+// batch_norm_train then relu: the per-channel mean and variance are computed once into
+// buffers of C elements, and the normalised value is inlined into relu (no buffer the size
+// of x; inlined, the statistics would be recomputed for every image).
+TEST(LowerGroup, BatchNormStatisticsAreComputedOncePerChannel) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 3, 5, 6});
+  Value* y = b.apply(Op::batch_norm_train,
+                     {x, b.input("scale", DType::f32, {3}), b.input("bias", DType::f32, {3})})[0];
+  graph.set_outputs({b.relu(y)});
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(allocation_sizes(lowered->kernel), (std::vector<int64_t>{3, 3})) << print(lowered->kernel);
+  const std::map<ReduceOp, int> in_output = reductions_in_output_stores(lowered->kernel);
+  EXPECT_TRUE(in_output.empty()) << print(lowered->kernel);
+}
+
 TEST(LowerGroup, ErrorsNameTheGroupProblem) {
   Graph graph;
   GraphBuilder b(graph);
