@@ -386,16 +386,21 @@ class Scheduler {
     if (leaf == nullptr) return;
     const std::optional<int64_t> extent = as_const_int(leaf->extent);
     if (!extent) return;
-    // Lanes for the narrowest element: the compiler vectorizes a loop with vectors full of its
-    // narrowest type (a bool mask beside floats needs 64 iterations for 64-byte vectors, and
-    // GCC leaves a loop of 16 such iterations scalar); wider types take several vectors.
-    int64_t bytes = 8;
+    // Lanes for the narrowest element loaded: the compiler vectorizes a loop that loads a
+    // narrow type with vectors full of it (a bool mask read beside floats needs 64 iterations
+    // for 64-byte vectors, and GCC leaves a loop of 16 such iterations scalar); wider types
+    // take several vectors. A narrow type that is only stored (a mask computed from floats)
+    // vectorizes with the lanes of the widest.
+    int64_t load_bytes = 8, widest = 1;
     for (const Access& access : collect_accesses(leaf->body, {}).list) {
       const std::optional<int64_t> stride = stride_of(access.index, leaf->var);
       const bool contiguous = stride == 1 || (stride == 0 && !access.is_store);
       if (!contiguous) return;
-      bytes = std::min(bytes, lane_bytes(access.buffer.dtype()));
+      const int64_t element = lane_bytes(access.buffer.dtype());
+      widest = std::max(widest, element);
+      if (!access.is_store) load_bytes = std::min(load_bytes, element);
     }
+    const int64_t bytes = std::min(load_bytes, widest);
     const int64_t lanes = target_.vector_bytes / bytes;
     if (lanes < 2 || *extent < lanes) return;
     const std::string var = leaf->var;  // `leaf` points into the kernel try_apply replaces

@@ -10,10 +10,11 @@
 //     O(N^2) per row), and the row is read three times in a row while it is in cache.
 //  2. Vectorize. The innermost loop, when every store in it is contiguous in its variable
 //     (stride 1) and every load is contiguous or invariant (stride 0), is split by the number
-//     of lanes of the narrowest element type it touches (vector bytes / element bytes; f16
-//     and bf16 count as f32, which they are computed in; a bool mask beside floats takes 64
-//     lanes of 64-byte vectors, since the compiler fills its vectors with the narrowest type
-//     and leaves a shorter loop scalar) and the inner part is vectorized; the remainder runs
+//     of lanes of the narrowest element type it loads (vector bytes / element bytes; f16
+//     and bf16 count as f32, which they are computed in; a bool mask read beside floats takes
+//     64 lanes of 64-byte vectors, since the compiler fills its vectors with the narrowest
+//     type it loads and leaves a shorter loop scalar) and the inner part is vectorized; the
+//     remainder runs
 //     as a serial tail loop. Strided loads (a transpose) would need gathers, which cost more
 //     than they save, and loops shorter than a vector are left alone. Reductions inside a
 //     vectorized loop stay scalar, one per lane.

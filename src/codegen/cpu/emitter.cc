@@ -41,7 +41,7 @@ std::string_view storage_type(DType dtype) {
   switch (dtype) {
     case DType::f16:
     case DType::bf16: return "uint16_t";
-    case DType::boolean: return "uint8_t";
+    case DType::boolean: return "kiln_bool";
     default: return value_type(dtype);
   }
 }
@@ -58,7 +58,7 @@ std::string load_value(DType dtype, std::string element) {
   switch (dtype) {
     case DType::f16: return fmt::format("kiln_half_value({})", element);
     case DType::bf16: return fmt::format("kiln_bfloat16_value({})", element);
-    case DType::boolean: return fmt::format("({} != 0)", element);
+    case DType::boolean: return fmt::format("(static_cast<uint8_t>({}) != 0)", element);
     default: return element;
   }
 }
@@ -67,7 +67,7 @@ std::string stored_value(DType dtype, std::string value) {
   switch (dtype) {
     case DType::f16: return fmt::format("kiln_half_bits({})", value);
     case DType::bf16: return fmt::format("kiln_bfloat16_bits({})", value);
-    case DType::boolean: return fmt::format("static_cast<uint8_t>({})", value);
+    case DType::boolean: return fmt::format("static_cast<kiln_bool>({})", value);
     default: return value;
   }
 }
@@ -169,7 +169,7 @@ class KernelEmitter {
       const std::string ident = fmt::format("b{}", i);
       line(fmt::format("// parameter {}: {}[{}]", i, dtype_name(param.dtype()),
                        fmt::join(param.shape(), ", ")));
-      line(fmt::format("{0}* const {1} = static_cast<{0}*>(buffers[{2}]);",
+      line(fmt::format("{0}* __restrict const {1} = static_cast<{0}*>(buffers[{2}]);",
                        storage_type(param.dtype()), ident, i));
       buffers_.emplace_back(param.name(), ident);
     }
@@ -241,13 +241,17 @@ class KernelEmitter {
     return fmt::format("{}[{}]", lookup(buffers_, buffer.name()), emit_expr(index));
   }
 
+  // A GNU statement expression, ({ const T v = value; body; }): unlike a lambda it captures
+  // nothing, so a let inside a vectorized loop reads the loop's variables and buffers
+  // directly (through a lambda's captures GCC reloads them per lane and vectorizes a
+  // contiguous load as a gather).
   std::string emit_let(const loop::Let& let) {
     const std::string value = emit_expr(let.value);
     const std::string ident = bind_var(let.name);
     const std::string body = emit_expr(let.body);
     unbind_var();
-    return fmt::format("[&]() -> {} {{ const {} {} = {}; return {}; }}()", value_type(let.type),
-                       value_type(let.value.type()), ident, value, body);
+    return fmt::format("({{ const {} {} = {}; {}; }})", value_type(let.value.type()), ident, value,
+                       body);
   }
 
   // [&]() -> T { const int64_t v_begin = min, v_end = v_begin + extent;
@@ -307,7 +311,8 @@ class KernelEmitter {
     }
     for (const std::string& name : free.buffers) {
       const std::string ident = fresh_name('c');
-      copies += fmt::format("auto* const {} = {}; ", ident, lookup(buffers_, name));
+      // A reduction's body only loads, so its copies may be restrict whatever they point to.
+      copies += fmt::format("auto* __restrict const {} = {}; ", ident, lookup(buffers_, name));
       buffers_.emplace_back(name, ident);
       ++buffers_bound;
     }

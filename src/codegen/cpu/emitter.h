@@ -7,8 +7,12 @@
 // where buffers[i] is the base address of the kernel's i-th parameter buffer (Kernel::params
 // order) and loads and stores address element offsets from it. Elements are stored as
 // f32: float, f64: double, i32: int32_t, i64: int64_t, f16 and bf16: their 16-bit patterns
-// (uint16_t), bool: one byte holding 0 or 1. The runtime calls kernels through a
-// KernelFunction pointer with an array of base pointers into its arena.
+// (uint16_t), bool: one byte holding 0 or 1 (the prelude's kiln_bool). The runtime calls kernels through a
+// KernelFunction pointer with an array of base pointers into its arena. The buffers of one
+// call never overlap (the memory plan gives every buffer live at a step its own bytes; a
+// caller's outputs must not overlap its inputs), so parameters are `__restrict` pointers:
+// the compiler may keep a value loaded from one buffer while the kernel stores to another,
+// and load a per-channel statistic once instead of once per element.
 //
 // Nothing from the loop IR's names reaches the source: parameters are b0, b1, ..., and
 // local buffers (tN), variables (vN, one per binder) and reduction accumulators (rN) are
@@ -17,10 +21,13 @@
 // for the places where C++'s operators differ); the notable translations:
 //  - f16 and bf16 values are held in float and rounded after every operation (exact: f32
 //    carries more than twice their precision, so rounding twice is innocuous);
-//  - Let and Reduce expressions become immediately invoked lambdas, so a reduction inside a
-//    select branch or a larger expression is evaluated exactly where the IR has it. Floating
-//    sums start from -0.0, the identity that makes `acc + body(min)` equal body(min) for
-//    every value, and an empty range returns the op's identity;
+//  - Let expressions become GNU statement expressions (no captures, so loops around them
+//    vectorize); Reduce expressions immediately invoked lambdas. Floating sums start from
+//    -0.0, the identity that makes `acc + body(min)` equal body(min) for every value, and an
+//    empty range returns the op's identity. A vectorized reduction keeps partial results in
+//    an array of lanes updated by an `omp simd` loop (emitter.cc: emit_vectorized_reduce);
+//  - select is kiln_select(c, a, b): both branches evaluated, as loop IR defines it, so the
+//    compiler can blend vectors instead of branching;
 //  - `parallel` loops become `#pragma omp parallel for` (only the outermost: nested ones run
 //    serially inside it), `vectorized` ones `#pragma omp simd`, `unrolled` ones
 //    `#pragma GCC unroll N`;

@@ -85,6 +85,12 @@ inline int64_t kiln_dropout_bits(int64_t seed, int64_t offset, int64_t index) {
                                               kiln_splitmix64(counter)) >> 40);
 }
 
+// A bool element in memory: one byte, 0 or 1. Not uint8_t: a store through a character type
+// may alias any object, so the compiler would reload every other buffer after it (and
+// leaves a loop storing a mask beside float loads scalar); an enum's stores alias only
+// itself.
+enum class kiln_bool : uint8_t {};
+
 // Both branches are arguments, so both are evaluated (as loop IR defines select), and the
 // compiler blends vectors instead of branching; with `c ? a : b` it must keep the loads of
 // the branch not taken conditional and leaves many loops scalar.

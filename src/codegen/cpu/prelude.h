@@ -6,6 +6,8 @@
 //
 //  - kiln_div / kiln_mod: floor division and its remainder, x / 0 = x % 0 = 0, and no trap
 //    on INT_MIN / -1 (C++'s / and % truncate and trap).
+//  - kiln_bool: the byte a bool element is stored in (an enum, not a character type, so its
+//    stores do not alias every other buffer).
 //  - kiln_select: select with both branches evaluated, as loop IR defines it (loop/expr.h).
 //  - kiln_min / kiln_max: std::min / std::max (same choice between equal operands, so -0.0
 //    and 0.0 come out as the evaluator's), NaN when either operand is NaN.

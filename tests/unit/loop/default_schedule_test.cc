@@ -176,6 +176,13 @@ TEST(DefaultSchedule, LanesFollowTheElementType) {
   EXPECT_EQ(print(default_schedule(masked, {2, 64})), "split i1 64 i1.o i1.i\nvectorize i1.i\n")
       << print(masked);
   schedule_and_check(masked, {2, 64});
+  // A mask computed from floats is only stored: the floats' 16 lanes.
+  const Kernel mask = lower([](GraphBuilder& b) {
+    return b.greater(b.input("x", DType::f32, {2, 100}), b.scalar(0, DType::f32));
+  });
+  EXPECT_EQ(print(default_schedule(mask, {2, 64})), "split i1 16 i1.o i1.i\nvectorize i1.i\n")
+      << print(mask);
+  schedule_and_check(mask, {2, 64});
 }
 
 TEST(DefaultSchedule, FusesOuterLoopsUntilThereIsWorkForEveryCore) {
