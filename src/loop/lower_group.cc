@@ -406,7 +406,6 @@ class GroupLowerer {
   }
 
   Expected<Stmt> store_nest(const Value& value) {
-    const Node& node = *value.producer();
     std::vector<std::string> vars;
     std::vector<Expr> index;
     for (int d = 0; d < value.rank(); ++d) {

@@ -130,23 +130,23 @@ TEST(LoopSimplify, JoinsQuotientsAndRemaindersOfOneDivisor) {
 // Reductions over adjacent dims of a row-major buffer become one reduction over both, the
 // terms in the same order; others stay nested.
 TEST(LoopSimplify, JoinsNestedReductionsOverContiguousElements) {
-  const Buffer x = Buffer::param("x", DType::f32, {8, 4, 6});
-  const Expr a = var("a"), b = var("b");
+  const Buffer planes = Buffer::param("x", DType::f32, {8, 4, 6});
+  const Expr a = var("a"), col = var("b");
   // Rows and columns of plane i: x[i, a, b] for a < 4, b < 6.
-  const Expr plane = sum("a", 0, 4, sum("b", 0, 6, load(x, i * 24 + a * 6 + b)));
+  const Expr plane = sum("a", 0, 4, sum("b", 0, 6, load(planes, i * 24 + a * 6 + col)));
   const BoundsScope scope = {{"i", {0, 7}}};
   EXPECT_EQ(simplified(plane, scope), "sum(b, 0, 24, x[i*24 + b])");
   EXPECT_EQ(simplified(reduce(ReduceOp::max, "a", 0, 4,
-                              reduce(ReduceOp::max, "b", 0, 6, load(x, i * 24 + a * 6 + b))),
+                              reduce(ReduceOp::max, "b", 0, 6, load(planes, i * 24 + a * 6 + col))),
                        scope),
             "maximum(b, 0, 24, x[i*24 + b])");
   // Planes across a gap (the sum over dims 0 and 2 skips dim 1): not contiguous.
-  const Expr gapped = sum("a", 0, 8, sum("b", 0, 6, load(x, a * 24 + b)));
+  const Expr gapped = sum("a", 0, 8, sum("b", 0, 6, load(planes, a * 24 + col)));
   EXPECT_EQ(simplified(gapped), "sum(a, 0, 8, sum(b, 0, 6, x[a*24 + b]))");
   // Different ops, or a transposed read, stay nested.
-  EXPECT_EQ(simplified(sum("a", 0, 4, reduce(ReduceOp::max, "b", 0, 6, load(x, a * 6 + b)))),
+  EXPECT_EQ(simplified(sum("a", 0, 4, reduce(ReduceOp::max, "b", 0, 6, load(planes, a * 6 + col)))),
             "sum(a, 0, 4, maximum(b, 0, 6, x[a*6 + b]))");
-  EXPECT_EQ(simplified(sum("a", 0, 4, sum("b", 0, 6, load(x, b * 4 + a)))),
+  EXPECT_EQ(simplified(sum("a", 0, 4, sum("b", 0, 6, load(planes, col * 4 + a)))),
             "sum(a, 0, 4, sum(b, 0, 6, x[b*4 + a]))");
 }
 
