@@ -99,16 +99,18 @@ inline T kiln_select(bool c, T a, T b) {
   return c ? a : b;
 }
 
+// NaN propagates from either operand (a NaN a is kept because every comparison with it is
+// false). One conditional, no early return: GCC if-converts it, and the NaN test written as
+// an early return left reductions over a select scalar (a fused bias + relu + max_pool ran
+// 8x slower than its three kernels unfused).
 template <typename T>
 inline T kiln_min(T a, T b) {
-  if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();
-  return b < a ? b : a;
+  return (b < a || b != b) ? b : a;
 }
 
 template <typename T>
 inline T kiln_max(T a, T b) {
-  if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();
-  return a < b ? b : a;
+  return (a < b || b != b) ? b : a;
 }
 
 inline double kiln_fmod(double a, double b) { return a - b * std::floor(a / b); }
