@@ -26,29 +26,6 @@ constexpr int64_t kIterationsPerCore = 4;
 // over 8K elements is worth two cores, an add over 8K elements is not.
 constexpr int64_t kMathCallWork = 16;
 
-// Whether the intrinsic is a math-library call rather than an instruction or two.
-bool is_math_call(Intrinsic intrinsic) {
-  switch (intrinsic) {
-    case Intrinsic::exp:
-    case Intrinsic::log:
-    case Intrinsic::tanh:
-    case Intrinsic::erf:
-    case Intrinsic::sigmoid:
-    case Intrinsic::sin:
-    case Intrinsic::cos:
-    case Intrinsic::pow:
-      return true;
-    case Intrinsic::abs:
-    case Intrinsic::sqrt:
-    case Intrinsic::rsqrt:
-    case Intrinsic::floor:
-    case Intrinsic::ceil:
-    case Intrinsic::dropout_bits:
-      return false;
-  }
-  return false;
-}
-
 int64_t saturating_mul(int64_t a, int64_t b) {
   int64_t product = 0;
   return __builtin_mul_overflow(a, b, &product) ? std::numeric_limits<int64_t>::max() : product;

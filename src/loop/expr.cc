@@ -59,6 +59,28 @@ int intrinsic_arity(Intrinsic intrinsic) {
   }
 }
 
+bool is_math_call(Intrinsic intrinsic) {
+  switch (intrinsic) {
+    case Intrinsic::exp:
+    case Intrinsic::log:
+    case Intrinsic::tanh:
+    case Intrinsic::erf:
+    case Intrinsic::sigmoid:
+    case Intrinsic::sin:
+    case Intrinsic::cos:
+    case Intrinsic::pow:
+      return true;
+    case Intrinsic::abs:
+    case Intrinsic::sqrt:
+    case Intrinsic::rsqrt:
+    case Intrinsic::floor:
+    case Intrinsic::ceil:
+    case Intrinsic::dropout_bits:
+      return false;
+  }
+  return false;
+}
+
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum: return "sum";

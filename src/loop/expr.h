@@ -72,6 +72,8 @@ bool is_comparison(BinaryOp op);
 bool is_logical(BinaryOp op);
 std::string_view intrinsic_name(Intrinsic intrinsic);
 int intrinsic_arity(Intrinsic intrinsic);
+// Whether the intrinsic is a math-library call (exp, erf, ...) rather than an instruction or two.
+bool is_math_call(Intrinsic intrinsic);
 std::string_view reduce_op_name(ReduceOp op);
 // The BinaryOp that combines two partial results of a reduction.
 BinaryOp reduce_combiner(ReduceOp op);

@@ -34,9 +34,13 @@ bool is_parameter_constant(const Node& node) {
 // kWholeProductBytes is one call: the epilogue then reads it from the last-level cache, and
 // OpenBLAS packs B once (each call packs all of B again, and calls of few rows run below the
 // library's rate: with 1 MiB blocks of at least 64 rows, bert-base inference ran 1.20 s fused
-// against 1.02 s unfused; with this rule, 0.99 s against 1.00 s). Larger products are cut into blocks near kGemmBlockBytes, at least
-// kMinGemmBlockRows rows, so that a block is still in cache when its epilogue reads it.
-// Without an epilogue nothing reads the block while it is hot, so one call covers every row.
+// against 1.02 s unfused; with this rule, 0.99 s against 1.00 s). Larger products are cut
+// into blocks near kGemmBlockBytes, at least kMinGemmBlockRows rows, so that a block is
+// still in cache when its epilogue reads it; but only when a block has at least K rows: each
+// call packs B's K x N elements again, which costs more than reading the block's R x N back
+// from memory when R < K (bert-base's vocabulary projection, K = 768 and N = 30522, ran
+// 257 ms in blocks of 256 rows against 244 ms unfused). Without an epilogue nothing reads the
+// block while it is hot, so one call covers every row.
 constexpr int64_t kWholeProductBytes = int64_t{16} << 20;
 constexpr int64_t kGemmBlockBytes = int64_t{4} << 20;
 constexpr int64_t kMinGemmBlockRows = 256;
@@ -124,7 +128,85 @@ struct GemmPlan {
   std::vector<const Value*> epilogues;  // stored in the block loop right after each gemm
   int64_t block_rows = 0;               // rows of C per gemm call
   bool block_local = false;  // the product lives only in a per-block buffer, not in full
+  // The batch dims are rows of one gemm (A's matrices are consecutive rows and B is shared),
+  // so B is packed once, not once per matrix.
+  bool fold_batch = false;
 };
+
+// Rows of C one gemm nest covers: a matrix's, or every matrix's when the batch is folded.
+int64_t gemm_rows(const Shape& product, const GemmPlan& plan) {
+  const int rank = product.rank();
+  if (!plan.fold_batch) return product.dim(rank - 2);
+  int64_t rows = 1;
+  for (int d = 0; d < rank - 1; ++d) rows *= product.dim(d);
+  return rows;
+}
+
+// The index of row `row` of C's folded rows: its batch indices and its row in the matrix.
+std::vector<Expr> unfold_row(const Expr& row, const Shape& product) {
+  const int leading = product.rank() - 1;
+  std::vector<Expr> index(static_cast<size_t>(leading));
+  int64_t stride = 1;
+  for (int d = leading - 1; d >= 0; --d) {
+    const Expr quotient = stride == 1 ? row : row / Expr(stride);
+    index[static_cast<size_t>(d)] = d == 0 ? quotient : quotient % Expr(product.dim(d));
+    stride *= product.dim(d);
+  }
+  return index;
+}
+
+// Finds a math-library call in an expression.
+class MathCallFinder : public IRVisitor {
+ public:
+  bool found = false;
+
+ protected:
+  void visit_call(const Call& node) override {
+    found = found || is_math_call(node.intrinsic);
+    IRVisitor::visit_call(node);
+  }
+};
+
+// Counts the loads of one buffer in an expression.
+class LoadCounter : public IRVisitor {
+ public:
+  explicit LoadCounter(Buffer buffer) : buffer_(std::move(buffer)) {}
+  int count = 0;
+
+ protected:
+  void visit_load(const Load& node) override {
+    if (node.buffer.name() == buffer_.name()) ++count;
+    IRVisitor::visit_load(node);
+  }
+
+ private:
+  Buffer buffer_;
+};
+
+// K: the length of the dot product behind each element of a matmul.
+int64_t gemm_depth(const Node& matmul) {
+  const Shape& a = matmul.input(0)->shape();
+  return matmul.attrs().get_bool("transpose_a") ? a.dim(a.rank() - 2) : a.dim(a.rank() - 1);
+}
+
+// Whether a matmul's batch dims can become rows of one gemm: A untransposed and not
+// broadcast (its matrices follow each other row after row, as C's do) and every matrix
+// multiplied by the same B.
+bool can_fold_batch(const Node& matmul) {
+  const Shape& a = matmul.input(0)->shape();
+  const Shape& b = matmul.input(1)->shape();
+  const Shape& c = matmul.output(0)->shape();
+  if (c.rank() <= 2 || matmul.attrs().get_bool("transpose_a") || a.rank() != c.rank()) {
+    return false;
+  }
+  for (int d = 0; d < c.rank() - 2; ++d) {
+    if (a.dim(d) != c.dim(d)) return false;
+  }
+  for (int d = 0; d < b.rank() - 2; ++d) {
+    if (b.dim(d) != 1) return false;
+  }
+  return true;
+}
 
 class GroupLowerer {
  public:
@@ -218,7 +300,7 @@ class GroupLowerer {
       }
       for (const Value* value : node->outputs()) {
         if (used_outside(value) || (used_inside(value) && !is_inlinable(node->def().fusion_kind)) ||
-            feeds_gemm(value)) {
+            feeds_gemm(value) || costly_to_recompute(*value)) {
           mark_stored(value);
         }
       }
@@ -236,6 +318,54 @@ class GroupLowerer {
       locals_.push_back(Buffer::local(name, value->dtype(), size));
       buffers_.emplace(value, locals_.back());
     }
+  }
+
+  // An inlined value is evaluated wherever a definition reads it. One whose own definition
+  // calls the math library (gelu's erf, exp, tanh), read at several places per element by a
+  // consumer in the group (layer norm reads its input for the mean, the variance and the
+  // output; softmax for the max, the sum and the output), is stored once instead: bert-base's
+  // MLM head (matmul + bias + gelu + layer norm) ran 13.2 ms fused, with three erf calls per
+  // element, against 8.6 ms as separate kernels.
+  bool costly_to_recompute(const Value& value) {
+    if (!used_inside(&value) || !calls_math_library(value)) return false;
+    return std::any_of(value.users().begin(), value.users().end(), [&](const Node* user) {
+      return computed(user) && reads_per_element(*user, value) > 1;
+    });
+  }
+
+  // Whether the definition of `value` itself (its inputs taken as given) calls the math
+  // library.
+  bool calls_math_library(const Value& value) {
+    const Node& node = *value.producer();
+    Expected<Expr> element = compute_element(
+        node, value.output_index(), symbolic_index(value.rank()),
+        [&](int input, const std::vector<Expr>&) { return make_zero(node.input(input)->dtype()); },
+        probe_names_);
+    if (!element) return false;  // reported when the group is lowered
+    MathCallFinder finder;
+    finder.visit(*element);
+    return finder.found;
+  }
+
+  // How many places in the definition of `user`'s first output read `value`.
+  int reads_per_element(const Node& user, const Value& value) {
+    const Buffer probe = Buffer::param("probe", value.dtype(), {1});
+    Expected<Expr> element = compute_element(
+        user, 0, symbolic_index(user.output(0)->rank()),
+        [&](int input, const std::vector<Expr>&) {
+          return user.input(input) == &value ? load(probe, 0) : make_zero(user.input(input)->dtype());
+        },
+        probe_names_);
+    if (!element) return 0;
+    LoadCounter counter(probe);
+    counter.visit(*element);
+    return counter.count;
+  }
+
+  std::vector<Expr> symbolic_index(int rank) {
+    std::vector<Expr> index;
+    for (int d = 0; d < rank; ++d) index.push_back(var(probe_names_.fresh("i")));
+    return index;
   }
 
   void mark_stored(const Value* value) {
@@ -295,14 +425,16 @@ class GroupLowerer {
                                                  other) &&
                    reads_through_inlining(*other->producer(), *value);
           });
+      plan.fold_batch = can_fold_batch(*value->producer());
       const int rank = value->rank();
-      const int64_t m = value->shape().dim(rank - 2), n = value->shape().dim(rank - 1);
+      const int64_t m = gemm_rows(value->shape(), plan), n = value->shape().dim(rank - 1);
       const int64_t row_bytes = std::max<int64_t>(n, 1) * dtype_size_bytes(value->dtype());
       int64_t rows = m;
       if (options_.gemm_block_rows > 0 && !plan.epilogues.empty()) {
         rows = options_.gemm_block_rows;
       } else if (!plan.epilogues.empty() && m * row_bytes > kWholeProductBytes) {
         rows = std::max(kGemmBlockBytes / row_bytes, kMinGemmBlockRows);
+        if (rows < gemm_depth(*value->producer())) rows = m;
       }
       plan.block_rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(m, 1));
       gemms_.emplace(value, std::move(plan));
@@ -367,9 +499,14 @@ class GroupLowerer {
 
   Expr load_from(const Value* value, const std::vector<Expr>& index) const {
     if (block_.value == value) {  // the current block of a block-local product
-      const size_t rank = index.size();
-      return load(block_.buffer, (index[rank - 2] - block_.row0) * value->shape().dims().back() +
-                                     index[rank - 1]);
+      const std::vector<Expr> leading(index.begin(), index.end() - 1);
+      const Expr row = block_.folded
+                           ? row_major_offset(leading, Shape(std::vector<int64_t>(
+                                                  value->shape().dims().begin(),
+                                                  value->shape().dims().end() - 1)))
+                           : leading.back();
+      return load(block_.buffer,
+                  (row - block_.row0) * value->shape().dims().back() + index.back());
     }
     const Buffer& buffer = buffers_.at(value);
     if (buffer.scope() == MemoryScope::global) return load(buffer, index);
@@ -594,21 +731,22 @@ class GroupLowerer {
     const bool ta = node.attrs().get_bool("transpose_a");
     const bool tb = node.attrs().get_bool("transpose_b");
     const int rank = product.rank();
-    const int64_t m = product.shape().dim(rank - 2), n = product.shape().dim(rank - 1);
-    const int64_t k = ta ? a.dim(a.rank() - 2) : a.dim(a.rank() - 1);
+    const int64_t m = gemm_rows(product.shape(), plan), n = product.shape().dim(rank - 1);
+    const int64_t k = gemm_depth(node);
     const int64_t rows = plan.block_rows;
 
     std::vector<std::string> batch_vars;
-    std::vector<Expr> batch;
-    for (int d = 0; d < rank - 2; ++d) {
+    std::vector<Expr> batch;  // empty when folded: matrix 0 holds every row
+    for (int d = 0; d < (plan.fold_batch ? 0 : rank - 2); ++d) {
       batch_vars.push_back(names_.fresh("i"));
       batch.push_back(var(batch_vars.back()));
     }
     const std::string block_var = names_.fresh("i");
     const Expr row0 = var(block_var) * rows;
     const Expr block_m = min(Expr(rows), Expr(m) - row0);
-    // Offset of matrix (batch index) in a row-major operand of `shape`.
+    // Offset of matrix (batch index) in a row-major operand of `shape` (matrix 0 when folded).
     const auto matrix_base = [&](const Shape& shape) {
+      if (plan.fold_batch) return Expr(0);
       std::vector<Expr> index = lowering::broadcast_index(
           batch, Shape(std::vector<int64_t>(shape.dims().begin(), shape.dims().end() - 2)));
       index.push_back(0);
@@ -642,15 +780,15 @@ class GroupLowerer {
                       .k = k,
                       .accumulate = false});
     if (!plan.epilogues.empty()) {
-      if (plan.block_local) block_ = {&product, block_buffer, row0};
-      Expected<Stmt> epilogue = epilogue_nest(plan, batch, row0, block_m, n);
+      if (plan.block_local) block_ = {&product, block_buffer, row0, plan.fold_batch};
+      Expected<Stmt> epilogue = epilogue_nest(product, plan, batch, row0, block_m, n);
       block_ = {};
       if (!epilogue) return epilogue.status();
       body = block({body, std::move(epilogue).value()});
     }
     if (plan.block_local) body = allocate(block_buffer, body);
     body = for_loop(block_var, 0, (m + rows - 1) / rows, body);
-    for (int d = rank - 3; d >= 0; --d) {
+    for (int d = static_cast<int>(batch_vars.size()) - 1; d >= 0; --d) {
       body = for_loop(batch_vars[static_cast<size_t>(d)], 0, product.shape().dim(d), body);
     }
     return body;
@@ -658,11 +796,16 @@ class GroupLowerer {
 
   // One loop nest over the block's rows and columns storing every epilogue value, in order
   // (a later epilogue may load an earlier one's element, stored just before).
-  Expected<Stmt> epilogue_nest(const GemmPlan& plan, const std::vector<Expr>& batch,
-                               const Expr& row0, const Expr& block_m, int64_t n) {
+  Expected<Stmt> epilogue_nest(const Value& product, const GemmPlan& plan,
+                               const std::vector<Expr>& batch, const Expr& row0,
+                               const Expr& block_m, int64_t n) {
     const std::string row_var = names_.fresh("i"), col_var = names_.fresh("i");
     std::vector<Expr> index = batch;
-    index.push_back(row0 + var(row_var));
+    if (plan.fold_batch) {
+      index = unfold_row(row0 + var(row_var), product.shape());
+    } else {
+      index.push_back(row0 + var(row_var));
+    }
     index.push_back(var(col_var));
     std::vector<Stmt> stores;
     for (const Value* value : plan.epilogues) {
@@ -676,11 +819,13 @@ class GroupLowerer {
   }
 
   // The block of a block-local product while its epilogue is built (`value` null otherwise):
-  // loads of the product read `buffer` at (row - row0) * N + column.
+  // loads of the product read `buffer` at (row - row0) * N + column, where a folded batch
+  // counts rows across matrices.
   struct BlockView {
     const Value* value = nullptr;
     Buffer buffer = {};
     Expr row0 = {};
+    bool folded = false;
   };
 
   const Graph& graph_;
@@ -697,6 +842,7 @@ class GroupLowerer {
   std::vector<Buffer> locals_;
   std::map<const Value*, Buffer> buffers_;
   NameGenerator names_;
+  NameGenerator probe_names_;  // for definitions built only to be inspected
   Status error_ = Status::ok();
 };
 

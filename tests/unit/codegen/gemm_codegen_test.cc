@@ -205,16 +205,19 @@ TEST(GemmCodegen, MatmulGroupsMatchTheInterpreter) {
 }
 
 TEST(GemmCodegen, BiasReluEpilogueMatchesTheInterpreter) {
-  // Small blocks with a tail (7 rows in blocks of 3), one block, and the default block size
-  // on a matrix wide enough (4096 f32 columns: 64 rows per block) to need three blocks.
+  // Small blocks with a tail (7 rows in blocks of 3), one block, the default rule on a wide
+  // matrix (150 x 4096), and a batch of three matrices whose 15 rows are cut in blocks of 3.
   const struct {
     int64_t m, k, n, rows;
-  } shapes[] = {{7, 5, 3, 3}, {7, 5, 3, 0}, {150, 16, 4096, 0}};
+    int64_t batch = 1;
+  } shapes[] = {{7, 5, 3, 3}, {7, 5, 3, 0}, {150, 16, 4096, 0}, {5, 4, 6, 3, 3}};
   for (const auto& s : shapes) {
-    SCOPED_TRACE(fmt::format("{}x{}x{} rows {}", s.m, s.k, s.n, s.rows));
+    SCOPED_TRACE(fmt::format("{}x{}x{}x{} rows {}", s.batch, s.m, s.k, s.n, s.rows));
     Graph graph;
     GraphBuilder b(graph);
-    Value* y = b.matmul(b.input("x", DType::f32, {s.m, s.k}), b.input("w", DType::f32, {s.k, s.n}));
+    // A batch of matrices times one w is one gemm over all their rows, blocks straddling them.
+    const Shape x_shape = s.batch == 1 ? Shape{s.m, s.k} : Shape{s.batch, s.m, s.k};
+    Value* y = b.matmul(b.input("x", DType::f32, x_shape), b.input("w", DType::f32, {s.k, s.n}));
     graph.set_outputs({b.relu(b.add(y, b.input("bias", DType::f32, {s.n})))});
     expect_compiled_group_matches(graph, s.k, LowerGroupOptions{.gemm_block_rows = s.rows});
   }

@@ -357,6 +357,40 @@ TEST(LowerMatmul, EpilogueValuesThatAreOutputsAreStoredOnTheBlockToo) {
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
 }
 
+TEST(LowerMatmul, MatricesSharingOneRightOperandAreRowsOfOneGemm) {
+  // x [3, 5, 4] times one w [4, 6]: the 15 rows of x are one gemm's rows (w packed once), cut
+  // into blocks of 4 that straddle matrices; the bias + relu epilogue reads each block back.
+  // A batched w, or a transposed x, keeps the loop over matrices.
+  for (int64_t rows : {0, 4}) {
+    SCOPED_TRACE(rows);
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* y = b.matmul(b.input("x", DType::f32, {3, 5, 4}), b.input("w", DType::f32, {1, 4, 6}));
+    graph.set_outputs({b.relu(b.add(y, b.input("bias", DType::f32, {6})))});
+    Expected<LoweredGroup> lowered =
+        lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = rows});
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    const std::string text = print(lowered->kernel);
+    EXPECT_NE(text.find(rows == 0 ? "gemm(15, 6, 4)" : "gemm(min(15 - i0*4, 4), 6, 4)"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(count(lowered->kernel).allocations, 1) << text;  // the block only
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  }
+  for (bool batched_w : {false, true}) {
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* x = b.input("x", DType::f32, batched_w ? Shape{3, 5, 4} : Shape{3, 4, 5});
+    Value* w = b.input("w", DType::f32, batched_w ? Shape{3, 4, 6} : Shape{4, 6});
+    graph.set_outputs({b.matmul(x, w, /*transpose_a=*/!batched_w)});
+    Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    EXPECT_NE(print(lowered->kernel).find("gemm(5, 6, 4)"), std::string::npos)
+        << print(lowered->kernel);
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  }
+}
+
 TEST(LowerMatmul, ConsumersThatReadOtherElementsFallBackToAFullBuffer) {
   // transpose(y) reads y at another index, and sum(y) reduces over it: neither runs on the
   // block, so y is materialised in full; the add still runs on the block.

@@ -72,6 +72,42 @@ TEST(LowerGroup, LayerNormChainInlinesElementwiseAndMaterialisesReductions) {
   }
 }
 
+// Counts the math-library calls of a kernel.
+class MathCallCounter : public IRVisitor {
+ public:
+  int calls = 0;
+
+ protected:
+  void visit_call(const Call& node) override {
+    calls += is_math_call(node.intrinsic) ? 1 : 0;
+    IRVisitor::visit_call(node);
+  }
+};
+
+int math_calls(const Kernel& kernel) {
+  MathCallCounter counter;
+  counter.visit(kernel.body);
+  return counter.calls;
+}
+
+TEST(LowerGroup, MathCallsReadInSeveralPlacesAreStoredOnce) {
+  // layer_norm reads its input three times (mean, variance, output): gelu's erf is stored in
+  // a local buffer once per element, not evaluated three times. A sum reads exp(x) once, and
+  // a cheap add read three times is still inlined.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 9});
+  Value* scale = b.input("scale", DType::f32, {9});
+  Value* bias = b.input("bias", DType::f32, {9});
+  graph.set_outputs({b.layer_norm(b.gelu(x), scale, bias), b.sum(b.exp(x), {1}),
+                     b.layer_norm(b.add(x, bias), scale, bias)});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(math_calls(lowered->kernel), 2) << print(lowered->kernel);  // one erf, one exp
+  EXPECT_EQ(count(lowered->kernel).allocations, 1) << print(lowered->kernel);  // gelu's
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
+}
+
 TEST(LowerGroup, SoftmaxFromPrimitivesMatchesTheInterpreter) {
   Graph graph;
   GraphBuilder b(graph);
