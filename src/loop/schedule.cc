@@ -530,10 +530,14 @@ class Hoister : public IRMutator {
     return mutate(body);
   }
   Expr visit_reduce(const Reduce& node, const Expr& self) override {
-    // A reduction's body may run zero times, so nothing inside it is lifted; the whole
-    // reduction is, when invariant.
-    if (!invariant(self)) return self;
-    return var(bind(self, std::string()), node.type);
+    if (invariant(self)) return var(bind(self, std::string()), node.type);
+    // A reduction of positive constant extent evaluates its body at least once, so invariant
+    // values inside it are lifted as a loop's are (a max-pool window over batch-norm inlined:
+    // the channel's scale is computed once, not per window element); one that may run zero
+    // times is left whole.
+    const std::optional<int64_t> extent = as_const_int(node.extent);
+    if (!extent || *extent < 1) return self;
+    return IRMutator::visit_reduce(node, self);
   }
 
  private:

@@ -107,6 +107,18 @@ Expected<Expr> lower_layer_norm(const ComputeArgs& args) {
   });
 }
 
+// Batch norm's (x - mean) * rsqrt(variance + epsilon) * scale + bias at channel c, with the
+// channel's factor rsqrt(variance + epsilon) * scale bound in a let: its value depends on the
+// channel only, so the schedule's hoist computes it once per channel, not per element.
+Expr normalize_by_channel(const ComputeArgs& args, const Expr& mean, const Expr& variance,
+                          const std::vector<Expr>& c) {
+  const Expr epsilon = constant_of(args.inputs[0].dtype, args.attrs.get_float("epsilon"));
+  const std::string factor = args.names.fresh("f");
+  return let(factor, call(Intrinsic::rsqrt, {variance + epsilon}) * args.input(1, c),
+             (args.input(0, args.index) - mean) * var(factor, args.inputs[0].dtype) +
+                 args.input(2, c));
+}
+
 Expected<Expr> lower_batch_norm_train(const ComputeArgs& args) {
   const Shape& x = args.inputs[0].shape;
   std::vector<bool> reduced(static_cast<size_t>(x.rank()), true);
@@ -130,20 +142,14 @@ Expected<Expr> lower_batch_norm_train(const ComputeArgs& args) {
 
 Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr& variance) {
   const std::vector<Expr> c = {args.index[1]};
-  const Expr epsilon = constant_of(args.inputs[0].dtype, args.attrs.get_float("epsilon"));
-  return (args.input(0, args.index) - mean) * call(Intrinsic::rsqrt, {variance + epsilon}) *
-             args.input(1, c) +
-         args.input(2, c);
+  return normalize_by_channel(args, mean, variance, c);
 }
 
 namespace {
 
 Expected<Expr> lower_batch_norm_infer(const ComputeArgs& args) {
   const std::vector<Expr> c = {args.index[1]};
-  const Expr epsilon = constant_of(args.inputs[0].dtype, args.attrs.get_float("epsilon"));
-  return (args.input(0, args.index) - args.input(3, c)) *
-             call(Intrinsic::rsqrt, {args.input(4, c) + epsilon}) * args.input(1, c) +
-         args.input(2, c);
+  return normalize_by_channel(args, args.input(3, c), args.input(4, c), c);
 }
 
 // The label at a position, as an in-range i64 class index.

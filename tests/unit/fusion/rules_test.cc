@@ -28,6 +28,19 @@ TEST(FusionRules, ElementwiseProducersAreInlined) {
   EXPECT_EQ(verdict(t, b.relu(t)).rule, "inline-producer");
 }
 
+TEST(FusionRules, ProducersOfOverlappingWindowsAreNotInlined) {
+  // Windows that tile the input read each element once; 3x3 windows at stride 2 read it 2.25
+  // times, and an inlined producer would be evaluated as often.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* r = b.relu(b.input("x", DType::f32, {1, 2, 8, 8}));
+  EXPECT_EQ(verdict(r, b.max_pool(r, {2, 2}, {2, 2})).rule, "inline-producer");
+  const EdgeVerdict overlap = verdict(r, b.max_pool(r, {3, 3}, {2, 2}));
+  EXPECT_FALSE(overlap.fusible);
+  EXPECT_NE(overlap.reason.find("2.25 times per element"), std::string::npos) << overlap.reason;
+  EXPECT_FALSE(verdict(r, b.avg_pool(r, {3, 3})).fusible);  // stride 1: 9 times
+}
+
 TEST(FusionRules, ReductionsStitchWithElementwiseAndReductionConsumers) {
   Graph graph;
   GraphBuilder b(graph);

@@ -459,6 +459,41 @@ TEST(Hoist, KeepsValuesThatReadWhatTheLoopWritesOrMayNotRun) {
   EXPECT_TRUE(kept->body.same_as(empty_inner.body)) << print(*kept);
 }
 
+TEST(Hoist, LiftsInvariantLetsOutOfReductionsThatAlwaysRun) {
+  // out[i, j] = max over a window of (x[i, j + k] * (let f = sqrt(s[i]) in ...)): f depends on
+  // i only and the window has 3 elements, so f is bound once per i. Over a window of n
+  // elements, which may be empty, it stays where it is.
+  const Buffer x = Buffer::param("x", DType::f32, {3, 8});
+  const Buffer s = Buffer::param("s", DType::f32, {3});
+  const Buffer n = Buffer::param("n", DType::i64, {1});
+  const Buffer out = Buffer::param("out", DType::f32, {3, 6});
+  const Expr i = var("i"), j = var("j"), k = var("k");
+  const auto window = [&](Expr extent) {
+    const Expr f = var("f", DType::f32);
+    return Kernel{
+        "window",
+        {x, s, n, out},
+        for_loop("i", 0, 3,
+                 for_loop("j", 0, 6,
+                          store(out, i * 6 + j,
+                                reduce(ReduceOp::max, "k", 0, std::move(extent),
+                                       let("f", call(Intrinsic::sqrt, {load(s, i)}),
+                                           load(x, i * 8 + min(j + k, Expr(7))) * f)))))};
+  };
+  const Kernel fixed = window(3);
+  Expected<Kernel> hoisted = apply_text(fixed, "hoist i");
+  ASSERT_TRUE(hoisted.has_value()) << hoisted.status().message();
+  const For* row = hoisted->body.as<For>();
+  ASSERT_NE(row, nullptr);
+  ASSERT_NE(row->body.as<LetStmt>(), nullptr) << print(*hoisted);
+  EXPECT_EQ(row->body.as<LetStmt>()->name, "f");
+  EXPECT_TRUE(same_results(fixed, *hoisted));
+  const Kernel variable = window(min(load(n, 0), Expr(2)));
+  Expected<Kernel> kept = apply_directive(variable, Hoist{"i"});
+  ASSERT_TRUE(kept.has_value()) << kept.status().message();
+  EXPECT_TRUE(kept->body.same_as(variable.body)) << print(*kept);
+}
+
 // --- cache -----------------------------------------------------------------------------------
 
 TEST(Cache, StagesTheRowALoopReads) {
