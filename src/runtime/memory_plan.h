@@ -4,11 +4,12 @@
 // A buffer is alive from the step that writes it to the last step that reads it (inclusive;
 // steps are kernel calls in execution order). Offsets are assigned greedily: buffers in some
 // order, each taking the lowest-offset gap among the already placed buffers whose lifetimes
-// overlap its own that fits it. Largest first ("greedy by size", Pisarchyk and Lee, 2020, as
-// TensorFlow Lite plans its arena) places the buffers that dominate the peak while the arena
-// is empty, but fragments on some programs (a fused ViT-base training step: 1,297 MiB for a
-// live bound of 1,147 MiB), so three orders are tried (largest first, first used first,
-// largest size x lifetime first) and the smallest arena is kept.
+// overlap its own that fits it (or the smallest such gap). Largest first ("greedy by size",
+// Pisarchyk and Lee, 2020, as TensorFlow Lite plans its arena) places the buffers that
+// dominate the peak while the arena is empty, but fragments on some programs (a fused
+// ViT-base training step: 1,297 MiB for a live bound of 1,147 MiB), so several orders are
+// tried (largest first, first used first, largest size x lifetime first, busiest step first)
+// and the smallest arena is kept.
 //
 // The peak of any plan is at least the largest sum of the sizes of buffers alive at one step;
 // `MemoryPlan::live_bound_bytes` reports that bound so a plan's waste is visible.

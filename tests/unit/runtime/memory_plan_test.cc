@@ -40,6 +40,24 @@ TEST(MemoryPlan, SmallBuffersFillHolesBetweenLargeOnes) {
   EXPECT_EQ(check_memory_plan(buffers, plan), "");
 }
 
+TEST(MemoryPlan, AnotherOrderAvoidsTheFragmentationOfLargestFirst) {
+  // Placed largest first, first used first, or by size x lifetime, these buffers fragment the
+  // arena to 640 bytes; largest first with equal sizes by last use (and busiest step first)
+  // reaches the live bound, 576.
+  const std::vector<BufferLifetime> buffers = {
+      {.bytes = 256, .first_step = 4, .last_step = 4},
+      {.bytes = 128, .first_step = 5, .last_step = 6},
+      {.bytes = 192, .first_step = 3, .last_step = 5},
+      {.bytes = 192, .first_step = 1, .last_step = 3},
+      {.bytes = 64, .first_step = 1, .last_step = 6},
+      {.bytes = 192, .first_step = 5, .last_step = 6},
+  };
+  const MemoryPlan plan = plan_memory(buffers);
+  EXPECT_EQ(plan.live_bound_bytes, 576);
+  EXPECT_EQ(plan.peak_bytes, 576);
+  EXPECT_EQ(check_memory_plan(buffers, plan), "");
+}
+
 TEST(MemoryPlan, LastReadAndFirstWriteAtOneStepOverlap) {
   // Step 1 reads a and writes b: both are alive at step 1 and may not share bytes.
   const std::vector<BufferLifetime> buffers = {
