@@ -61,27 +61,6 @@ bool is_transposed_spmm(const Node& node) {
   return node.op() == Op::spmm && node.attrs().get_bool("transpose");
 }
 
-// Whether a division or remainder in `s` has an operand that uses `name`.
-bool divides_var(const Stmt& s, const std::string& name) {
-  class Finder : public IRVisitor {
-   public:
-    explicit Finder(const std::string& n) : name_(n) {}
-    bool found = false;
-
-   protected:
-    void visit_binary(const Binary& node) override {
-      found = found || ((node.op == BinaryOp::div || node.op == BinaryOp::mod) &&
-                        (uses_var(node.a, name_) || uses_var(node.b, name_)));
-      IRVisitor::visit_binary(node);
-    }
-
-   private:
-    const std::string& name_;
-  } finder(name);
-  finder.visit(s);
-  return finder.found;
-}
-
 // A loop directly around another, both serial from 0 to a constant, becomes one loop over
 // both when every index in the body is linear in the joined variable: for (i, 0, A) for (j,
 // 0, B) body is for (j, 0, A*B) body with i = j / B and j = j % B, kept when the simplifier

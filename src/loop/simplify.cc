@@ -303,29 +303,6 @@ class Simplifier : public IRMutator {
     return reduce(outer.op, inner->var, make_int(0), make_int(total), simplified);
   }
 
-  // Whether a division or remainder in `e` has an operand that uses `name`.
-  static bool divides_var(const Expr& e, const std::string& name) {
-    class Finder : public IRVisitor {
-     public:
-      explicit Finder(const std::string& n) : name_(n) {}
-      bool found = false;
-
-     protected:
-      void visit_binary(const Binary& node) override {
-        if ((node.op == BinaryOp::div || node.op == BinaryOp::mod) &&
-            (uses_var(node.a, name_) || uses_var(node.b, name_))) {
-          found = true;
-        }
-        IRVisitor::visit_binary(node);
-      }
-
-     private:
-      const std::string& name_;
-    } finder(name);
-    finder.visit(e);
-    return finder.found;
-  }
-
   Stmt visit_for(const For& node, const Stmt&) override {
     Expr min = mutate(node.min), extent = mutate(node.extent);
     const std::optional<int64_t> n = as_const_int(extent);

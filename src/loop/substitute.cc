@@ -163,6 +163,38 @@ bool uses_var(const Stmt& stmt, std::string_view name) {
   return collector.free.contains(name);
 }
 
+namespace {
+
+class DivisionFinder : public IRVisitor {
+ public:
+  explicit DivisionFinder(std::string_view name) : name_(name) {}
+  bool found = false;
+
+ protected:
+  void visit_binary(const Binary& node) override {
+    found = found || ((node.op == BinaryOp::div || node.op == BinaryOp::mod) &&
+                      (uses_var(node.a, name_) || uses_var(node.b, name_)));
+    IRVisitor::visit_binary(node);
+  }
+
+ private:
+  std::string_view name_;
+};
+
+}  // namespace
+
+bool divides_var(const Expr& expr, std::string_view name) {
+  DivisionFinder finder(name);
+  finder.visit(expr);
+  return finder.found;
+}
+
+bool divides_var(const Stmt& stmt, std::string_view name) {
+  DivisionFinder finder(name);
+  finder.visit(stmt);
+  return finder.found;
+}
+
 bool uses_buffer(const Stmt& stmt, std::string_view name) {
   UseCollector collector;
   collector.visit(stmt);
