@@ -15,6 +15,10 @@
 // multi-node group reads loses those readers to groups of their own; if what remains of the
 // group is not a valid group, the group is split into single nodes. In the worst case every
 // group is split and the order is the unfused one, so the loop ends with the bound met.
+//
+// That bounds the live bytes. The arena is what the planner then places, which can fragment
+// more on the fused order; a bounded search of further splits (bound_placement) brings it
+// down toward the unfused arena, and says so in a decision where it does not get there.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -22,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "fusion/context.h"
+#include "runtime/memory_plan.h"
 
 namespace kiln::fusion {
 namespace {
@@ -32,17 +37,24 @@ struct LivePeak {
   std::vector<const Value*> live;  // at the peak, largest first
 };
 
-// The bytes of values live between groups plus, at each group, its own scratch.
-LivePeak live_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
+struct Lifetime {
+  const Value* value;
+  size_t first, last;
+};
+
+int64_t bytes_of(const Value& value) {
+  return value.shape().num_elements() * dtype_size_bytes(value.dtype());
+}
+
+// Every value one group computes and a later group reads (graph inputs, graph outputs and
+// constants live elsewhere), live from its producing group to its last reading group: the
+// program's arena buffers, in the order the compiler creates them.
+std::vector<Lifetime> lifetimes_of(PartitionContext& context, const std::vector<NodeSet>& ordered) {
   std::map<const Node*, size_t> position;
   for (size_t g = 0; g < ordered.size(); ++g) {
     for (int node : ordered[g]) position.emplace(context.reach().node(node), g);
   }
   const std::vector<Value*>& graph_outputs = context.graph().outputs();
-  struct Lifetime {
-    const Value* value;
-    size_t first, last;
-  };
   std::vector<Lifetime> lifetimes;
   for (size_t g = 0; g < ordered.size(); ++g) {
     for (int index : ordered[g]) {
@@ -56,11 +68,28 @@ LivePeak live_peak(PartitionContext& context, const std::vector<NodeSet>& ordere
       }
     }
   }
+  return lifetimes;
+}
+
+// The values live at group `at`, largest first.
+std::vector<const Value*> live_at(const std::vector<Lifetime>& lifetimes, size_t at) {
+  std::vector<const Value*> live;
+  for (const Lifetime& life : lifetimes) {
+    if (life.first <= at && at <= life.last) live.push_back(life.value);
+  }
+  std::sort(live.begin(), live.end(),
+            [](const Value* a, const Value* b) { return bytes_of(*a) > bytes_of(*b); });
+  return live;
+}
+
+// The bytes of values live between groups plus, at each group, its own scratch: the least
+// arena any placement of them can reach.
+LivePeak live_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
+  const std::vector<Lifetime> lifetimes = lifetimes_of(context, ordered);
   std::vector<int64_t> delta(ordered.size() + 1, 0);
   for (const Lifetime& life : lifetimes) {
-    const int64_t bytes = life.value->shape().num_elements() * dtype_size_bytes(life.value->dtype());
-    delta[life.first] += bytes;
-    delta[life.last + 1] -= bytes;
+    delta[life.first] += bytes_of(*life.value);
+    delta[life.last + 1] -= bytes_of(*life.value);
   }
   LivePeak peak;
   int64_t running = 0;
@@ -72,19 +101,152 @@ LivePeak live_peak(PartitionContext& context, const std::vector<NodeSet>& ordere
       peak.at = g;
     }
   }
+  peak.live = live_at(lifetimes, peak.at);
+  return peak;
+}
+
+// The arena the memory planner (runtime/memory_plan.h) makes for the values between groups
+// and each group's scratch, and where it peaks: the group, within the lifetime of the buffer
+// placed highest, at which the most bytes are live.
+LivePeak planned_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
+  const std::vector<Lifetime> lifetimes = lifetimes_of(context, ordered);
+  std::vector<BufferLifetime> buffers;
   for (const Lifetime& life : lifetimes) {
-    if (life.first <= peak.at && peak.at <= life.last) peak.live.push_back(life.value);
+    buffers.push_back({bytes_of(*life.value), static_cast<int>(life.first),
+                       static_cast<int>(life.last)});
   }
-  std::sort(peak.live.begin(), peak.live.end(), [](const Value* a, const Value* b) {
-    return a->shape().num_elements() * dtype_size_bytes(a->dtype()) >
-           b->shape().num_elements() * dtype_size_bytes(b->dtype());
-  });
+  for (size_t g = 0; g < ordered.size(); ++g) {
+    if (const int64_t scratch = context.scratch_bytes(ordered[g]); scratch > 0) {
+      buffers.push_back({scratch, static_cast<int>(g), static_cast<int>(g)});
+    }
+  }
+  const MemoryPlan plan = plan_memory(buffers);
+  LivePeak peak;
+  peak.bytes = plan.peak_bytes;
+  if (buffers.empty()) return peak;
+  size_t top = 0;
+  for (size_t b = 1; b < buffers.size(); ++b) {
+    if (plan.offsets[b] + buffers[b].bytes > plan.offsets[top] + buffers[top].bytes) top = b;
+  }
+  std::vector<int64_t> live(ordered.size() + 1, 0);
+  for (const BufferLifetime& buffer : buffers) {
+    live[static_cast<size_t>(buffer.first_step)] += buffer.bytes;
+    live[static_cast<size_t>(buffer.last_step) + 1] -= buffer.bytes;
+  }
+  for (size_t g = 1; g < live.size(); ++g) live[g] += live[g - 1];
+  peak.at = static_cast<size_t>(buffers[top].first_step);
+  for (int g = buffers[top].first_step; g <= buffers[top].last_step; ++g) {
+    if (live[static_cast<size_t>(g)] > live[peak.at]) peak.at = static_cast<size_t>(g);
+  }
+  peak.live = live_at(lifetimes, peak.at);
   return peak;
 }
 
 std::string mib(int64_t bytes) {
   if (bytes < (1 << 20)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1 << 10));
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+// `ordered` with the readers of `value` in the last multi-node group that reads it (and does
+// not compute it) taken out as single nodes, the rest of that group kept together when it is
+// still a valid group; nothing when no multi-node group reads the value.
+struct ReaderSplit {
+  std::vector<NodeSet> groups;
+  size_t target = 0;  // the split group, in `ordered`
+  const Value* held = nullptr;
+
+  Decision decision(PartitionContext& context, const std::vector<NodeSet>& ordered,
+                    const std::string& fused, const std::string& unfused) const {
+    return {Decision::Kind::rejected, nullptr, nullptr, "",
+            fmt::format("group of {} nodes starting at '{}' split so that %{} ({}) is freed as "
+                        "early as unfused: fused, the arena's peak was {} against {} unfused",
+                        ordered[target].size(),
+                        context.reach().node(ordered[target].front())->op_name(), held->name(),
+                        mib(bytes_of(*held)), fused, unfused)};
+  }
+};
+
+std::optional<ReaderSplit> split_readers(PartitionContext& context,
+                                         const std::vector<NodeSet>& ordered, const Value& value) {
+  if (value.producer() == nullptr) return std::nullopt;
+  for (size_t g = ordered.size(); g-- > 0;) {
+    const NodeSet& group = ordered[g];
+    if (group.size() < 2 ||
+        std::binary_search(group.begin(), group.end(), context.reach().index(value.producer()))) {
+      continue;
+    }
+    NodeSet readers;
+    for (const Node* user : value.users()) {
+      const int index = context.reach().index(user);
+      if (std::binary_search(group.begin(), group.end(), index)) readers.push_back(index);
+    }
+    if (readers.empty()) continue;
+    std::sort(readers.begin(), readers.end());
+    readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+    NodeSet rest;
+    std::set_difference(group.begin(), group.end(), readers.begin(), readers.end(),
+                        std::back_inserter(rest));
+    ReaderSplit split{.groups = ordered, .target = g, .held = &value};
+    split.groups.erase(split.groups.begin() + static_cast<std::ptrdiff_t>(g));
+    for (int node : readers) split.groups.push_back({node});
+    if (!rest.empty()) split.groups.push_back(rest);
+    if (!rest.empty() && (!context.is_convex(rest) || find_group_cycle(context, split.groups))) {
+      split.groups = ordered;
+      split.groups.erase(split.groups.begin() + static_cast<std::ptrdiff_t>(g));
+      for (int node : group) split.groups.push_back({node});
+    }
+    return split;
+  }
+  return std::nullopt;
+}
+
+// Splits for the arena the planner places rather than the live bound, which `ordered` meets:
+// greedy placement can fragment more on a fused order than on the unfused one (ViT-base's
+// training step planned 1,220 MiB fused against 1,155 MiB unfused, with a live bound of
+// 1,141 MiB). While the fused arena is larger, the largest values live where the placement
+// peaks give up readers as above, a split kept only when it lowers the planned arena and
+// keeps the live bound; after kMaxPlacementTrials splits tried in vain the partition stays
+// as it is, and a decision says by how much its arena exceeds the unfused one. So this is a
+// search, not a guarantee: ViT-base's step comes down to 1,163.5 MiB (with 32 trials too),
+// and bert-large's stays at 2,838.2 MiB against 2,825.2 MiB, every split it tries planning
+// larger; 16 trials cost bert-large's partition 0.5 s.
+constexpr int kMaxPlacementTrials = 16;
+
+std::vector<NodeSet> bound_placement(PartitionContext& context, std::vector<NodeSet> ordered,
+                                     const std::vector<NodeSet>& unfused,
+                                     std::vector<Decision>& decisions) {
+  const int64_t live_limit = live_peak(context, unfused).bytes;
+  const int64_t limit = planned_peak(context, dependency_order(context, unfused)).bytes;
+  while (true) {
+    const LivePeak peak = planned_peak(context, ordered);
+    if (peak.bytes <= limit) return ordered;
+    std::optional<std::vector<NodeSet>> better;
+    int trials = 0;
+    for (const Value* value : peak.live) {
+      if (trials == kMaxPlacementTrials) break;
+      std::optional<ReaderSplit> split = split_readers(context, ordered, *value);
+      if (!split) continue;
+      ++trials;
+      std::vector<NodeSet> candidate = dependency_order(context, split->groups);
+      if (live_peak(context, candidate).bytes > live_limit ||
+          planned_peak(context, candidate).bytes >= peak.bytes) {
+        continue;
+      }
+      decisions.push_back(split->decision(context, ordered, mib(peak.bytes), mib(limit)));
+      better = std::move(candidate);
+      break;
+    }
+    if (!better) {
+      decisions.push_back(
+          {Decision::Kind::rejected, nullptr, nullptr, "",
+           fmt::format("the memory plan of the fused program is {} against {} unfused (the "
+                       "live bytes stay within the unfused peak; the placement fragments), "
+                       "and no split tried lowers it",
+                       mib(peak.bytes), mib(limit))});
+      return ordered;
+    }
+    ordered = std::move(*better);
+  }
 }
 
 }  // namespace
@@ -97,7 +259,7 @@ std::vector<NodeSet> bound_memory(PartitionContext& context, std::vector<NodeSet
   while (true) {
     std::vector<NodeSet> ordered = dependency_order(context, groups);
     const LivePeak peak = live_peak(context, ordered);
-    if (peak.bytes <= limit) return ordered;
+    if (peak.bytes <= limit) return bound_placement(context, std::move(ordered), unfused, decisions);
     // A fused group whose own scratch makes the excess runs as single nodes: the program
     // there is then the unfused one.
     const NodeSet& running = ordered[peak.at];
@@ -117,53 +279,13 @@ std::vector<NodeSet> bound_memory(PartitionContext& context, std::vector<NodeSet
     }
     // The largest live value that a multi-node group reads: its readers leave the last such
     // group, which is what keeps the value alive.
-    std::optional<size_t> target;
-    NodeSet readers;
-    const Value* held = nullptr;
+    std::optional<ReaderSplit> split;
     for (const Value* value : peak.live) {
-      for (size_t g = ordered.size(); g-- > 0 && !target;) {
-        if (ordered[g].size() < 2) continue;
-        NodeSet inside;
-        for (const Node* user : value->users()) {
-          const int index = context.reach().index(user);
-          if (std::binary_search(ordered[g].begin(), ordered[g].end(), index)) inside.push_back(index);
-        }
-        if (inside.empty() || value->producer() == nullptr ||
-            std::binary_search(ordered[g].begin(), ordered[g].end(),
-                               context.reach().index(value->producer()))) {
-          continue;
-        }
-        std::sort(inside.begin(), inside.end());
-        inside.erase(std::unique(inside.begin(), inside.end()), inside.end());
-        target = g;
-        readers = std::move(inside);
-        held = value;
-      }
-      if (target) break;
+      if ((split = split_readers(context, ordered, *value))) break;
     }
-    if (!target) return dependency_order(context, std::move(unfused));  // cannot happen: see above
-    NodeSet rest;
-    std::set_difference(ordered[*target].begin(), ordered[*target].end(), readers.begin(),
-                        readers.end(), std::back_inserter(rest));
-    std::vector<NodeSet> split;
-    for (int node : readers) split.push_back({node});
-    std::vector<NodeSet> candidate = ordered;
-    candidate.erase(candidate.begin() + static_cast<std::ptrdiff_t>(*target));
-    candidate.insert(candidate.end(), split.begin(), split.end());
-    if (!rest.empty()) candidate.push_back(rest);
-    if (!rest.empty() && (!context.is_convex(rest) || find_group_cycle(context, candidate))) {
-      candidate = ordered;
-      candidate.erase(candidate.begin() + static_cast<std::ptrdiff_t>(*target));
-      for (int node : ordered[*target]) candidate.push_back({node});
-    }
-    decisions.push_back(
-        {Decision::Kind::rejected, nullptr, nullptr, "",
-         fmt::format("group of {} nodes starting at '{}' split so that %{} ({}) is freed as "
-                     "early as unfused: fused, the arena's peak was {} against {} unfused",
-                     ordered[*target].size(), context.reach().node(ordered[*target].front())->op_name(),
-                     held->name(), mib(held->shape().num_elements() * dtype_size_bytes(held->dtype())),
-                     mib(peak.bytes), mib(limit))});
-    groups = std::move(candidate);
+    if (!split) return dependency_order(context, std::move(unfused));  // cannot happen: see above
+    decisions.push_back(split->decision(context, ordered, mib(peak.bytes), mib(limit)));
+    groups = std::move(split->groups);
   }
 }
 
