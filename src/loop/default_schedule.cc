@@ -140,29 +140,6 @@ void top_level_loops(const Stmt& s, std::vector<std::string>& out) {
   }
 }
 
-const For* find_loop(const Stmt& s, std::string_view var) {
-  class Finder : public IRVisitor {
-   public:
-    explicit Finder(std::string_view name) : name_(name) {}
-    const For* found = nullptr;
-
-   protected:
-    void visit_for(const For& node) override {
-      if (found != nullptr) return;
-      if (node.var == name_) {
-        found = &node;
-        return;
-      }
-      IRVisitor::visit_for(node);
-    }
-
-   private:
-    std::string_view name_;
-  } finder(var);
-  finder.visit(s);
-  return finder.found;
-}
-
 // Skips the let_stmts and allocations at the top of a loop body.
 const Stmt& skip_bindings(const Stmt& s) {
   if (const auto* let = s.as<LetStmt>()) return skip_bindings(let->body);

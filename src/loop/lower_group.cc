@@ -146,20 +146,20 @@ class MathCallFinder : public IRVisitor {
   }
 };
 
-// Counts the loads of one buffer in an expression.
+// Counts the loads of the buffer named `name` in an expression.
 class LoadCounter : public IRVisitor {
  public:
-  explicit LoadCounter(Buffer buffer) : buffer_(std::move(buffer)) {}
+  explicit LoadCounter(std::string name) : name_(std::move(name)) {}
   int count = 0;
 
  protected:
   void visit_load(const Load& node) override {
-    if (node.buffer.name() == buffer_.name()) ++count;
+    if (node.buffer.name() == name_) ++count;
     IRVisitor::visit_load(node);
   }
 
  private:
-  Buffer buffer_;
+  std::string name_;
 };
 
 // K: the length of the dot product behind each element of a matmul.
@@ -336,7 +336,7 @@ class GroupLowerer {
         },
         probe_names_);
     if (!element) return 0;
-    LoadCounter counter(probe);
+    LoadCounter counter(probe.name());
     counter.visit(*element);
     return counter.count;
   }
@@ -479,7 +479,7 @@ class GroupLowerer {
   Expr load_from(const Value* value, const std::vector<Expr>& index) const {
     if (block_.value == value) {  // the current block of a block-local product
       const std::vector<Expr> leading(index.begin(), index.end() - 1);
-      const Expr row = block_.folded
+      const Expr row = gemms_.at(value).fold_batch
                            ? row_major_offset(leading, Shape(std::vector<int64_t>(
                                                   value->shape().dims().begin(),
                                                   value->shape().dims().end() - 1)))
@@ -523,19 +523,10 @@ class GroupLowerer {
 
   Expected<Stmt> store_nest(const Value& value) {
     std::vector<std::string> vars;
-    std::vector<Expr> index;
-    for (int d = 0; d < value.rank(); ++d) {
-      vars.push_back(names_.fresh("i"));
-      index.push_back(var(vars.back()));
-    }
+    const std::vector<Expr> index = fresh_index(value.shape().dims(), vars);
     KILN_ASSIGN_OR_RETURN(Expr element, element_of(value, index));
     KILN_RETURN_IF_ERROR(error_);
-    Stmt nest = store_element(value, index, element);
-    for (int d = value.rank() - 1; d >= 0; --d) {
-      const auto axis = static_cast<size_t>(d);
-      nest = for_loop(vars[axis], 0, value.shape().dim(d), nest);
-    }
-    return nest;
+    return loop_nest(vars, value.shape().dims(), store_element(value, index, element));
   }
 
   // scatter_add in one pass: the output starts as a copy of data, then each update is added
@@ -759,7 +750,7 @@ class GroupLowerer {
                       .k = k,
                       .accumulate = false});
     if (!plan.epilogues.empty()) {
-      if (plan.block_local) block_ = {&product, block_buffer, row0, plan.fold_batch};
+      if (plan.block_local) block_ = {&product, block_buffer, row0};
       Expected<Stmt> epilogue = epilogue_nest(product, plan, batch, row0, block_m, n);
       block_ = {};
       if (!epilogue) return epilogue.status();
@@ -799,12 +790,11 @@ class GroupLowerer {
 
   // The block of a block-local product while its epilogue is built (`value` null otherwise):
   // loads of the product read `buffer` at (row - row0) * N + column, where a folded batch
-  // counts rows across matrices.
+  // (its GemmPlan's fold_batch) counts rows across matrices.
   struct BlockView {
     const Value* value = nullptr;
     Buffer buffer = {};
     Expr row0 = {};
-    bool folded = false;
   };
 
   const Graph& graph_;

@@ -265,25 +265,6 @@ int64_t reduction_lanes(const Reduce& reduction) {
 
 namespace {
 
-bool has_loop(const Stmt& body, std::string_view var) {
-  class Finder : public IRVisitor {
-   public:
-    explicit Finder(std::string_view name) : name_(name) {}
-    bool found = false;
-
-   protected:
-    void visit_for(const For& node) override {
-      found = found || node.var == name_;
-      IRVisitor::visit_for(node);
-    }
-
-   private:
-    std::string_view name_;
-  } finder(var);
-  finder.visit(body);
-  return finder.found;
-}
-
 bool contains_reduce(const Expr& e) {
   class Finder : public IRVisitor {
    public:
@@ -466,17 +447,6 @@ class BinderCounter : public IRVisitor {
   }
 };
 
-class LoadedBuffers : public IRVisitor {
- public:
-  NameSet names;
-
- protected:
-  void visit_load(const Load& node) override {
-    names.insert(node.buffer.name());
-    IRVisitor::visit_load(node);
-  }
-};
-
 // Lifts the invariant lets and reductions out of the store values of one loop's body.
 class Hoister : public IRMutator {
  public:
@@ -546,9 +516,8 @@ class Hoister : public IRMutator {
     for (const std::string& name : free_vars(value)) {
       if (inner_names_.count(name) != 0 && !is_hoisted_name(name)) return false;
     }
-    LoadedBuffers loaded;
-    loaded.visit(value);
-    return std::none_of(loaded.names.begin(), loaded.names.end(),
+    const std::set<std::string, std::less<>> loaded = buffers_used(value);
+    return std::none_of(loaded.begin(), loaded.end(),
                         [&](const std::string& b) { return forbidden_buffers_.count(b) != 0; });
   }
   bool is_hoisted_name(std::string_view name) const {
@@ -627,9 +596,7 @@ Expected<Stmt> cache_in_loop(const For& loop, const BoundsScope& scope, const Bu
       for (const std::string& name : free_vars(term.expr)) {
         inner = inner || accesses.bound_names.count(name) != 0;
       }
-      LoadedBuffers loaded;
-      loaded.visit(term.expr);
-      if (inner || !loaded.names.empty()) {
+      if (inner || !buffers_used(term.expr).empty()) {
         offset.terms.emplace(key, term);
         interval = interval + bounds_of(term.expr, access.scope) * term.coefficient;
       } else {
@@ -826,7 +793,7 @@ class Applier {
         [&](const For& loop, const Stmt&, const BoundsScope&) { return fuse_loops(loop, d); });
   }
   Expected<Stmt> operator()(const Vectorize& d) {
-    if (!has_loop(kernel_.body, d.var)) return ReductionVectorizer(d.var).run(kernel_.body);
+    if (find_loop(kernel_.body, d.var) == nullptr) return ReductionVectorizer(d.var).run(kernel_.body);
     return rewrite_loops(
         kernel_.body, d.var,
         [&](const For& loop, const Stmt&, const BoundsScope& scope) -> Expected<Stmt> {

@@ -308,6 +308,29 @@ std::optional<int64_t> stride_of(const Expr& index, std::string_view var) {
   return stride;
 }
 
+const For* find_loop(const Stmt& stmt, std::string_view var) {
+  class Finder : public IRVisitor {
+   public:
+    explicit Finder(std::string_view name) : name_(name) {}
+    const For* found = nullptr;
+
+   protected:
+    void visit_for(const For& node) override {
+      if (found != nullptr) return;
+      if (node.var == name_) {
+        found = &node;
+        return;
+      }
+      IRVisitor::visit_for(node);
+    }
+
+   private:
+    std::string_view name_;
+  } finder(var);
+  finder.visit(stmt);
+  return finder.found;
+}
+
 bool all_statements_known(const Stmt& stmt) {
   switch (stmt.kind()) {
     case StmtKind::store:

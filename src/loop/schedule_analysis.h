@@ -52,6 +52,10 @@ Expr to_expr(const LinearForm& form);
 // not occur); nullopt when it occurs inside another term (a division, a load, ...).
 std::optional<int64_t> stride_of(const Expr& index, std::string_view var);
 
+// The first loop over `var` in `stmt` (a split's tail copies loops, so a name can have
+// several), or null.
+const For* find_loop(const Stmt& stmt, std::string_view var);
+
 // Whether every statement in `stmt` is of a kind this analysis knows (for, store, let_stmt,
 // allocate, if_then_else, block); others are opaque to scheduling.
 bool all_statements_known(const Stmt& stmt);

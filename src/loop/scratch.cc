@@ -113,10 +113,14 @@ Kernel promote_scratch(const Kernel& kernel, std::vector<int64_t>& scratch) {
 }
 
 int64_t scratch_bytes(const Kernel& kernel) {
-  std::vector<int64_t> sizes;
-  promote_scratch(kernel, sizes);
+  // Only the sizes: the partitioner asks this of every candidate group it lowers, so the
+  // promoted kernel is neither built into a Kernel nor verified.
+  ScratchPromoter promoter(kMaxKernelLocalBytes + 1);
+  promoter.mutate(kernel.body);
   int64_t total = 0;
-  for (int64_t bytes : sizes) total += bytes;
+  for (const Buffer& buffer : promoter.promoted) {
+    total += buffer.flat_size() * dtype_size_bytes(buffer.dtype());
+  }
   return total;
 }
 

@@ -157,6 +157,12 @@ std::set<std::string, std::less<>> free_vars(const Expr& expr) {
 
 bool uses_var(const Expr& expr, std::string_view name) { return free_vars(expr).contains(name); }
 
+std::set<std::string, std::less<>> buffers_used(const Expr& expr) {
+  UseCollector collector;
+  collector.visit(expr);
+  return std::move(collector.buffers);
+}
+
 bool uses_var(const Stmt& stmt, std::string_view name) {
   UseCollector collector;
   collector.visit(stmt);

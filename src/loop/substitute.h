@@ -28,6 +28,8 @@ Stmt substitute(const Stmt& stmt, const std::string& name, const Expr& replaceme
 std::set<std::string, std::less<>> free_vars(const Expr& expr);
 bool uses_var(const Expr& expr, std::string_view name);
 bool uses_var(const Stmt& stmt, std::string_view name);
+// Names of the buffers `expr` loads.
+std::set<std::string, std::less<>> buffers_used(const Expr& expr);
 // Whether a division or remainder in `expr` (or `stmt`) has an operand that uses `name`: what
 // joining loops must leave none of (loop/simplify.h, loop/lower_group.h).
 bool divides_var(const Expr& expr, std::string_view name);

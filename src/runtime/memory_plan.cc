@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <optional>
 
@@ -80,39 +81,49 @@ MemoryPlan place_in_order(std::span<const BufferLifetime> buffers, const std::ve
   return plan;
 }
 
-}  // namespace
-
 // The buffers in TensorFlow Lite's "greedy by breadth" order: steps by the bytes alive at
-// them, most first, and at each step its buffers not yet taken, largest first.
+// them, most first, and at each step its buffers not yet taken, largest first. A buffer is
+// taken at the step of its lifetime that comes first in that order, so the order sorts the
+// buffers by that step's rank (a range minimum over the lifetime, from a sparse table), then
+// largest first: O(n log n) rather than a pass over the buffers per step.
 std::vector<size_t> breadth_order(std::span<const BufferLifetime> buffers, int64_t alignment) {
   int steps = 0;
   for (const BufferLifetime& buffer : buffers) steps = std::max(steps, buffer.last_step + 1);
   std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    live[static_cast<size_t>(buffers[i].first_step)] += round_up(buffers[i].bytes, alignment);
-    live[static_cast<size_t>(buffers[i].last_step) + 1] -= round_up(buffers[i].bytes, alignment);
+  for (const BufferLifetime& buffer : buffers) {
+    live[static_cast<size_t>(buffer.first_step)] += round_up(buffer.bytes, alignment);
+    live[static_cast<size_t>(buffer.last_step) + 1] -= round_up(buffer.bytes, alignment);
   }
   for (size_t s = 1; s < live.size(); ++s) live[s] += live[s - 1];
   std::vector<size_t> by_live(static_cast<size_t>(steps));
   std::iota(by_live.begin(), by_live.end(), size_t{0});
   std::stable_sort(by_live.begin(), by_live.end(), [&](size_t a, size_t b) { return live[a] > live[b]; });
-  std::vector<size_t> by_size(buffers.size());
-  std::iota(by_size.begin(), by_size.end(), size_t{0});
-  std::stable_sort(by_size.begin(), by_size.end(),
-                   [&](size_t a, size_t b) { return buffers[a].bytes > buffers[b].bytes; });
-  std::vector<size_t> order;
-  std::vector<bool> taken(buffers.size(), false);
-  for (size_t step : by_live) {
-    const int s = static_cast<int>(step);
-    for (size_t i : by_size) {
-      if (!taken[i] && buffers[i].first_step <= s && s <= buffers[i].last_step) {
-        taken[i] = true;
-        order.push_back(i);
-      }
-    }
+  // minimum[k][s]: the smallest rank among steps s .. s + 2^k - 1.
+  std::vector<std::vector<size_t>> minimum(1, std::vector<size_t>(static_cast<size_t>(steps)));
+  for (size_t r = 0; r < by_live.size(); ++r) minimum[0][by_live[r]] = r;
+  for (size_t width = 2; width <= static_cast<size_t>(steps); width *= 2) {
+    const std::vector<size_t>& half = minimum.back();
+    std::vector<size_t> level(static_cast<size_t>(steps) - width + 1);
+    for (size_t s = 0; s < level.size(); ++s) level[s] = std::min(half[s], half[s + width / 2]);
+    minimum.push_back(std::move(level));
   }
+  std::vector<size_t> taken_at(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const auto first = static_cast<size_t>(buffers[i].first_step);
+    const auto length = static_cast<size_t>(buffers[i].last_step - buffers[i].first_step + 1);
+    const size_t k = static_cast<size_t>(std::bit_width(length)) - 1;
+    taken_at[i] = std::min(minimum[k][first], minimum[k][first + length - (size_t{1} << k)]);
+  }
+  std::vector<size_t> order(buffers.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (taken_at[a] != taken_at[b]) return taken_at[a] < taken_at[b];
+    return buffers[a].bytes > buffers[b].bytes;
+  });
   return order;
 }
+
+}  // namespace
 
 MemoryPlan plan_memory(std::span<const BufferLifetime> buffers, int64_t alignment) {
   // Greedy placement is not optimal and no single order wins everywhere: largest first packs

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -313,12 +312,12 @@ void print_fusion_profile(const CompiledGraph& unfused, const runtime::Profile& 
   constexpr size_t kShown = 12;
   fmt::print("  {:>5}  {:>10}  {:>10}  {:>13}  {}\n", "step", "fused", "unfused", "difference",
              "kernel (slowest against its nodes first)");
-  for (size_t r = 0; r < std::min(kShown, rows.size()); ++r) print_row(rows[r]);
-  if (rows.size() > 2 * kShown) fmt::print("  ...\n");
-  for (size_t r = std::max(kShown, rows.size() >= kShown ? rows.size() - kShown : 0);
-       r < rows.size(); ++r) {
-    print_row(rows[r]);
-  }
+  // The kShown slowest against their nodes, then the kShown fastest (all rows when few).
+  const size_t head = std::min(kShown, rows.size());
+  const size_t tail_start = std::max(head, rows.size() - std::min(kShown, rows.size()));
+  for (size_t r = 0; r < head; ++r) print_row(rows[r]);
+  if (tail_start > head) fmt::print("  ...\n");
+  for (size_t r = tail_start; r < rows.size(); ++r) print_row(rows[r]);
 }
 
 // Checks every kernel of `model` against the reference; the largest absolute error, or the
@@ -805,7 +804,7 @@ int run_zoo_compare(const ZooOptions& options) {
     std::optional<CompiledModel> compiled = std::nullopt;
     double compile_seconds = 0;
     std::string check = {};
-    std::unique_ptr<TimedRun> run = nullptr;
+    std::optional<TimedRun> run = std::nullopt;
     std::vector<double> times = {};
     runtime::Profile profile = {};
   };
@@ -831,7 +830,7 @@ int run_zoo_compare(const ZooOptions& options) {
     if (Expected<std::vector<Array>> warm = entry.compiled->run(*inputs); !warm) {
       return report(warm.status());
     }
-    entry.run = std::make_unique<TimedRun>(*entry.compiled, *inputs);
+    entry.run.emplace(*entry.compiled, *inputs);
   }
   // Each turn runs a mode twice and times the second run: a training loop runs the same step
   // over and over, so a step starts with the caches as its previous step left them, not as
@@ -1133,7 +1132,8 @@ int run(int argc, char** argv) {
   zoo_compare_cmd->add_flag("--profile", zoo.run.profile,
                             "Time every kernel and print the ILP's kernels against the unfused "
                             "time of their nodes, the ones fusion made slower first");
-  zoo_compare_cmd->add_option("--repeat", zoo.compare_repeat, "Timed runs per mode, after a warm-up; the modes take turns")
+  zoo_compare_cmd->add_option("--repeat", zoo.compare_repeat,
+                              "Timed runs per mode, after a warm-up; the modes take turns")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   CLI::App* zoo_explain_cmd = zoo_cmd->add_subcommand(

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "codegen/cpu/prelude.h"
-#include "loop/ir_visitor.h"
 #include "loop/scalar.h"
 #include "loop/schedule.h"
+#include "loop/substitute.h"
 #include "loop/verifier.h"
 #include "support/check.h"
 
@@ -300,16 +300,16 @@ class KernelEmitter {
   std::string emit_vectorized_reduce(const loop::Reduce& r) {
     const int64_t lanes_count = loop::reduction_lanes(r);
     const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
-    const FreeNames free = free_names(r);
     std::string copies;
     size_t vars_bound = 0, buffers_bound = 0;
-    for (const std::string& name : free.vars) {
+    for (const std::string& name : loop::free_vars(r.body)) {
+      if (name == r.var) continue;
       const std::string ident = fresh_name('c');
       copies += fmt::format("const auto {} = {}; ", ident, lookup(vars_, name));
       vars_.emplace_back(name, ident);
       ++vars_bound;
     }
-    for (const std::string& name : free.buffers) {
+    for (const std::string& name : loop::buffers_used(r.body)) {
       const std::string ident = fresh_name('c');
       // A reduction's body only loads, so its copies may be restrict whatever they point to.
       copies += fmt::format("auto* __restrict const {} = {}; ", ident, lookup(buffers_, name));
@@ -348,50 +348,6 @@ class KernelEmitter {
         fmt::arg("lane_update", binary(op, type, fmt::format("{}[{}]", lanes, lane), body)),
         fmt::arg("tail_update", binary(op, type, acc, body)),
         fmt::arg("combine", binary(op, type, acc, fmt::format("{}[{}]", lanes, lane))));
-  }
-
-  // The loop-IR variables and buffers a reduction's body reads that are bound outside it, in
-  // order of first use.
-  struct FreeNames {
-    std::vector<std::string> vars, buffers;
-  };
-
-  static FreeNames free_names(const loop::Reduce& r) {
-    class Collector : public loop::IRVisitor {
-     public:
-      FreeNames names;
-      std::vector<std::string> bound;
-
-     protected:
-      void visit_variable(const loop::Variable& node) override {
-        if (std::find(bound.begin(), bound.end(), node.name) == bound.end()) add(names.vars, node.name);
-      }
-      void visit_load(const loop::Load& node) override {
-        add(names.buffers, node.buffer.name());
-        loop::IRVisitor::visit_load(node);
-      }
-      void visit_let(const loop::Let& node) override {
-        visit(node.value);
-        bound.push_back(node.name);
-        visit(node.body);
-        bound.pop_back();
-      }
-      void visit_reduce(const loop::Reduce& node) override {
-        visit(node.min);
-        visit(node.extent);
-        bound.push_back(node.var);
-        visit(node.body);
-        bound.pop_back();
-      }
-
-     private:
-      static void add(std::vector<std::string>& list, const std::string& name) {
-        if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
-      }
-    } collector;
-    collector.bound.push_back(r.var);
-    collector.visit(r.body);
-    return collector.names;
   }
 
   // --- Statements -------------------------------------------------------------------------
