@@ -11,8 +11,8 @@
 // are encoded once into the program's constant segment.
 //
 // Arena buffers live from the step that writes them to the last step that reads them (a
-// kernel's scratch buffers for its own step), and runtime/memory_plan.h packs them; graph outputs are written by their kernels straight into
-// the caller's memory. A graph output that is a graph input, a constant, or an output listed
+// kernel's scratch buffers for its own step), and runtime/memory_plan.h packs them; graph
+// outputs are written by their kernels straight into the caller's memory. A graph output that is a graph input, a constant, or an output listed
 // twice gets a copy step.
 #pragma once
 
@@ -44,10 +44,10 @@ struct CompileOptions {
 // Per group: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of
 // the kernel is bound to the group's inputs, then its outputs, then its scratch buffers
 // (loop/scratch.h: local buffers too large for the stack, which the program places in the
-// arena for the kernel's step). Groups whose loop IR is
-// identical (the same op on the same shapes, as in the repeated layers of a transformer) share
-// one compiled kernel, `program_kernel`: loop IR names are Kiln's own and deterministic, so
-// equal text means equal code.
+// arena for the kernel's step). Groups whose loop IR is identical (the same op on the same
+// shapes, as in the repeated layers of a transformer) share one compiled kernel,
+// `program_kernel`: loop IR names are Kiln's own and deterministic, so equal text means equal
+// code.
 struct KernelRecord {
   std::vector<const Node*> nodes;
   loop::Schedule schedule;  // the directives applied to the lowered kernel

@@ -53,8 +53,10 @@ class KernelEstimator {
                        [&](const Node* user) { return !members_.contains(user); });
   }
 
-  // As lower_group decides: group outputs, values of ops that cannot be inlined and are read
-  // in the group, and operands of contractions.
+  // What lower_group stores, in its main rule: group outputs, values of ops that cannot be
+  // inlined and are read in the group, and operands of contractions. Its finer choices are
+  // not mirrored: batch_norm_train's y inlined after its stored statistics, and a libm-calling
+  // value stored when a consumer reads it at several places.
   bool is_stored(const Value& value) const {
     if (used_outside(value)) return true;
     bool used_inside = false, feeds_contraction = false;

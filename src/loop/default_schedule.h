@@ -14,20 +14,19 @@
 //     and bf16 count as f32, which they are computed in; a bool mask read beside floats takes
 //     64 lanes of 64-byte vectors, since the compiler fills its vectors with the narrowest
 //     type it loads and leaves a shorter loop scalar) and the inner part is vectorized; the
-//     remainder runs
-//     as a serial tail loop. Strided loads (a transpose) would need gathers, which cost more
-//     than they save, and loops shorter than a vector are left alone. Reductions inside a
-//     vectorized loop stay scalar, one per lane.
-//  4. Vectorize reductions. Each innermost reduction outside every vectorized loop, of at
-//     least as many terms as it would keep lanes (loop/schedule.h: reduction_lanes), whose
-//     body calls no math library and loads contiguously or at an
-//     invariant index, gets `vectorize` on its variable: partial results in vector lanes.
+//     remainder runs as a serial tail loop. Strided loads (a transpose) would need gathers,
+//     which cost more than they save, and loops shorter than a vector are left alone.
+//     Reductions inside a vectorized loop stay scalar, one per lane.
 //  3. Parallelise. Nests that do less than kMinParallelWork operations (loop iterations
 //     times the work of their bodies, reduction steps included, a math-library call such as
 //     exp or erf counted as kMathCallWork) stay serial: starting the
 //     thread team costs more than it saves. Otherwise outer loops that are perfectly nested
 //     are fused until there are kIterationsPerCore iterations per core (enough to balance
 //     uneven cores), never into the vector loop, and the result is marked parallel.
+//  4. Vectorize reductions. After every nest, each innermost reduction outside every
+//     vectorized loop, of at least as many terms as it would keep lanes (loop/schedule.h:
+//     reduction_lanes), whose body calls no math library and loads contiguously or at an
+//     invariant index, gets `vectorize` on its variable: partial results in vector lanes.
 // Every directive is applied as it is chosen and kept only when it is legal (a dependence
 // between iterations makes vectorize or parallel fail; the rule is then skipped), so the
 // schedule always replays on the kernel it was made for.

@@ -7,8 +7,9 @@
 // where buffers[i] is the base address of the kernel's i-th parameter buffer (Kernel::params
 // order) and loads and stores address element offsets from it. Elements are stored as
 // f32: float, f64: double, i32: int32_t, i64: int64_t, f16 and bf16: their 16-bit patterns
-// (uint16_t), bool: one byte holding 0 or 1 (the prelude's kiln_bool). The runtime calls kernels through a
-// KernelFunction pointer with an array of base pointers into its arena. The buffers of one
+// (uint16_t), bool: one byte holding 0 or 1 (the prelude's kiln_bool). The runtime calls
+// kernels through a KernelFunction pointer with an array of base pointers into its arena.
+// The buffers of one
 // call never overlap (the memory plan gives every buffer live at a step its own bytes; a
 // caller's outputs must not overlap its inputs), so parameters are `__restrict` pointers:
 // the compiler may keep a value loaded from one buffer while the kernel stores to another,
