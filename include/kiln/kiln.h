@@ -65,8 +65,10 @@ class Compiler {
  public:
   explicit Compiler(CompileOptions options = {}) : options_(std::move(options)) {}
 
-  // Compiles `graph` (verified first), fused as the options say (by default, the partition of
-  // least estimated time on this machine).
+  // Compiles `graph`: verifies it, applies the graph rewrites the options enable
+  // (passes/pipeline.h; the model's graph() is the rewritten graph, with the same inputs and
+  // outputs), and fuses it as the options say (by default, the partition of least estimated
+  // time on this machine).
   Expected<CompiledModel> compile(Graph graph) const;
 
  private:

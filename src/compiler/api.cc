@@ -7,8 +7,10 @@ namespace kiln {
 Expected<CompiledModel> Compiler::compile(Graph graph) const {
   auto owned = std::make_unique<Graph>(std::move(graph));
   KILN_RETURN_IF_ERROR(verify(*owned));
+  KILN_ASSIGN_OR_RETURN(RewriteReport rewrites, rewrite_graph(*owned, options_.rewrites));
   KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, compile_graph(*owned, options_));
   auto compiled_graph = std::make_unique<CompiledGraph>(std::move(compiled));
+  compiled_graph->rewrites = std::move(rewrites);
   std::vector<runtime::KernelFunction> functions;
   for (size_t k = 0; k < compiled_graph->kernels.size(); ++k) {
     functions.push_back(compiled_graph->kernels.function(k));

@@ -40,18 +40,30 @@ std::string label_of(std::span<const Node* const> nodes) {
   return fmt::format("fused {} #{}", fmt::join(names, "+"), nodes[0]->id());
 }
 
-// Lowers every group and applies the default schedule for this machine; groups whose values
-// nobody needs lower to nothing and are dropped.
-Expected<std::vector<KernelRecord>> lower_groups(const Graph& graph,
-                                                 std::span<const std::vector<Node*>> groups,
-                                                 const CompileOptions& options) {
+// The groups made kernels, and the views they give (loop/lower_group.h), in group order.
+struct LoweredGroups {
+  std::vector<KernelRecord> records;
+  // Each view with the number of records up to and including its group's.
+  std::vector<std::pair<size_t, loop::ViewOutput>> views;
+};
+
+// Lowers every group and applies the default schedule for this machine; groups that store
+// nothing (whose values nobody needs, or that give only views) are no kernel.
+Expected<LoweredGroups> lower_groups(const Graph& graph,
+                                     std::span<const std::vector<Node*>> groups,
+                                     const CompileOptions& options) {
   const loop::ScheduleTarget target = loop::host_target();
   std::map<const Node*, size_t> position;
   for (size_t i = 0; i < graph.nodes().size(); ++i) position[graph.nodes()[i]] = i;
-  std::vector<KernelRecord> records;
+  LoweredGroups result;
+  std::vector<KernelRecord>& records = result.records;
   for (const std::vector<Node*>& group : groups) {
     Expected<loop::LoweredGroup> lowered = loop::lower_group(graph, group);
     if (!lowered) return lowered.status().with_context(label_of({group.data(), group.size()}));
+    const size_t records_so_far = records.size() + (lowered->outputs.empty() ? 0 : 1);
+    for (const loop::ViewOutput& view : lowered->views) {
+      result.views.emplace_back(records_so_far, view);
+    }
     if (lowered->outputs.empty()) continue;
     KernelRecord record;
     record.nodes.assign(group.begin(), group.end());
@@ -77,7 +89,7 @@ Expected<std::vector<KernelRecord>> lower_groups(const Graph& graph,
     record.outputs = std::move(lowered->outputs);
     records.push_back(std::move(record));
   }
-  return records;
+  return result;
 }
 
 // Numbers the distinct kernels of `records` (by their printed loop IR) in order of first use,
@@ -130,6 +142,14 @@ class ProgramBuilder {
     }
     program_.steps.push_back(std::move(step));
     step_records.push_back(record_index);
+    return Status::ok();
+  }
+
+  // A view is its source's buffer: the same bytes, read with another shape. Reads of either
+  // extend the buffer's lifetime.
+  Status add_view(const loop::ViewOutput& view) {
+    KILN_ASSIGN_OR_RETURN(int buffer, buffer_for_read(*view.source, "a reshape"));
+    buffer_of_[view.value] = buffer;
     return Status::ok();
   }
 
@@ -232,13 +252,19 @@ Expected<CompiledGraph> compile_groups(const Graph& graph,
                                        const CompileOptions& options) {
   CompiledGraph compiled;
   const Clock::time_point lower_start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(compiled.records, lower_groups(graph, groups, options));
+  KILN_ASSIGN_OR_RETURN(LoweredGroups lowered, lower_groups(graph, groups, options));
+  compiled.records = std::move(lowered.records);
   compiled.stats.lower_seconds = seconds_since(lower_start);
 
   const std::vector<loop::Kernel> kernels = share_identical_kernels(compiled.records);
 
   ProgramBuilder builder(graph);
-  for (size_t r = 0; r < compiled.records.size(); ++r) {
+  auto view = lowered.views.begin();
+  for (size_t r = 0; r <= compiled.records.size(); ++r) {
+    for (; view != lowered.views.end() && view->first == r; ++view) {
+      KILN_RETURN_IF_ERROR(builder.add_view(view->second));
+    }
+    if (r == compiled.records.size()) break;
     KILN_RETURN_IF_ERROR(builder.add_kernel_step(compiled.records[r], static_cast<int>(r),
                                                  compiled.step_kernel_record));
   }

@@ -1,7 +1,9 @@
 // The compile pipeline from a graph to a runnable program: each group of nodes becomes one
 // kernel (lowered, scheduled, emitted as C++, compiled through the cache and loaded), and the
 // values between kernels get buffers: the caller's memory for graph inputs and outputs, a
-// constant segment for `constant` nodes, and one planned arena for everything else.
+// constant segment for `constant` nodes, and one planned arena for everything else. A
+// reshape whose input is in memory anyway is a view (loop/lower_group.h: ViewOutput) with no
+// bytes of its own, and a group that gives only views is no kernel.
 //
 // The unit is a *group*: `compile_groups` takes a partition of the nodes; `compile_graph`
 // asks the fusion partitioner (fusion/partition.h) for one, or one group per node when fusion
@@ -26,6 +28,7 @@
 #include "ir/graph.h"
 #include "loop/lower_group.h"
 #include "loop/schedule.h"
+#include "passes/pipeline.h"
 #include "runtime/program.h"
 #include "support/status.h"
 
@@ -33,6 +36,9 @@ namespace kiln {
 
 struct CompileOptions {
   codegen::cpu::CpuCompileOptions cpu;
+  // The graph rewrites (passes/pipeline.h) Compiler::compile runs before partitioning;
+  // compile_graph and compile_groups take the graph as it is.
+  RewriteOptions rewrites;
   // Which nodes share a kernel (fusion/partition.h): by default the integer program over
   // this machine's cost model; FusionMode::off gives one kernel per node.
   fusion::FusionOptions fusion;
@@ -75,6 +81,7 @@ struct CompiledGraph {
   std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
   CompileStats stats;
   fusion::Partition partition;            // compile_graph's: the groups and why
+  RewriteReport rewrites;                 // Compiler::compile's, before partitioning
 };
 
 Expected<CompiledGraph> compile_groups(const Graph& graph,

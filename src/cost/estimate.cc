@@ -26,11 +26,23 @@ class KernelEstimator {
   KernelEstimate run() {
     for (const Node* node : order_) {
       for (const Value* value : node->outputs()) {
-        if (is_stored(*value)) stored_.push_back(value);
+        if (is_view(*value)) {
+          views_.insert(value);
+        } else if (is_stored(*value)) {
+          stored_.push_back(value);
+        }
       }
     }
-    count_evaluations();
     KernelEstimate estimate;
+    if (stored_.empty()) {
+      // No kernel runs. The nanosecond only breaks ties: merging a view into a neighbour's
+      // group then gains, so partitioners that merge while the estimate falls still keep a
+      // reshape with the ops around it.
+      estimate.is_kernel = false;
+      estimate.seconds = kViewGroupSeconds;
+      return estimate;
+    }
+    count_evaluations();
     count_flops(estimate);
     count_bytes(estimate);
     estimate.compute_seconds = estimate.matmul_flops / profile_.matmul_flops +
@@ -66,6 +78,20 @@ class KernelEstimator {
       feeds_contraction = feeds_contraction || user->def().fusion_kind == FusionKind::contraction;
     }
     return (used_inside && !is_inlinable(value.producer()->def().fusion_kind)) || feeds_contraction;
+  }
+
+  // lower_group's view rule: a reshape read outside, not as a graph output, whose input is a
+  // group input, a stored group output or another view, and that no contraction of the group
+  // reads.
+  bool is_view(const Value& value) const {
+    if (value.producer()->op() != Op::reshape || !used_outside(value)) return false;
+    const std::vector<Value*>& outputs = graph_.outputs();
+    if (std::find(outputs.begin(), outputs.end(), &value) != outputs.end()) return false;
+    for (const Node* user : value.users()) {
+      if (members_.contains(user) && user->def().fusion_kind == FusionKind::contraction) return false;
+    }
+    const Value& source = *value.producer()->input(0);
+    return !computed(source) || views_.contains(&source) || (stored(source) && used_outside(source));
   }
 
   bool stored(const Value& value) const {
@@ -166,6 +192,7 @@ class KernelEstimator {
   std::set<const Node*> members_;
   std::vector<const Node*> order_;
   std::vector<const Value*> stored_;
+  std::set<const Value*> views_;
   std::map<const Value*, double> evaluations_;
 };
 

@@ -15,6 +15,9 @@
 //  - Arithmetic: each node's flops (its op record's cost) per element, times the number of
 //    times its elements are evaluated (once for a stored value; for an inlined value, as often
 //    as its consumers read it). Contractions run at the sgemm rate, the rest at the vector rate.
+//  - A reshape read outside whose input is in memory anyway is a view: not stored, no bytes
+//    (lower_group's ViewOutput). A group that stores nothing is no kernel; it costs
+//    kViewGroupSeconds.
 //  - time = kernel overhead + max(arithmetic time, bytes / bandwidth).
 //
 // Constant nodes are never part of a group: their values are kernel inputs.
@@ -28,6 +31,9 @@
 
 namespace kiln::cost {
 
+// What a group that stores nothing costs (estimate.cc says why it is not zero).
+inline constexpr double kViewGroupSeconds = 1e-9;
+
 struct KernelEstimate {
   double flops = 0;           // every arithmetic operation, recomputation included
   double matmul_flops = 0;    // of which in contractions
@@ -36,6 +42,7 @@ struct KernelEstimate {
   double compute_seconds = 0;
   double memory_seconds = 0;
   double seconds = 0;         // overhead + max(compute, memory)
+  bool is_kernel = true;  // false for a group that stores nothing (only views): no kernel runs
 };
 
 // `nodes`: distinct non-constant nodes of `graph`, in any order.

@@ -128,6 +128,11 @@ Expected<FusionMode> parse_fusion_mode(std::string_view name) {
   return Status::errorf("unknown fusion mode '{}': use off, greedy or ilp", name);
 }
 
+int Partition::num_kernels() const {
+  return static_cast<int>(
+      std::ranges::count_if(groups, [](const Group& group) { return group.estimate.is_kernel; }));
+}
+
 double Partition::estimated_seconds() const {
   double total = 0;
   for (const Group& group : groups) total += group.estimate.seconds;
@@ -242,7 +247,7 @@ std::string explain_partition(const Graph& graph, const Partition& partition) {
   std::string text = fmt::format(
       "fusion {}: {} nodes in {} kernels; estimated {} and {} moved (each node alone: {} and "
       "{})\n",
-      fusion_mode_name(partition.mode), context.computed().size(), partition.groups.size(),
+      fusion_mode_name(partition.mode), context.computed().size(), partition.num_kernels(),
       micros(partition.estimated_seconds()), format_bytes(static_cast<double>(partition.estimated_bytes())),
       micros(alone_seconds), format_bytes(static_cast<double>(alone_bytes)));
   const PartitionStats& stats = partition.stats;
@@ -266,11 +271,17 @@ std::string explain_partition(const Graph& graph, const Partition& partition) {
     text += fmt::format("fused edges by rule: {}\n", fmt::join(parts, ", "));
   }
   text += "\ngroups (estimated time, bytes moved, bytes saved against its nodes alone):\n";
-  for (size_t g = 0; g < partition.groups.size(); ++g) {
-    const Group& group = partition.groups[g];
+  int kernel = 0;
+  for (const Group& group : partition.groups) {
+    if (!group.estimate.is_kernel) {
+      std::vector<std::string> views;
+      for (const Node* node : group.nodes) views.push_back(node_label(*node));
+      text += fmt::format("  no kernel: {} (views of buffers in memory)\n", fmt::join(views, ", "));
+      continue;
+    }
     int64_t alone = 0;
     for (const Node* node : group.nodes) alone += context.estimate({context.reach().index(node)}).bytes;
-    text += fmt::format("  kernel {}: {} node{}, {}, {}, saves {}\n", g, group.nodes.size(),
+    text += fmt::format("  kernel {}: {} node{}, {}, {}, saves {}\n", kernel++, group.nodes.size(),
                         group.nodes.size() == 1 ? "" : "s", micros(group.estimate.seconds),
                         format_bytes(static_cast<double>(group.estimate.bytes)),
                         format_bytes(static_cast<double>(alone - group.estimate.bytes)));

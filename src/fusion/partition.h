@@ -87,6 +87,7 @@ struct Partition {
   std::vector<Decision> decisions;
   PartitionStats stats;
 
+  int num_kernels() const;  // the groups that store something (the rest give only views)
   double estimated_seconds() const;
   int64_t estimated_bytes() const;
   std::vector<std::vector<Node*>> node_groups() const;

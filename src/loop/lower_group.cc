@@ -227,7 +227,7 @@ class GroupLowerer {
     for (const Value* value : outputs_) params.push_back(buffers_.at(value));
     Kernel kernel = simplify(Kernel{"kernel", std::move(params), std::move(body)});
     KILN_RETURN_IF_ERROR(verify(kernel));
-    return LoweredGroup{std::move(kernel), inputs_, outputs_};
+    return LoweredGroup{std::move(kernel), inputs_, outputs_, views_};
   }
 
  private:
@@ -278,6 +278,10 @@ class GroupLowerer {
         continue;
       }
       for (const Value* value : node->outputs()) {
+        if (is_view_output(*value)) {
+          views_.push_back({value, node->input(0)});
+          continue;
+        }
         if (used_outside(value) || (used_inside(value) && !is_inlinable(node->def().fusion_kind)) ||
             feeds_gemm(value) || costly_to_recompute(*value)) {
           mark_stored(value);
@@ -345,6 +349,27 @@ class GroupLowerer {
     std::vector<Expr> index;
     for (int d = 0; d < rank; ++d) index.push_back(var(probe_names_.fresh("i")));
     return index;
+  }
+
+  // A reshape needed outside (not as a graph output, which the caller's memory must hold)
+  // whose input is in memory anyway: an input of the group, an output of it (decided
+  // earlier, in node order), or another view. Its readers in the group inline it as usual;
+  // a gemm of the group reads its operands from the group's own buffers, so one it feeds is
+  // stored.
+  // cost/estimate.cc mirrors this rule.
+  bool is_view_output(const Value& value) const {
+    if (value.producer()->op() != Op::reshape || !used_outside(&value) || feeds_gemm(&value)) {
+      return false;
+    }
+    const std::vector<Value*>& graph_outputs = graph_.outputs();
+    if (std::find(graph_outputs.begin(), graph_outputs.end(), &value) != graph_outputs.end()) {
+      return false;
+    }
+    const Value* source = value.producer()->input(0);
+    if (!computed(source->producer())) return true;
+    return std::any_of(views_.begin(), views_.end(),
+                       [&](const ViewOutput& view) { return view.value == source; }) ||
+           (position_.contains(source) && used_outside(source));
   }
 
   void mark_stored(const Value* value) {
@@ -803,6 +828,7 @@ class GroupLowerer {
   std::vector<const Node*> order_;
   std::vector<const Value*> inputs_;
   std::vector<const Value*> outputs_;
+  std::vector<ViewOutput> views_;
   std::vector<const Value*> stored_;  // in node order: the order their nests run
   std::map<const Value*, size_t> position_;  // in stored_
   std::map<const Value*, GemmPlan> gemms_;

@@ -59,10 +59,19 @@ struct LowerGroupOptions {
   int64_t gemm_block_rows = 0;
 };
 
+// A reshape result the group's readers outside need, with no bytes of its own: row-major data
+// keeps its bytes under a reshape, so when the reshaped value is in memory anyway (an input
+// of the group, an output of it, or another view) the result is that value's buffer.
+struct ViewOutput {
+  const Value* value;   // the reshape's result
+  const Value* source;  // the value whose buffer holds its bytes
+};
+
 struct LoweredGroup {
   Kernel kernel;
   std::vector<const Value*> inputs;   // bound to kernel.params[0, inputs.size())
   std::vector<const Value*> outputs;  // bound to the parameters after them, in order
+  std::vector<ViewOutput> views;      // not kernel parameters; in node order
 };
 
 // Whether lower_group stores `node` (a matmul) as gemm statements: f32 and f64 (BLAS has no

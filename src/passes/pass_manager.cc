@@ -10,6 +10,9 @@
 #include "ir/verifier.h"
 #include "passes/common_subexpressions.h"
 #include "passes/dead_code.h"
+#include "passes/eliminate_reductions.h"
+#include "passes/fold_constants.h"
+#include "passes/fold_layout.h"
 
 namespace kiln {
 namespace {
@@ -18,6 +21,15 @@ constexpr PassInfo kPasses[] = {
     {"dce", "remove nodes whose results reach no graph output", eliminate_dead_code},
     {"cse", "merge nodes applying the same op and attributes to the same inputs",
      eliminate_common_subexpressions},
+    {"fold-constants", "evaluate nodes whose inputs are all constants at compile time",
+     fold_constants},
+    {"fold-layout",
+     "fold transposes, reshapes, broadcasts and copies into their readers' indexing",
+     fold_layout},
+    {"eliminate-reductions",
+     "merge batch sums into matmuls and nested reductions into one; drop reductions over "
+     "extent-1 and broadcast axes",
+     eliminate_reductions},
 };
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/pass_manager.h"
+#include "passes/pipeline.h"
 #include "models/model.h"
 #include "support/files.h"
 
@@ -121,11 +122,16 @@ int run_opt(const std::string& file, const std::string& passes) {
   return 0;
 }
 
-// --fusion and --disable-rule, shared by the commands that compile.
+// --fusion, --disable-rule, --rewrites and --disable-rewrite, shared by the commands that
+// compile.
 struct FusionCliOptions {
   std::string mode = "ilp";
   std::vector<std::string> disabled_rules;
+  bool rewrites = true;
+  std::vector<std::string> disabled_rewrites;
 };
+
+void add_rewrite_options(CLI::App* command, FusionCliOptions& options);
 
 void add_fusion_options(CLI::App* command, FusionCliOptions& options) {
   std::vector<std::string> rules;
@@ -143,12 +149,30 @@ void add_fusion_options(CLI::App* command, FusionCliOptions& options) {
       ->check(CLI::IsMember({"off", "greedy", "ilp"}));
   command->add_option("--disable-rule", options.disabled_rules, rule_help)
       ->check(CLI::IsMember(rules));
+  add_rewrite_options(command, options);
+}
+
+void add_rewrite_options(CLI::App* command, FusionCliOptions& options) {
+  std::vector<std::string> rewrites;
+  std::string rewrite_help = "A graph rewrite not to run before partitioning (repeatable):";
+  for (std::string_view name : kRewritePipeline) {
+    rewrites.emplace_back(name);
+    rewrite_help += fmt::format(" {} ({});", name, find_pass(name)->summary);
+  }
+  command
+      ->add_flag("--rewrites,!--no-rewrites", options.rewrites,
+                 "Run the graph rewrites before partitioning (default), or not")
+      ->capture_default_str();
+  command->add_option("--disable-rewrite", options.disabled_rewrites, rewrite_help)
+      ->check(CLI::IsMember(rewrites));
 }
 
 Expected<CompileOptions> compile_options_from(const FusionCliOptions& cli) {
   CompileOptions options;
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(cli.mode));
   options.fusion.disabled_rules.insert(cli.disabled_rules.begin(), cli.disabled_rules.end());
+  options.rewrites.enabled = cli.rewrites;
+  options.rewrites.disabled.insert(cli.disabled_rewrites.begin(), cli.disabled_rewrites.end());
   return options;
 }
 
@@ -224,13 +248,30 @@ std::string format_seconds(double seconds) {
   return fmt::format("{:.1f} us", seconds * 1e6);
 }
 
+// "graph rewrites: 917 -> 842 nodes; fold-constants, fold-layout (2 rounds), eliminate-reductions
+// (none applied)"
+std::string format_rewrites(const RewriteReport& report) {
+  if (report.rewrites.empty()) return "graph rewrites: off\n";
+  std::vector<std::string> parts;
+  for (const RewriteSummary& rewrite : report.rewrites) {
+    std::string applied = rewrite.rounds_changed == 0   ? " (none applied)"
+                          : rewrite.rounds_changed == 1 ? ""
+                                                        : fmt::format(" ({} rounds)", rewrite.rounds_changed);
+    parts.push_back(rewrite.name + applied);
+  }
+  return fmt::format("graph rewrites: {} -> {}; {}\n",
+                     count_noun(static_cast<size_t>(report.nodes_before), "node"),
+                     report.nodes_after, fmt::join(parts, ", "));
+}
+
 void print_compile_summary(const CompiledModel& model) {
+  fmt::print("{}", format_rewrites(model.compiled().rewrites));
   const fusion::Partition& partition = model.compiled().partition;
   size_t nodes = 0;
   for (const fusion::Group& group : partition.groups) nodes += group.nodes.size();
   fmt::print("fusion {}: {} in {} (partitioned in {}; estimated {} per run)\n",
              fusion::fusion_mode_name(partition.mode), count_noun(nodes, "node"),
-             count_noun(partition.groups.size(), "kernel"), format_seconds(partition.stats.seconds),
+             count_noun(static_cast<size_t>(partition.num_kernels()), "kernel"), format_seconds(partition.stats.seconds),
              format_seconds(partition.estimated_seconds()));
   const CompileStats& stats = model.stats();
   fmt::print("compiled {} as {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest "
@@ -517,14 +558,17 @@ Status write_compiled(const CompiledModel& model, const std::string& dir) {
   return write_text(path / "plan.txt", describe_plan(model));
 }
 
-// Compiles a model and writes what was made: the C++ source, the loop IR and the plan.
-// Partitions `graph` as `cli` says and prints the explanation.
+// Rewrites `graph` and partitions it as `cli` says, and prints both.
 int explain_graph(const Graph& graph, const FusionCliOptions& cli) {
   Expected<CompileOptions> options = compile_options_from(cli);
   if (!options) return report(options.status());
-  Expected<fusion::Partition> partition = fusion::partition_graph(graph, options->fusion);
+  Graph rewritten = graph.clone();
+  Expected<RewriteReport> rewrites = rewrite_graph(rewritten, options->rewrites);
+  if (!rewrites) return report(rewrites.status());
+  fmt::print("{}", format_rewrites(*rewrites));
+  Expected<fusion::Partition> partition = fusion::partition_graph(rewritten, options->fusion);
   if (!partition) return report(partition.status());
-  fmt::print("{}", fusion::explain_partition(graph, *partition));
+  fmt::print("{}", fusion::explain_partition(rewritten, *partition));
   return 0;
 }
 
@@ -678,6 +722,7 @@ struct ZooOptions {
   std::string output_file;
   RunOptions run;  // for `zoo run`: --check, --profile, --repeat
   int compare_repeat = 5;  // for `zoo compare`
+  bool ablate_rewrites = false;  // for `zoo compare`
 };
 
 // The training step: forward, backward and the optimizer's update in one graph.
@@ -790,7 +835,9 @@ int run_zoo_explain(const ZooOptions& options) {
 // model's estimate of time and bytes moved, the arena's peak, compile time, the median
 // measured time (with the fastest and slowest run) and the speedup over unfused. The modes
 // take turns (off, greedy, ilp, off, ...), so a change in the machine's load during the
-// measurement touches every mode alike.
+// measurement touches every mode alike. With --ablate-rewrites the rows are the ILP's plans
+// without graph rewrites, with all of them, and with all but one, each in turn; the speedup
+// is over no rewrites.
 int run_zoo_compare(const ZooOptions& options) {
   Expected<ModelInstance> model = build_model(options.name, options.model);
   if (!model) return report(model.status());
@@ -800,7 +847,8 @@ int run_zoo_compare(const ZooOptions& options) {
   if (!inputs) return report(inputs.status());
   const int repeat = options.compare_repeat;
   struct ModeRun {
-    fusion::FusionMode mode;
+    std::string label;
+    CompileOptions compile_options;
     std::optional<CompiledModel> compiled = std::nullopt;
     double compile_seconds = 0;
     std::string check = {};
@@ -808,16 +856,34 @@ int run_zoo_compare(const ZooOptions& options) {
     std::vector<double> times = {};
     runtime::Profile profile = {};
   };
-  constexpr std::array kModes = {fusion::FusionMode::off, fusion::FusionMode::greedy,
-                                 fusion::FusionMode::ilp};
+  Expected<CompileOptions> cli_options = compile_options_from(options.run.fusion);
+  if (!cli_options) return report(cli_options.status());
   std::vector<ModeRun> modes;
-  modes.reserve(kModes.size());  // each TimedRun refers to its entry's model: no reallocation
-  for (fusion::FusionMode mode : kModes) {
-    ModeRun& entry = modes.emplace_back(ModeRun{.mode = mode});
-    CompileOptions compile_options;
-    compile_options.fusion.mode = mode;
+  if (options.ablate_rewrites) {
+    CompileOptions none = *cli_options;
+    none.rewrites.enabled = false;
+    CompileOptions all = *cli_options;
+    all.rewrites = RewriteOptions{};
+    modes.push_back({.label = "no rewrites", .compile_options = none});
+    modes.push_back({.label = "all rewrites", .compile_options = all});
+    for (std::string_view name : kRewritePipeline) {
+      CompileOptions but_one = all;
+      but_one.rewrites.disabled.emplace(name);
+      modes.push_back({.label = fmt::format("all but {}", name), .compile_options = but_one});
+    }
+  } else {
+    for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::greedy,
+                                    fusion::FusionMode::ilp}) {
+      CompileOptions mode_options = *cli_options;
+      mode_options.fusion.mode = mode;
+      modes.push_back({.label = std::string(fusion::fusion_mode_name(mode)),
+                       .compile_options = mode_options});
+    }
+  }
+  // Each TimedRun refers to its entry's model: `modes` is not resized from here on.
+  for (ModeRun& entry : modes) {
     const auto start = std::chrono::steady_clock::now();
-    Expected<CompiledModel> compiled = Compiler(compile_options).compile(graph->clone());
+    Expected<CompiledModel> compiled = Compiler(entry.compile_options).compile(graph->clone());
     if (!compiled) return report(compiled.status());
     entry.compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -846,24 +912,27 @@ int run_zoo_compare(const ZooOptions& options) {
   fmt::print("{} {}: {}; median of {} after a warm-up, modes interleaved\n", model->preset,
              zoo_graph_kind(options), count_noun(static_cast<size_t>(graph->num_nodes()), "node"),
              count_noun(static_cast<size_t>(repeat), "run"));
-  fmt::print("{:<7} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>23} {:>7}{}\n", "fusion",
-             "kernels", "est. time", "est. bytes", "arena peak", "compile", "median",
-             "(min - max)", "speedup", options.run.check ? "  check (largest abs error)" : "");
-  double unfused_median = 0;
+  size_t width = 0;
+  for (const ModeRun& entry : modes) width = std::max(width, entry.label.size());
+  fmt::print("{:<{}} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>23} {:>7}{}\n",
+             options.ablate_rewrites ? "ilp with" : "fusion", width, "kernels", "est. time",
+             "est. bytes", "arena peak", "compile", "median", "(min - max)", "speedup",
+             options.run.check ? "  check (largest abs error)" : "");
+  double first_median = 0;  // the speedups are over the first row
   for (ModeRun& entry : modes) {
     std::sort(entry.times.begin(), entry.times.end());
     const double median = entry.times[entry.times.size() / 2];
-    if (entry.mode == fusion::FusionMode::off) unfused_median = median;
+    if (first_median == 0) first_median = median;
     const fusion::Partition& partition = entry.compiled->compiled().partition;
-    fmt::print("{:<7} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>23} {:>6.2f}x{}\n",
-               fusion::fusion_mode_name(entry.mode), partition.groups.size(),
+    fmt::print("{:<{}} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>23} {:>6.2f}x{}\n",
+               entry.label, width, partition.num_kernels(),
                format_seconds(partition.estimated_seconds()),
                format_bytes(partition.estimated_bytes()),
                format_bytes(entry.compiled->program().arena_bytes),
                format_seconds(entry.compile_seconds), format_seconds(median),
                fmt::format("({} - {})", format_seconds(entry.times.front()),
                            format_seconds(entry.times.back())),
-               unfused_median / median, entry.check);
+               first_median / median, entry.check);
   }
   if (options.run.profile) print_fusion_profile(modes.front().compiled->compiled(),
                                                 modes.front().profile,
@@ -1136,6 +1205,10 @@ int run(int argc, char** argv) {
                               "Timed runs per mode, after a warm-up; the modes take turns")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  zoo_compare_cmd->add_flag("--ablate-rewrites", zoo.ablate_rewrites,
+                            "Instead of the fusion modes, compare the ILP's plans with no graph "
+                            "rewrites, with all, and with all but one in turn");
+  add_rewrite_options(zoo_compare_cmd, zoo.run.fusion);
   CLI::App* zoo_explain_cmd = zoo_cmd->add_subcommand(
       "explain", "Partition a preset's graph (loss graph, inference graph or training step) into "
                  "fused kernels and explain it, as `kiln explain` does.");

@@ -92,6 +92,37 @@ TEST(CompileGraph, OutputsThatNoKernelComputesAreCopied) {
   expect_matches_interpreter(graph);
 }
 
+TEST(CompileGraph, ReshapesOfValuesInMemoryAreViews) {
+  // %gr is the gelu output %g read as rows, and %xr is %x as rows: neither is copied.
+  // Unfused, the reshapes are groups of their own that store nothing; fused, %gr leaves the
+  // gelu's kernel as a view of %g, which the kernel stores for the other matmul.
+  const Graph graph = parse(R"(
+    graph @views(%x: f32[2,3,4], %w: f32[4,5], %v: f32[5,6]) {
+      %h = matmul(%x, %w) : f32[2,3,5]
+      %g = gelu(%h) : f32[2,3,5]
+      %y = matmul(%g, %v) : f32[2,3,6]
+      %gr = reshape(%g) {shape = [6, 5]} : f32[6,5]
+      %xr = reshape(%x) {shape = [6, 4]} : f32[6,4]
+      %dw = matmul(%xr, %gr) {transpose_a = true} : f32[4,5]
+      return %y, %dw
+    })");
+  expect_matches_interpreter(graph);
+  for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::ilp}) {
+    CompileOptions options;
+    options.fusion.mode = mode;
+    Expected<CompiledModel> model = Compiler(options).compile(graph.clone());
+    ASSERT_TRUE(model) << model.status().message();
+    if (mode == fusion::FusionMode::off) {
+      // Four kernels for six nodes; the arena holds %h and %g (120 bytes each, aligned).
+      EXPECT_EQ(model->program().steps.size(), 4u);
+      EXPECT_EQ(model->stats().arena_total_bytes, 2 * 128);
+    } else {
+      // %g stored once (with the gemm's small scratch), never a second copy for %gr.
+      EXPECT_LT(model->stats().arena_total_bytes, 2 * 128);
+    }
+  }
+}
+
 TEST(CompileGraph, IdenticalGroupsShareOneKernel) {
   // Two exps of one shape share a kernel; the exp of another shape does not.
   const Graph graph = parse(R"(

@@ -100,7 +100,7 @@ TEST(Partition, LayerNormBackwardIsOneKernel) {
   graph.set_outputs({(*grads)[0]});
   eliminate_dead_code(graph);
   const Partition result = partition(graph, FusionMode::ilp);
-  EXPECT_EQ(result.groups.size(), 1u) << explain_partition(graph, result);
+  EXPECT_EQ(result.num_kernels(), 1) << explain_partition(graph, result);
 }
 
 TEST(Partition, OptimizerUpdatesOfOneShapeAreFusedHorizontally) {

@@ -1,0 +1,86 @@
+#include "passes/fold_constants.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ir/builder.h"
+#include "support/check.h"
+
+namespace kiln {
+namespace {
+
+bool foldable(const Node& node) {
+  if (node.op() == Op::constant) return false;
+  for (const Value* input : node.inputs()) {
+    if (input->producer() == nullptr || input->producer()->op() != Op::constant) return false;
+  }
+  int64_t elements = 0;
+  for (const Value* output : node.outputs()) elements += output->shape().num_elements();
+  return elements <= kMaxFoldedElements;
+}
+
+// Whether `value` is a constant whose every element is `neutral`.
+bool is_constant_of(const Value* value, double neutral) {
+  const Node* producer = value->producer();
+  if (producer == nullptr || producer->op() != Op::constant) return false;
+  const Array& array = producer->attrs().get_tensor("value");
+  return std::ranges::all_of(array.data, [&](double v) { return v == neutral; });
+}
+
+// x * 1, 1 * x, x / 1, x + 0, 0 + x and x - 0, where the result is x itself (the constant
+// does not widen it by broadcasting): the operand that stays, or nullptr.
+Value* neutral_operand(const Node& node) {
+  const bool multiplicative = node.op() == Op::mul || node.op() == Op::div;
+  const bool additive = node.op() == Op::add || node.op() == Op::sub;
+  if (!multiplicative && !additive) return nullptr;
+  const bool commutes = node.op() == Op::mul || node.op() == Op::add;
+  const double neutral = multiplicative ? 1 : 0;
+  for (int kept = 0; kept < 2; ++kept) {
+    const int other = 1 - kept;
+    if (other == 0 && !commutes) continue;
+    if (node.input(kept)->type() == node.output()->type() &&
+        is_constant_of(node.input(other), neutral)) {
+      return node.input(kept);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool fold_constants(Graph& graph) {
+  // Nodes come in topological order, so a chain of constant arithmetic folds in one walk: each
+  // folded node is a constant by the time its readers are visited. The walk is over a copy,
+  // since each replacement may reorder the graph's nodes.
+  const std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
+  bool changed = false;
+  for (Node* node : nodes) {
+    if (Value* kept = neutral_operand(*node)) {
+      const Status replaced = graph.replace_all_uses(node->output(), kept);
+      KILN_CHECK(replaced.is_ok(), "fold-constants: {}", replaced.message());
+      changed = true;
+      continue;
+    }
+    if (!foldable(*node)) continue;
+    std::vector<Array> arguments;
+    for (const Value* input : node->inputs()) {
+      arguments.push_back(input->producer()->attrs().get_tensor("value"));
+    }
+    Expected<std::vector<Array>> results =
+        node->def().eval(arguments, node->attrs(), node->output_types());
+    if (!results) continue;  // left for the compiled code to report the same way at run time
+    GraphBuilder b(graph);
+    for (int i = 0; i < node->num_outputs(); ++i) {
+      Array& result = (*results)[static_cast<size_t>(i)];
+      result.round_to_dtype();
+      Value* folded = b.constant(std::move(result));
+      KILN_CHECK(b.ok() && folded != nullptr, "fold-constants: {}", b.status().message());
+      const Status replaced = graph.replace_all_uses(node->output(i), folded);
+      KILN_CHECK(replaced.is_ok(), "fold-constants: {}", replaced.message());
+    }
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,155 @@
+#include "passes/fold_layout.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ir/builder.h"
+#include "support/check.h"
+
+namespace kiln {
+namespace {
+
+bool is_dead(const Graph& graph, const Value* value) {
+  return value->users().empty() &&
+         std::ranges::find(graph.outputs(), value) == graph.outputs().end();
+}
+
+void replace(Graph& graph, const GraphBuilder& b, Value* from, Value* to) {
+  KILN_CHECK(b.ok() && to != nullptr, "fold-layout built an invalid node: {}",
+             b.status().message());
+  const Status replaced = graph.replace_all_uses(from, to);
+  KILN_CHECK(replaced.is_ok(), "fold-layout: {}", replaced.message());
+}
+
+Node* producer_with_op(const Value* value, Op op) {
+  Node* producer = value->producer();
+  return producer != nullptr && producer->op() == op ? producer : nullptr;
+}
+
+// reshape(reshape(x)) -> reshape(x); reshape(x) to x's own shape -> x.
+bool fold_reshape(Graph& graph, Node* node) {
+  if (node->op() != Op::reshape) return false;
+  Value* source = node->input(0);
+  if (Node* inner = producer_with_op(source, Op::reshape)) source = inner->input(0);
+  if (source == node->input(0) && source->shape() != node->output()->shape()) return false;
+  GraphBuilder b(graph);
+  Value* folded = source->shape() == node->output()->shape()
+                      ? source
+                      : b.reshape(source, node->output()->shape().dims());
+  replace(graph, b, node->output(), folded);
+  return true;
+}
+
+// The permutation a transpose applies: its `perm`, or the reversed axes when that is empty.
+std::vector<int64_t> permutation_of(const Node& transpose) {
+  std::vector<int64_t> perm = transpose.attrs().get_ints("perm");
+  if (perm.empty()) {
+    for (int axis = transpose.input(0)->rank() - 1; axis >= 0; --axis) perm.push_back(axis);
+  }
+  return perm;
+}
+
+bool is_identity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+// transpose(transpose(x, p), q) -> transpose(x, p o q); the identity permutation -> x.
+bool fold_transpose(Graph& graph, Node* node) {
+  if (node->op() != Op::transpose) return false;
+  std::vector<int64_t> perm = permutation_of(*node);
+  Value* source = node->input(0);
+  if (Node* inner = producer_with_op(source, Op::transpose)) {
+    // Output axis i of the outer transpose is axis q[i] of the inner's output, which is axis
+    // p[q[i]] of the inner's input.
+    const std::vector<int64_t> inner_perm = permutation_of(*inner);
+    for (int64_t& axis : perm) axis = inner_perm[static_cast<size_t>(axis)];
+    source = inner->input(0);
+  } else if (!is_identity(perm)) {
+    return false;
+  }
+  GraphBuilder b(graph);
+  replace(graph, b, node->output(), is_identity(perm) ? source : b.transpose(source, perm));
+  return true;
+}
+
+bool fold_identity(Graph& graph, Node* node) {
+  if (node->op() != Op::identity) return false;
+  replace(graph, GraphBuilder(graph), node->output(), node->input(0));
+  return true;
+}
+
+// A transpose that swaps the last two axes and keeps the others.
+bool swaps_last_two_axes(const Node& transpose) {
+  std::vector<int64_t> perm = permutation_of(transpose);
+  const size_t rank = perm.size();
+  if (rank < 2) return false;
+  std::swap(perm[rank - 2], perm[rank - 1]);
+  return is_identity(perm);
+}
+
+// matmul(transpose(a), b) -> matmul(a, b) with transpose_a flipped; likewise for b.
+bool fold_matmul_transpose(Graph& graph, Node* node) {
+  if (node->op() != Op::matmul) return false;
+  Value* operands[2] = {node->input(0), node->input(1)};
+  bool flags[2] = {node->attrs().get_bool("transpose_a"), node->attrs().get_bool("transpose_b")};
+  bool folded = false;
+  for (int i = 0; i < 2; ++i) {
+    Node* transpose = producer_with_op(operands[i], Op::transpose);
+    if (transpose == nullptr || !swaps_last_two_axes(*transpose)) continue;
+    operands[i] = transpose->input(0);
+    flags[i] = !flags[i];
+    folded = true;
+  }
+  if (!folded) return false;
+  GraphBuilder b(graph);
+  replace(graph, b, node->output(), b.matmul(operands[0], operands[1], flags[0], flags[1]));
+  return true;
+}
+
+// The elementwise ops with NumPy broadcasting: add through where in ir/ops.def.
+bool broadcasts_operands(Op op) {
+  return static_cast<int>(op) >= static_cast<int>(Op::add) &&
+         static_cast<int>(op) <= static_cast<int>(Op::where);
+}
+
+// op(broadcast_to(x), y) -> op(x, y) where op broadcasts x to the same result itself.
+bool fold_broadcast_operand(Graph& graph, Node* node) {
+  if (!broadcasts_operands(node->op())) return false;
+  std::vector<Value*> inputs = node->inputs();
+  bool folded = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Node* broadcast = producer_with_op(inputs[i], Op::broadcast_to);
+    if (broadcast == nullptr) continue;
+    std::vector<TensorType> types;
+    for (const Value* input : inputs) types.push_back(input->type());
+    types[i] = broadcast->input(0)->type();
+    const Expected<std::vector<TensorType>> result = node->def().infer(types, node->attrs());
+    if (!result || result->front() != node->output()->type()) continue;
+    inputs[i] = broadcast->input(0);
+    folded = true;
+  }
+  if (!folded) return false;
+  GraphBuilder b(graph);
+  replace(graph, b, node->output(), b.apply1(node->op(), inputs, node->attrs()));
+  return true;
+}
+
+}  // namespace
+
+bool fold_layout(Graph& graph) {
+  // The walk is over a copy: each rewrite reorders the graph's nodes.
+  const std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
+  bool changed = false;
+  for (Node* node : nodes) {
+    if (is_dead(graph, node->output())) continue;  // possibly made so by an earlier rewrite
+    changed = fold_reshape(graph, node) || fold_transpose(graph, node) ||
+              fold_identity(graph, node) || fold_matmul_transpose(graph, node) ||
+              fold_broadcast_operand(graph, node) || changed;
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,50 @@
+// The graph rewrites the compiler runs before partitioning, as one readable list.
+//
+// `rewrite_graph` runs the rewrite passes in the order of `kRewritePipeline`, then dead-code
+// and common-subexpression elimination, and repeats the round while a rewrite changes the
+// graph (a folded layout op can expose a reduction to eliminate, and the reverse), at most
+// kMaxRewriteRounds times. Each rewrite can be switched off by name, for bisecting a wrong
+// result or measuring what it gains. Graph outputs keep their names: a rewritten output takes
+// over its old value's name where that name is free.
+#pragma once
+
+#include <array>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/pass_manager.h"
+#include "support/status.h"
+
+namespace kiln {
+
+inline constexpr std::array<std::string_view, 3> kRewritePipeline = {
+    "fold-constants", "fold-layout", "eliminate-reductions"};
+inline constexpr int kMaxRewriteRounds = 4;
+
+struct RewriteOptions {
+  bool enabled = true;
+  std::set<std::string, std::less<>> disabled = {};  // names from kRewritePipeline
+};
+
+// What a rewrite did over all rounds.
+struct RewriteSummary {
+  std::string name;
+  int rounds_changed = 0;
+  double seconds = 0;
+};
+
+struct RewriteReport {
+  std::vector<RewriteSummary> rewrites;  // in pipeline order, disabled ones left out
+  int nodes_before = 0;
+  int nodes_after = 0;
+};
+
+// Whether `name` is one of kRewritePipeline.
+bool is_rewrite_name(std::string_view name);
+
+Expected<RewriteReport> rewrite_graph(Graph& graph, const RewriteOptions& options = {});
+
+}  // namespace kiln
