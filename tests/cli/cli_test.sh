@@ -79,6 +79,9 @@ expect run-greedy 0 'fusion greedy: 25 nodes in' -- "$kiln" run "$example" --fus
 expect run-bad-fusion 2 'fusion' -- "$kiln" run "$example" --fusion fast
 expect explain 0 'cut edges:' -- "$kiln" explain "$example"
 expect explain-reason 0 'operand of the contraction' -- "$kiln" explain "$example"
+expect explain-rewrites 0 'graph rewrites: 26 nodes -> 26; fold-constants' -- "$kiln" explain "$example"
+expect explain-no-rewrites 0 'graph rewrites: off' -- "$kiln" explain "$example" --no-rewrites
+expect explain-bad-rewrite 2 'disable-rewrite' -- "$kiln" explain "$example" --disable-rewrite fold-everything
 expect explain-disabled 0 "rule 'matmul-epilogue' is disabled" \
   -- "$kiln" explain "$example" --disable-rule matmul-epilogue
 expect explain-bad-rule 2 'disable-rule' -- "$kiln" explain "$example" --disable-rule nope
@@ -176,6 +179,7 @@ expect zoo-compile 0 'mlp-tiny loss graph: 9 nodes' -- "$kiln" zoo compile mlp-t
 expect zoo-compile-writes 0 'kernel 0: matmul' -- cat "$work/zoo-compiled/plan.txt"
 expect zoo-run-unknown 1 "unknown model 'nope'" -- "$kiln" zoo run nope
 expect zoo-compare 0 'ilp +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 2
+expect zoo-compare-ablate 0 'all but eliminate-reductions +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 1 --ablate-rewrites
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy
 
