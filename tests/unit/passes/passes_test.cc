@@ -4,30 +4,15 @@
 #include <string>
 #include <vector>
 
-#include "interp/interpreter.h"
-#include "interp/random_inputs.h"
-#include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/common_subexpressions.h"
 #include "passes/dead_code.h"
 #include "passes/pass_manager.h"
+#include "unit/passes/pass_test_util.h"
 
 namespace kiln {
 namespace {
-
-Graph parse(const std::string& text) {
-  Expected<Graph> graph = parse_graph(text);
-  EXPECT_TRUE(graph.has_value()) << graph.status().message();
-  return std::move(*graph);
-}
-
-// The graph's outputs on random inputs, to check that a pass kept the meaning.
-std::vector<Array> evaluate(const Graph& graph) {
-  Expected<std::vector<Array>> outputs = interpret(graph, random_inputs(graph, {.seed = 3}));
-  EXPECT_TRUE(outputs.has_value()) << outputs.status().message();
-  return outputs.has_value() ? std::move(*outputs) : std::vector<Array>{};
-}
 
 void expect_same_values(const std::vector<Array>& a, const std::vector<Array>& b) {
   ASSERT_EQ(a.size(), b.size());

@@ -8,39 +8,25 @@
 #include <string>
 #include <vector>
 
-#include "interp/interpreter.h"
-#include "interp/random_inputs.h"
-#include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/dead_code.h"
 #include "passes/eliminate_reductions.h"
 #include "passes/fold_constants.h"
 #include "passes/fold_layout.h"
 #include "passes/pipeline.h"
+#include "unit/passes/pass_test_util.h"
 
 namespace kiln {
 namespace {
-
-Graph parse(const std::string& text) {
-  Expected<Graph> graph = parse_graph(text);
-  EXPECT_TRUE(graph.has_value()) << graph.status().message();
-  return std::move(*graph);
-}
-
-std::vector<Array> evaluate(const Graph& graph) {
-  Expected<std::vector<Array>> outputs = interpret(graph, random_inputs(graph, {.seed = 5}));
-  EXPECT_TRUE(outputs.has_value()) << outputs.status().message();
-  return outputs.has_value() ? std::move(*outputs) : std::vector<Array>{};
-}
 
 // Runs `rewrite` and dead-code elimination on `text`'s graph, checks that the outputs keep
 // their values (to f32 reassociation error) and returns the printed result.
 std::string rewritten(const std::string& text, bool (*rewrite)(Graph&)) {
   Graph graph = parse(text);
-  const std::vector<Array> before = evaluate(graph);
+  const std::vector<Array> before = evaluate(graph, 5);
   EXPECT_TRUE(rewrite(graph)) << "nothing rewritten";
   eliminate_dead_code(graph);
-  const std::vector<Array> after = evaluate(graph);
+  const std::vector<Array> after = evaluate(graph, 5);
   EXPECT_EQ(before.size(), after.size());
   for (size_t o = 0; o < before.size() && o < after.size(); ++o) {
     EXPECT_EQ(before[o].type(), after[o].type());
