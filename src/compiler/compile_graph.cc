@@ -40,11 +40,10 @@ std::string label_of(std::span<const Node* const> nodes) {
   return fmt::format("fused {} #{}", fmt::join(names, "+"), nodes[0]->id());
 }
 
-// The groups made kernels, and the views they give (loop/lower_group.h), in group order.
+// The groups made kernels, and the views they give (loop/lower_group.h).
 struct LoweredGroups {
   std::vector<KernelRecord> records;
-  // Each view with the number of records up to and including its group's.
-  std::vector<std::pair<size_t, loop::ViewOutput>> views;
+  std::vector<loop::ViewOutput> views;
 };
 
 // Lowers every group and applies the default schedule for this machine; groups that store
@@ -60,10 +59,7 @@ Expected<LoweredGroups> lower_groups(const Graph& graph,
   for (const std::vector<Node*>& group : groups) {
     Expected<loop::LoweredGroup> lowered = loop::lower_group(graph, group);
     if (!lowered) return lowered.status().with_context(label_of({group.data(), group.size()}));
-    const size_t records_so_far = records.size() + (lowered->outputs.empty() ? 0 : 1);
-    for (const loop::ViewOutput& view : lowered->views) {
-      result.views.emplace_back(records_so_far, view);
-    }
+    result.views.insert(result.views.end(), lowered->views.begin(), lowered->views.end());
     if (lowered->outputs.empty()) continue;
     KernelRecord record;
     record.nodes.assign(group.begin(), group.end());
@@ -145,13 +141,9 @@ class ProgramBuilder {
     return Status::ok();
   }
 
-  // A view is its source's buffer: the same bytes, read with another shape. Reads of either
-  // extend the buffer's lifetime.
-  Status add_view(const loop::ViewOutput& view) {
-    KILN_ASSIGN_OR_RETURN(int buffer, buffer_for_read(*view.source, "a reshape"));
-    buffer_of_[view.value] = buffer;
-    return Status::ok();
-  }
+  // A view is read from its source's buffer: the same bytes, read with another shape
+  // (buffer_for_read follows it), so reads of either extend the buffer's lifetime.
+  void add_view(const loop::ViewOutput& view) { view_source_.emplace(view.value, view.source); }
 
   // Copies for the graph outputs no kernel wrote into the caller's memory.
   Status add_output_copies(std::vector<int>& step_records) {
@@ -202,6 +194,9 @@ class ProgramBuilder {
   // constant (encoded into the segment on first use).
   Expected<int> buffer_for_read(const Value& value, std::string_view reader) {
     if (auto it = buffer_of_.find(&value); it != buffer_of_.end()) return it->second;
+    if (auto it = view_source_.find(&value); it != view_source_.end()) {
+      return buffer_for_read(*it->second, reader);
+    }
     const Node* producer = value.producer();
     if (producer == nullptr || producer->op() != Op::constant) {
       return Status::errorf("{} reads {}, which no earlier kernel computes: the groups are not "
@@ -241,6 +236,7 @@ class ProgramBuilder {
   const Graph& graph_;
   runtime::Program program_;
   std::map<const Value*, int> buffer_of_;
+  std::map<const Value*, const Value*> view_source_;
   std::map<int, BufferLifetime> arena_lifetime_;  // by buffer number
   std::set<size_t> output_written_;
 };
@@ -259,12 +255,8 @@ Expected<CompiledGraph> compile_groups(const Graph& graph,
   const std::vector<loop::Kernel> kernels = share_identical_kernels(compiled.records);
 
   ProgramBuilder builder(graph);
-  auto view = lowered.views.begin();
-  for (size_t r = 0; r <= compiled.records.size(); ++r) {
-    for (; view != lowered.views.end() && view->first == r; ++view) {
-      KILN_RETURN_IF_ERROR(builder.add_view(view->second));
-    }
-    if (r == compiled.records.size()) break;
+  for (const loop::ViewOutput& view : lowered.views) builder.add_view(view);
+  for (size_t r = 0; r < compiled.records.size(); ++r) {
     KILN_RETURN_IF_ERROR(builder.add_kernel_step(compiled.records[r], static_cast<int>(r),
                                                  compiled.step_kernel_record));
   }

@@ -27,13 +27,14 @@ class KernelEstimator {
     for (const Node* node : order_) {
       for (const Value* value : node->outputs()) {
         if (is_view(*value)) {
-          views_.insert(value);
+          views_.push_back(value);
         } else if (is_stored(*value)) {
           stored_.push_back(value);
         }
       }
     }
     KernelEstimate estimate;
+    estimate.views = views_;
     if (stored_.empty()) {
       // No kernel runs. The nanosecond only breaks ties: merging a view into a neighbour's
       // group then gains, so partitioners that merge while the estimate falls still keep a
@@ -59,8 +60,7 @@ class KernelEstimator {
   }
 
   bool used_outside(const Value& value) const {
-    const std::vector<Value*>& outputs = graph_.outputs();
-    if (std::find(outputs.begin(), outputs.end(), &value) != outputs.end()) return true;
+    if (graph_.is_output(&value)) return true;
     return std::any_of(value.users().begin(), value.users().end(),
                        [&](const Node* user) { return !members_.contains(user); });
   }
@@ -85,13 +85,12 @@ class KernelEstimator {
   // reads.
   bool is_view(const Value& value) const {
     if (value.producer()->op() != Op::reshape || !used_outside(value)) return false;
-    const std::vector<Value*>& outputs = graph_.outputs();
-    if (std::find(outputs.begin(), outputs.end(), &value) != outputs.end()) return false;
+    if (graph_.is_output(&value)) return false;
     for (const Node* user : value.users()) {
       if (members_.contains(user) && user->def().fusion_kind == FusionKind::contraction) return false;
     }
     const Value& source = *value.producer()->input(0);
-    return !computed(source) || views_.contains(&source) || (stored(source) && used_outside(source));
+    return !computed(source) || std::ranges::find(views_, &source) != views_.end() || (stored(source) && used_outside(source));
   }
 
   bool stored(const Value& value) const {
@@ -192,7 +191,7 @@ class KernelEstimator {
   std::set<const Node*> members_;
   std::vector<const Node*> order_;
   std::vector<const Value*> stored_;
-  std::set<const Value*> views_;
+  std::vector<const Value*> views_;
   std::map<const Value*, double> evaluations_;
 };
 

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "cost/device_profile.h"
 #include "ir/graph.h"
@@ -43,6 +44,7 @@ struct KernelEstimate {
   double memory_seconds = 0;
   double seconds = 0;         // overhead + max(compute, memory)
   bool is_kernel = true;  // false for a group that stores nothing (only views): no kernel runs
+  std::vector<const Value*> views;  // reshape results the group gives without storing them
 };
 
 // `nodes`: distinct non-constant nodes of `graph`, in any order.

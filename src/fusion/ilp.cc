@@ -165,7 +165,7 @@ class IlpPartitioner {
     std::map<const Node*, size_t> local;
     for (int node : nodes) local.emplace(context_.reach().node(node), local.size());
     std::map<const Value*, size_t> external;
-    const std::vector<Value*>& graph_outputs = context_.graph().outputs();
+    const Graph& graph = context_.graph();
     for (int index : nodes) {
       const Node& node = *context_.reach().node(index);
       key += node.op_name();
@@ -185,7 +185,7 @@ class IlpPartitioner {
       key += " ) ->";
       for (const Value* output : node.outputs()) {
         const bool leaves =
-            std::find(graph_outputs.begin(), graph_outputs.end(), output) != graph_outputs.end() ||
+            graph.is_output(output) ||
             std::any_of(output->users().begin(), output->users().end(),
                         [&](const Node* user) { return !local.contains(user); });
         key += fmt::format(" {}{}", output->type().to_string(), leaves ? "!" : "");

@@ -48,23 +48,36 @@ int64_t bytes_of(const Value& value) {
 
 // Every value one group computes and a later group reads (graph inputs, graph outputs and
 // constants live elsewhere), live from its producing group to its last reading group: the
-// program's arena buffers, in the order the compiler creates them.
+// program's arena buffers, in the order the compiler creates them. A view (a reshape the
+// group gives without storing it, cost/estimate.h) is no buffer: its readers keep the value it
+// views alive instead.
 std::vector<Lifetime> lifetimes_of(PartitionContext& context, const std::vector<NodeSet>& ordered) {
   std::map<const Node*, size_t> position;
+  std::map<const Value*, const Value*> viewed;  // each view's source
   for (size_t g = 0; g < ordered.size(); ++g) {
     for (int node : ordered[g]) position.emplace(context.reach().node(node), g);
+    for (const Value* view : context.estimate(ordered[g]).views) {
+      viewed.emplace(view, view->producer()->input(0));
+    }
   }
-  const std::vector<Value*>& graph_outputs = context.graph().outputs();
+  // The last group reading each value, through the views of it.
+  std::map<const Value*, size_t> last_read;
+  for (const auto& [node, g] : position) {
+    for (const Value* input : node->inputs()) {
+      while (viewed.contains(input)) input = viewed.at(input);
+      size_t& last = last_read[input];
+      last = std::max(last, g);
+    }
+  }
   std::vector<Lifetime> lifetimes;
   for (size_t g = 0; g < ordered.size(); ++g) {
     for (int index : ordered[g]) {
       for (const Value* value : context.reach().node(index)->outputs()) {
-        if (std::find(graph_outputs.begin(), graph_outputs.end(), value) != graph_outputs.end()) {
-          continue;  // the caller's memory
+        if (context.graph().is_output(value) || viewed.contains(value)) continue;
+        auto last = last_read.find(value);
+        if (last != last_read.end() && last->second > g) {
+          lifetimes.push_back({value, g, last->second});
         }
-        size_t last = g;
-        for (const Node* user : value->users()) last = std::max(last, position.at(user));
-        if (last > g) lifetimes.push_back({value, g, last});
       }
     }
   }

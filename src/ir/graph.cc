@@ -1,6 +1,7 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "support/check.h"
@@ -162,6 +163,34 @@ Status Graph::replace_all_uses(Value* from, Value* to) {
   return Status::ok();
 }
 
+void Graph::move_computation_after(const Value* value, const Node* anchor) {
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < node_order_.size(); ++i) position[node_order_[i]] = i;
+  const size_t first = anchor == nullptr ? 0 : position.at(anchor) + 1;
+  // The nodes `value` is computed from that come after the anchor: all their own producers
+  // after the anchor are among them, so moving them together in their order keeps it valid.
+  std::unordered_set<const Node*> moved;
+  std::vector<const Node*> stack;
+  if (value->producer() != nullptr) stack.push_back(value->producer());
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    if (position.at(node) < first || !moved.insert(node).second) continue;
+    for (const Value* input : node->inputs()) {
+      if (input->producer() != nullptr) stack.push_back(input->producer());
+    }
+  }
+  // Copied into the existing buffer so that a caller iterating `nodes()` keeps valid memory.
+  std::vector<Node*> order(node_order_.begin(), node_order_.begin() + static_cast<ptrdiff_t>(first));
+  for (size_t i = first; i < node_order_.size(); ++i) {
+    if (moved.contains(node_order_[i])) order.push_back(node_order_[i]);
+  }
+  for (size_t i = first; i < node_order_.size(); ++i) {
+    if (!moved.contains(node_order_[i])) order.push_back(node_order_[i]);
+  }
+  std::ranges::copy(order, node_order_.begin());
+}
+
 void Graph::erase_node(Node* node) {
   KILN_CHECK(std::ranges::find(node_order_, node) != node_order_.end(),
              "erasing a node that is not in graph '{}'", name_);
@@ -225,6 +254,10 @@ Status Graph::sort_topologically() {
 Value* Graph::find_value(std::string_view name) const {
   auto it = values_by_name_.find(std::string(name));
   return it == values_by_name_.end() ? nullptr : it->second;
+}
+
+bool Graph::is_output(const Value* value) const {
+  return std::find(outputs_.begin(), outputs_.end(), value) != outputs_.end();
 }
 
 bool Graph::owns(const Value* value) const {

@@ -110,6 +110,7 @@ class Graph {
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
+  bool is_output(const Value* value) const;  // whether `value` is one of outputs()
   // Nodes in their (topological) order.
   std::span<Node* const> nodes() const { return node_order_; }
   int num_nodes() const { return static_cast<int>(node_order_.size()); }
@@ -117,6 +118,13 @@ class Graph {
   // Every use of `from` (node inputs and graph outputs) becomes a use of `to`; types must
   // match. Returns an error if `to` is defined after a user of `from` would need it.
   Status replace_all_uses(Value* from, Value* to);
+  // Moves the nodes `value` is computed from that come after `anchor` (every node, when
+  // anchor is null) to right after it, keeping their order; the rest of the order stays. A
+  // rewrite calls it before replacing the anchor's value with `value`, built from the
+  // anchor's own inputs and appended: the replacement then runs where the value it replaces
+  // ran (the stable sort replace_all_uses falls back on would run it as late as possible, and
+  // a weight gradient's matmul moved to its optimizer update keeps its operands live).
+  void move_computation_after(const Value* value, const Node* anchor);
   // Removes a node whose outputs have no users and are not graph outputs.
   void erase_node(Node* node);
   // Reorders nodes topologically (stable: keeps the current order where it is already valid).

@@ -66,4 +66,22 @@ std::string TensorType::to_string() const {
   return fmt::format("{}{}", dtype_name(dtype), shape.to_string());
 }
 
+Expected<std::vector<bool>> reduced_axes(const TensorType& x, const std::vector<int64_t>& axes) {
+  const int rank = x.shape.rank();
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+  for (int64_t axis : axes) {
+    Expected<int> normalized = normalize_axis(axis, rank);
+    if (!normalized) {
+      return Status::errorf("attribute 'axes': {} (input 'x' is {})", normalized.status().message(),
+                            x.to_string());
+    }
+    if (reduced[static_cast<size_t>(*normalized)]) {
+      return Status::errorf("attribute 'axes' lists axis {} more than once (input 'x' is {})",
+                            *normalized, x.to_string());
+    }
+    reduced[static_cast<size_t>(*normalized)] = true;
+  }
+  return reduced;
+}
+
 }  // namespace kiln

@@ -60,4 +60,9 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
+// Which axes of `x` a reduction's attribute `axes` names: an empty list means every axis (as
+// ONNX with noop_with_empty_axes=0, and NumPy's axis=None); negative axes count from the end.
+// Errors, naming the attribute and the input 'x', for an axis out of range or listed twice.
+Expected<std::vector<bool>> reduced_axes(const TensorType& x, const std::vector<int64_t>& axes);
+
 }  // namespace kiln

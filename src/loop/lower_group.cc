@@ -252,10 +252,7 @@ class GroupLowerer {
   }
 
   bool used_outside(const Value* value) const {
-    const std::vector<Value*>& graph_outputs = graph_.outputs();
-    if (std::find(graph_outputs.begin(), graph_outputs.end(), value) != graph_outputs.end()) {
-      return true;
-    }
+    if (graph_.is_output(value)) return true;
     return std::any_of(value->users().begin(), value->users().end(),
                        [&](const Node* user) { return members_.count(user) == 0; });
   }
@@ -361,10 +358,7 @@ class GroupLowerer {
     if (value.producer()->op() != Op::reshape || !used_outside(&value) || feeds_gemm(&value)) {
       return false;
     }
-    const std::vector<Value*>& graph_outputs = graph_.outputs();
-    if (std::find(graph_outputs.begin(), graph_outputs.end(), &value) != graph_outputs.end()) {
-      return false;
-    }
+    if (graph_.is_output(&value)) return false;
     const Value* source = value.producer()->input(0);
     if (!computed(source->producer())) return true;
     return std::any_of(views_.begin(), views_.end(),

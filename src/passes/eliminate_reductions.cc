@@ -1,10 +1,9 @@
 #include "passes/eliminate_reductions.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "ir/builder.h"
-#include "support/check.h"
+#include "passes/rewriting.h"
 
 namespace kiln {
 namespace {
@@ -14,14 +13,9 @@ bool is_axis_reduction(Op op) {
          op == Op::reduce_min || op == Op::reduce_prod;
 }
 
-// Which axes of the node's input it reduces (an empty `axes` is every axis). The verifier has
-// checked the attribute, so every axis is in range.
+// Which axes of the node's input it reduces; the graph is verified, so they are valid.
 std::vector<bool> reduced_mask(const Node& reduction) {
-  const int rank = reduction.input(0)->rank();
-  const std::vector<int64_t>& axes = reduction.attrs().get_ints("axes");
-  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
-  for (int64_t axis : axes) reduced[static_cast<size_t>(axis < 0 ? axis + rank : axis)] = true;
-  return reduced;
+  return *reduced_axes(reduction.input(0)->type(), reduction.attrs().get_ints("axes"));
 }
 
 std::vector<int64_t> mask_to_axes(const std::vector<bool>& mask) {
@@ -32,17 +26,9 @@ std::vector<int64_t> mask_to_axes(const std::vector<bool>& mask) {
   return axes;
 }
 
-bool is_graph_output(const Graph& graph, const Value* value) {
-  return std::ranges::find(graph.outputs(), value) != graph.outputs().end();
-}
-
-bool is_dead(const Graph& graph, const Value* value) {
-  return value->users().empty() && !is_graph_output(graph, value);
-}
-
 // Whether `reader` is the only node that reads `value`, which is no graph output.
 bool only_read_by(const Graph& graph, const Value* value, const Node* reader) {
-  if (is_graph_output(graph, value)) return false;
+  if (graph.is_output(value)) return false;
   for (const Node* user : value->users()) {
     if (user != reader) return false;
   }
@@ -54,13 +40,9 @@ Value* reshaped(GraphBuilder& b, Value* value, const Shape& shape) {
   return value->shape() == shape ? value : b.reshape(value, shape.dims());
 }
 
-// Replaces the reduction's result with `replacement` (built by `b`); false if the builder
-// failed, which would be a bug in the rewrite that built it.
-bool replace(Graph& graph, GraphBuilder& b, Node* reduction, Value* replacement) {
-  KILN_CHECK(b.ok() && replacement != nullptr, "eliminate-reductions built an invalid node: {}",
-             b.status().message());
-  const Status replaced = graph.replace_all_uses(reduction->output(), replacement);
-  KILN_CHECK(replaced.is_ok(), "eliminate-reductions: {}", replaced.message());
+// Replaces the reduction's result with `replacement`, built by `b`.
+bool replace(Graph& graph, const GraphBuilder& b, Node* reduction, Value* replacement) {
+  replace_with(graph, b, reduction->output(), replacement, "eliminate-reductions");
   return true;
 }
 
@@ -167,17 +149,11 @@ bool reduce_broadcast_input(Graph& graph, Node* reduction) {
 }  // namespace
 
 bool eliminate_reductions(Graph& graph) {
-  // The walk is over a copy: each rewrite reorders the graph's nodes.
-  const std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
-  bool changed = false;
-  for (Node* node : nodes) {
-    if (!is_axis_reduction(node->op())) continue;
-    if (is_dead(graph, node->output())) continue;  // possibly made so by an earlier rewrite
-    changed = merge_batch_sum_into_matmul(graph, node) || drop_unit_reduction(graph, node) ||
-              merge_nested_reductions(graph, node) || reduce_broadcast_input(graph, node) ||
-              changed;
-  }
-  return changed;
+  return rewrite_each_node(graph, [](Graph& g, Node* node) {
+    return is_axis_reduction(node->op()) &&
+           (merge_batch_sum_into_matmul(g, node) || drop_unit_reduction(g, node) ||
+            merge_nested_reductions(g, node) || reduce_broadcast_input(g, node));
+  });
 }
 
 }  // namespace kiln

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ir/builder.h"
-#include "support/check.h"
+#include "passes/rewriting.h"
 
 namespace kiln {
 namespace {
@@ -46,41 +46,35 @@ Value* neutral_operand(const Node& node) {
   return nullptr;
 }
 
+// Replaces a foldable node's outputs by constants: its reference evaluation (rounded to the
+// output dtypes, as every evaluation is) on its inputs' values.
+bool fold_node(Graph& graph, Node* node) {
+  if (Value* kept = neutral_operand(*node)) {
+    replace_with(graph, GraphBuilder(graph), node->output(), kept, "fold-constants");
+    return true;
+  }
+  if (!foldable(*node)) return false;
+  std::vector<Array> arguments;
+  for (const Value* input : node->inputs()) {
+    arguments.push_back(input->producer()->attrs().get_tensor("value"));
+  }
+  Expected<std::vector<Array>> results =
+      node->def().eval(arguments, node->attrs(), node->output_types());
+  if (!results) return false;  // left for the compiled code to report at run time
+  GraphBuilder b(graph);
+  for (int i = 0; i < node->num_outputs(); ++i) {
+    Value* folded = b.constant(std::move((*results)[static_cast<size_t>(i)]));
+    replace_with(graph, b, node->output(i), folded, "fold-constants");
+  }
+  return true;
+}
+
 }  // namespace
 
 bool fold_constants(Graph& graph) {
   // Nodes come in topological order, so a chain of constant arithmetic folds in one walk: each
-  // folded node is a constant by the time its readers are visited. The walk is over a copy,
-  // since each replacement may reorder the graph's nodes.
-  const std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
-  bool changed = false;
-  for (Node* node : nodes) {
-    if (Value* kept = neutral_operand(*node)) {
-      const Status replaced = graph.replace_all_uses(node->output(), kept);
-      KILN_CHECK(replaced.is_ok(), "fold-constants: {}", replaced.message());
-      changed = true;
-      continue;
-    }
-    if (!foldable(*node)) continue;
-    std::vector<Array> arguments;
-    for (const Value* input : node->inputs()) {
-      arguments.push_back(input->producer()->attrs().get_tensor("value"));
-    }
-    Expected<std::vector<Array>> results =
-        node->def().eval(arguments, node->attrs(), node->output_types());
-    if (!results) continue;  // left for the compiled code to report the same way at run time
-    GraphBuilder b(graph);
-    for (int i = 0; i < node->num_outputs(); ++i) {
-      Array& result = (*results)[static_cast<size_t>(i)];
-      result.round_to_dtype();
-      Value* folded = b.constant(std::move(result));
-      KILN_CHECK(b.ok() && folded != nullptr, "fold-constants: {}", b.status().message());
-      const Status replaced = graph.replace_all_uses(node->output(i), folded);
-      KILN_CHECK(replaced.is_ok(), "fold-constants: {}", replaced.message());
-    }
-    changed = true;
-  }
-  return changed;
+  // folded node is a constant by the time its readers are visited.
+  return rewrite_each_node(graph, fold_node);
 }
 
 }  // namespace kiln

@@ -1,6 +1,6 @@
 // Constant folding: a node all of whose inputs are constants (or that has no inputs, as
 // fill and iota) becomes a constant, evaluated once at compile time by the op's reference
-// evaluation and rounded to its dtype, as the interpreter does.
+// evaluation (which rounds to the output's dtype, so the value is the interpreter's).
 //
 //   %a = constant() {value = tensor<f32[]>[1.0]} : f32[]
 //   %b = constant() {value = tensor<f32[]>[0.0078125]} : f32[]      ==>   %c = constant() {value = tensor<f32[]>[0.0078125]} : f32[]

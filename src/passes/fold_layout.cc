@@ -1,24 +1,16 @@
 #include "passes/fold_layout.h"
 
-#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "ir/builder.h"
-#include "support/check.h"
+#include "passes/rewriting.h"
 
 namespace kiln {
 namespace {
 
-bool is_dead(const Graph& graph, const Value* value) {
-  return value->users().empty() &&
-         std::ranges::find(graph.outputs(), value) == graph.outputs().end();
-}
-
 void replace(Graph& graph, const GraphBuilder& b, Value* from, Value* to) {
-  KILN_CHECK(b.ok() && to != nullptr, "fold-layout built an invalid node: {}",
-             b.status().message());
-  const Status replaced = graph.replace_all_uses(from, to);
-  KILN_CHECK(replaced.is_ok(), "fold-layout: {}", replaced.message());
+  replace_with(graph, b, from, to, "fold-layout");
 }
 
 Node* producer_with_op(const Value* value, Op op) {
@@ -140,16 +132,10 @@ bool fold_broadcast_operand(Graph& graph, Node* node) {
 }  // namespace
 
 bool fold_layout(Graph& graph) {
-  // The walk is over a copy: each rewrite reorders the graph's nodes.
-  const std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
-  bool changed = false;
-  for (Node* node : nodes) {
-    if (is_dead(graph, node->output())) continue;  // possibly made so by an earlier rewrite
-    changed = fold_reshape(graph, node) || fold_transpose(graph, node) ||
-              fold_identity(graph, node) || fold_matmul_transpose(graph, node) ||
-              fold_broadcast_operand(graph, node) || changed;
-  }
-  return changed;
+  return rewrite_each_node(graph, [](Graph& g, Node* node) {
+    return fold_reshape(g, node) || fold_transpose(g, node) || fold_identity(g, node) ||
+           fold_matmul_transpose(g, node) || fold_broadcast_operand(g, node);
+  });
 }
 
 }  // namespace kiln

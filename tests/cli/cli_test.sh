@@ -179,6 +179,7 @@ expect zoo-compile 0 'mlp-tiny loss graph: 9 nodes' -- "$kiln" zoo compile mlp-t
 expect zoo-compile-writes 0 'kernel 0: matmul' -- cat "$work/zoo-compiled/plan.txt"
 expect zoo-run-unknown 1 "unknown model 'nope'" -- "$kiln" zoo run nope
 expect zoo-compare 0 'ilp +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 2
+expect zoo-compare-ablate-profile 2 'excludes' -- "$kiln" zoo compare mlp-tiny --ablate-rewrites --profile
 expect zoo-compare-ablate 0 'all but eliminate-reductions +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 1 --ablate-rewrites
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy

@@ -1198,7 +1198,7 @@ int run(int argc, char** argv) {
   add_graph_choice(zoo_compare_cmd, zoo);
   zoo_compare_cmd->add_flag("--check", zoo.run.check,
                             "Compare every kernel of every mode with the reference evaluation");
-  zoo_compare_cmd->add_flag("--profile", zoo.run.profile,
+  CLI::Option* compare_profile = zoo_compare_cmd->add_flag("--profile", zoo.run.profile,
                             "Time every kernel and print the ILP's kernels against the unfused "
                             "time of their nodes, the ones fusion made slower first");
   zoo_compare_cmd->add_option("--repeat", zoo.compare_repeat,
@@ -1207,7 +1207,8 @@ int run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   zoo_compare_cmd->add_flag("--ablate-rewrites", zoo.ablate_rewrites,
                             "Instead of the fusion modes, compare the ILP's plans with no graph "
-                            "rewrites, with all, and with all but one in turn");
+                            "rewrites, with all, and with all but one in turn")
+      ->excludes(compare_profile);
   add_rewrite_options(zoo_compare_cmd, zoo.run.fusion);
   CLI::App* zoo_explain_cmd = zoo_cmd->add_subcommand(
       "explain", "Partition a preset's graph (loss graph, inference graph or training step) into "

@@ -26,26 +26,6 @@ Status check_domain(const TensorType& x, Domain domain) {
   return Status::ok();
 }
 
-// Which axes of `x` are reduced, from the attribute `axes`: an empty list means every axis, as
-// ONNX (with noop_with_empty_axes=0) and NumPy's axis=None. Negative axes count from the end.
-Expected<std::vector<bool>> reduced_axes(const TensorType& x, const std::vector<int64_t>& axes) {
-  const int rank = x.shape.rank();
-  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
-  for (int64_t axis : axes) {
-    Expected<int> normalized = normalize_axis(axis, rank);
-    if (!normalized) {
-      return Status::errorf("attribute 'axes': {} (input 'x' is {})", normalized.status().message(),
-                            x.to_string());
-    }
-    if (reduced[static_cast<size_t>(*normalized)]) {
-      return Status::errorf("attribute 'axes' lists axis {} more than once (input 'x' is {})",
-                            *normalized, x.to_string());
-    }
-    reduced[static_cast<size_t>(*normalized)] = true;
-  }
-  return reduced;
-}
-
 // The shape of `x` with every reduced axis set to 1 (keepdims) or dropped.
 Shape reduced_shape(const Shape& x, const std::vector<bool>& reduced, bool keepdims) {
   std::vector<int64_t> dims;

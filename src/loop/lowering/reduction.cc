@@ -12,14 +12,6 @@
 namespace kiln::loop::lowering {
 namespace {
 
-// The reduced axes of x for the attribute `axes` (empty: every axis).
-std::vector<bool> reduced_axes(const TensorType& x, const std::vector<int64_t>& axes) {
-  const int rank = x.shape.rank();
-  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
-  for (int64_t axis : axes) reduced[static_cast<size_t>(axis_of(axis, rank))] = true;
-  return reduced;
-}
-
 // The input index for output index `out` and reduction variables `k` (one per reduced axis).
 std::vector<Expr> input_index(const std::vector<bool>& reduced, bool keepdims,
                               const std::vector<Expr>& out, const std::vector<Expr>& k) {
@@ -39,7 +31,8 @@ std::vector<Expr> input_index(const std::vector<bool>& reduced, bool keepdims,
 void define_reduce(LoweringTable& table, Op op, ReduceOp reduce_op, bool mean) {
   table.define(op, [reduce_op, mean](const ComputeArgs& args) -> Expected<Expr> {
     const TensorType& x = args.inputs[0];
-    const std::vector<bool> reduced = reduced_axes(x, args.attrs.get_ints("axes"));
+    // The graph is verified: the axes are valid.
+    const std::vector<bool> reduced = *reduced_axes(x, args.attrs.get_ints("axes"));
     const bool keepdims = args.attrs.get_bool("keepdims");
     std::vector<int64_t> extents;
     for (int axis = 0; axis < x.shape.rank(); ++axis) {

@@ -190,6 +190,27 @@ TEST(GraphUses, ReplaceAllUsesMovesAUserAfterALaterReplacement) {
   EXPECT_TRUE(verify(g).is_ok()) << verify(g).message();
 }
 
+TEST(GraphUses, MoveComputationAfterPutsAReplacementWhereItsOriginalRan) {
+  // %a = relu(%x); %b = neg(%a); %c = exp(%x); then %d = abs(%x), %e = sin(%d) appended as a
+  // replacement for %a: they move to just after %a, before %b and %c, which keep their order.
+  Graph g;
+  Value* x = g.add_input(f32({2}), "x");
+  Node* a = add(g, Op::relu, {x});
+  Node* b = add(g, Op::neg, {a->output()});
+  Node* c = add(g, Op::exp, {x});
+  Node* d = add(g, Op::abs, {x});
+  Node* e = add(g, Op::sin, {d->output()});
+  g.set_outputs({b->output(), c->output()});
+
+  g.move_computation_after(e->output(), a);
+  EXPECT_EQ(node_list(g), (std::vector<Node*>{a, d, e, b, c}));
+  ASSERT_TRUE(g.replace_all_uses(a->output(), e->output()).is_ok());
+  EXPECT_EQ(node_list(g), (std::vector<Node*>{a, d, e, b, c}));  // already in order: no sort
+  g.move_computation_after(c->output(), nullptr);  // to the front
+  EXPECT_EQ(node_list(g), (std::vector<Node*>{c, a, d, e, b}));
+  EXPECT_TRUE(verify(g).is_ok()) << verify(g).message();
+}
+
 TEST(GraphUses, ReplaceAllUsesRefusesToCloseACycleAndChangesNothing) {
   Graph g;
   Value* x = g.add_input(f32({2}), "x");

@@ -54,6 +54,22 @@ TEST(EliminateReductions, BatchSumOfWeightGradientJoinsTheMatmul) {
   EXPECT_FALSE(contains(result, "sum(")) << result;
 }
 
+TEST(EliminateReductions, TheMergedMatmulRunsWhereTheSumDid) {
+  // Appended, the new nodes would run after %late (the stable sort runs them as late as
+  // possible), keeping %x and %dy live through it.
+  Graph graph = parse(R"(graph @g(%x: f32[2,3,4], %dy: f32[2,3,5], %y: f32[9]) {
+  %p = matmul(%x, %dy) {transpose_a = true} : f32[2,4,5]
+  %dw = sum(%p) {axes = [0]} : f32[4,5]
+  %late = exp(%y) : f32[9]
+  %use = relu(%dw) : f32[4,5]
+  return %late, %use
+})");
+  ASSERT_TRUE(eliminate_reductions(graph));
+  eliminate_dead_code(graph);
+  const std::string result = print_graph(graph);
+  EXPECT_LT(result.find("matmul("), result.find("exp(")) << result;
+}
+
 TEST(EliminateReductions, KeepsBatchSumsThatAreNotTheWholeBatch) {
   // Summing one of two batch axes, or a matmul whose product another node reads, stays.
   Graph graph = parse(R"(graph @g(%x: f32[2,2,3,4], %dy: f32[2,2,3,5]) {
