@@ -81,11 +81,12 @@ std::optional<std::vector<int>> find_group_cycle(const PartitionContext& context
 std::vector<NodeSet> dependency_order(const PartitionContext& context, std::vector<NodeSet> groups);
 
 // `groups` in dependency order, with groups split where needed so that the arena's peak (the
-// bytes of values live between kernels, at the worst point of the order) is at most the
+// bytes of values live between kernels, at the worst point of the order) comes down to the
 // unfused program's: a group that would hold a large value alive long after the unfused
-// program frees it gives up the nodes that read it. Then a bounded search of such splits
-// lowers the arena the memory planner places, where it fragments past the unfused one (not
-// always to it: a decision says so). Appends a `rejected` decision per split.
+// program frees it gives up the nodes that read it, while such splits lower the peak (not
+// always to the unfused one: a decision says so). Then a bounded search of such splits
+// lowers the arena the memory planner places, where it fragments past the unfused one (again
+// with a decision where it stops above it). Appends a `rejected` decision per split kept.
 std::vector<NodeSet> bound_memory(PartitionContext& context, std::vector<NodeSet> groups,
                                   std::vector<Decision>& decisions);
 
