@@ -171,18 +171,29 @@ TEST(GraphUses, ReplaceAllUsesRejectsADifferentTypeAndChangesNothing) {
   EXPECT_TRUE(wider->users().empty());
 }
 
-TEST(GraphUses, ReplaceAllUsesMovesAUserAfterALaterReplacement) {
-  // %a = relu(%x); %b = neg(%a); %c = exp(%x); %d = abs(%x); %e = sin(%d). Replacing %a with
-  // %e makes %b read a value defined after it: %b alone moves, to just after %e.
+// %a = relu(%x); %b = neg(%a); %c = exp(%x); %d = abs(%x); %e = sin(%d); outputs %b, %c:
+// %e is a later value that can replace %a.
+struct LateReplacement {
   Graph g;
-  Value* x = g.add_input(f32({2}), "x");
-  Node* a = add(g, Op::relu, {x});
-  Node* b = add(g, Op::neg, {a->output()});
-  Node* c = add(g, Op::exp, {x});
-  Node* d = add(g, Op::abs, {x});
-  Node* e = add(g, Op::sin, {d->output()});
-  g.set_outputs({b->output(), c->output()});
+  Node *a, *b, *c, *d, *e;
+};
 
+LateReplacement late_replacement() {
+  LateReplacement r;
+  Value* x = r.g.add_input(f32({2}), "x");
+  r.a = add(r.g, Op::relu, {x});
+  r.b = add(r.g, Op::neg, {r.a->output()});
+  r.c = add(r.g, Op::exp, {x});
+  r.d = add(r.g, Op::abs, {x});
+  r.e = add(r.g, Op::sin, {r.d->output()});
+  r.g.set_outputs({r.b->output(), r.c->output()});
+  return r;
+}
+
+TEST(GraphUses, ReplaceAllUsesMovesAUserAfterALaterReplacement) {
+  // Replacing %a with %e makes %b read a value defined after it: %b alone moves, to just
+  // after %e.
+  auto [g, a, b, c, d, e] = late_replacement();
   ASSERT_TRUE(g.replace_all_uses(a->output(), e->output()).is_ok());
   EXPECT_EQ(node_list(g), (std::vector<Node*>{a, c, d, e, b}));
   EXPECT_EQ(b->input(0), e->output());
@@ -191,17 +202,9 @@ TEST(GraphUses, ReplaceAllUsesMovesAUserAfterALaterReplacement) {
 }
 
 TEST(GraphUses, MoveComputationAfterPutsAReplacementWhereItsOriginalRan) {
-  // %a = relu(%x); %b = neg(%a); %c = exp(%x); then %d = abs(%x), %e = sin(%d) appended as a
-  // replacement for %a: they move to just after %a, before %b and %c, which keep their order.
-  Graph g;
-  Value* x = g.add_input(f32({2}), "x");
-  Node* a = add(g, Op::relu, {x});
-  Node* b = add(g, Op::neg, {a->output()});
-  Node* c = add(g, Op::exp, {x});
-  Node* d = add(g, Op::abs, {x});
-  Node* e = add(g, Op::sin, {d->output()});
-  g.set_outputs({b->output(), c->output()});
-
+  // %d and %e, appended as a replacement for %a, move to just after %a, before %b and %c,
+  // which keep their order.
+  auto [g, a, b, c, d, e] = late_replacement();
   g.move_computation_after(e->output(), a);
   EXPECT_EQ(node_list(g), (std::vector<Node*>{a, d, e, b, c}));
   ASSERT_TRUE(g.replace_all_uses(a->output(), e->output()).is_ok());
