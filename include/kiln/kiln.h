@@ -11,11 +11,17 @@
 // must not overlap: they share the arena. `check` runs kernel by kernel against the reference
 // evaluation and names the first kernel that disagrees.
 //
+// A training step (autodiff/training_step.h: the loss first, then the updated parameters and
+// state) compiles with `compile_training_step` into a CompiledTrainingStep, which holds it
+// twice: the full step, and the step without its loss (passes/eliminate_loss.h), which a
+// training loop runs between the steps whose loss it logs. The two share one arena.
+//
 // The types it speaks (Graph, Array, Status, Program) are Kiln's own, from the libraries
 // under src/.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,6 +67,29 @@ class CompiledModel {
   std::unique_ptr<runtime::Executor> executor_;
 };
 
+class CompiledTrainingStep {
+ public:
+  // The step's outputs; with_loss = false runs the loss-free variant, whose outputs are the
+  // full step's without the first (computed by the full step where loss elimination is off).
+  Expected<std::vector<Array>> run(std::span<const Array> inputs, bool with_loss);
+
+  CompiledModel& full_step() { return full_; }
+  // Null when compiled with loss elimination off.
+  CompiledModel* loss_free_step() { return loss_free_ ? &*loss_free_ : nullptr; }
+  int loss_nodes_eliminated() const { return loss_nodes_eliminated_; }
+
+ private:
+  friend class Compiler;
+  CompiledTrainingStep(CompiledModel full, std::optional<CompiledModel> loss_free,
+                       int loss_nodes_eliminated)
+      : full_(std::move(full)), loss_free_(std::move(loss_free)),
+        loss_nodes_eliminated_(loss_nodes_eliminated) {}
+
+  CompiledModel full_;
+  std::optional<CompiledModel> loss_free_;
+  int loss_nodes_eliminated_ = 0;
+};
+
 class Compiler {
  public:
   explicit Compiler(CompileOptions options = {}) : options_(std::move(options)) {}
@@ -70,6 +99,11 @@ class Compiler {
   // outputs), and fuses it as the options say (by default, the partition of least estimated
   // time on this machine).
   Expected<CompiledModel> compile(Graph graph) const;
+
+  // Compiles a training step whose first output is its loss (a floating scalar): the full step
+  // and, when `eliminate_loss`, the step without the loss, each as `compile` does.
+  Expected<CompiledTrainingStep> compile_training_step(Graph step,
+                                                       bool eliminate_loss = true) const;
 
  private:
   CompileOptions options_;

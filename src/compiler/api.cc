@@ -1,6 +1,7 @@
 #include "kiln/kiln.h"
 
 #include "ir/verifier.h"
+#include "passes/eliminate_loss.h"
 
 namespace kiln {
 
@@ -19,6 +20,31 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
                         runtime::Executor::create(compiled_graph->program, std::move(functions)));
   return CompiledModel(std::move(owned), std::move(compiled_graph),
                        std::make_unique<runtime::Executor>(std::move(executor)));
+}
+
+Expected<CompiledTrainingStep> Compiler::compile_training_step(Graph step,
+                                                               bool eliminate_loss) const {
+  std::optional<CompiledModel> loss_free;
+  int eliminated = 0;
+  if (eliminate_loss) {
+    Graph without_loss = step.clone();
+    KILN_ASSIGN_OR_RETURN(eliminated, kiln::eliminate_loss(without_loss));
+    KILN_ASSIGN_OR_RETURN(CompiledModel compiled, compile(std::move(without_loss)));
+    loss_free.emplace(std::move(compiled));
+  }
+  KILN_ASSIGN_OR_RETURN(CompiledModel full, compile(std::move(step)));
+  if (loss_free) full.executor_->share_arena(*loss_free->executor_);
+  return CompiledTrainingStep(std::move(full), std::move(loss_free), eliminated);
+}
+
+Expected<std::vector<Array>> CompiledTrainingStep::run(std::span<const Array> inputs,
+                                                       bool with_loss) {
+  if (with_loss || !loss_free_) {
+    KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, full_.run(inputs));
+    if (!with_loss) outputs.erase(outputs.begin());
+    return outputs;
+  }
+  return loss_free_->run(inputs);
 }
 
 Expected<std::vector<Array>> CompiledModel::run(std::span<const Array> inputs,

@@ -96,9 +96,20 @@ Expected<Executor> Executor::create(std::shared_ptr<const Program> program,
     if (memory == nullptr) {
       return Status::errorf("cannot allocate the {}-byte arena", arena_bytes);
     }
-    executor.arena_.reset(memory);
+    executor.arena_.reset(memory, FreeAligned());
+    executor.arena_capacity_ = static_cast<int64_t>(size);
   }
   return executor;
+}
+
+void Executor::share_arena(Executor& other) {
+  if (arena_capacity_ >= other.arena_capacity_) {
+    other.arena_ = arena_;
+    other.arena_capacity_ = arena_capacity_;
+  } else {
+    arena_ = other.arena_;
+    arena_capacity_ = other.arena_capacity_;
+  }
 }
 
 Status Executor::run(std::span<const void* const> inputs, std::span<void* const> outputs,

@@ -47,6 +47,10 @@ class Executor {
 
   const Program& program() const { return *program_; }
 
+  // Makes this executor and `other` use one arena, the larger of their two, for programs that
+  // never run at once (a training step with and without its loss): the memory of one.
+  void share_arena(Executor& other);
+
  private:
   struct FreeAligned {
     void operator()(std::byte* memory) const;
@@ -56,7 +60,8 @@ class Executor {
 
   std::shared_ptr<const Program> program_;
   std::vector<KernelFunction> kernels_;
-  std::unique_ptr<std::byte, FreeAligned> arena_;
+  std::shared_ptr<std::byte> arena_;  // freed with FreeAligned
+  int64_t arena_capacity_ = 0;        // bytes, at least the program's arena_bytes
 };
 
 }  // namespace kiln::runtime

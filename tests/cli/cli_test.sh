@@ -181,6 +181,18 @@ expect zoo-run-unknown 1 "unknown model 'nope'" -- "$kiln" zoo run nope
 expect zoo-compare 0 'ilp +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 2
 expect zoo-compare-ablate-profile 2 'excludes' -- "$kiln" zoo compare mlp-tiny --ablate-rewrites --profile
 expect zoo-compare-ablate 0 'all but eliminate-reductions +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 1 --ablate-rewrites
+expect zoo-compare-ablate-loss 0 'all but eliminate-loss +[0-9]+ .* ok \(' -- "$kiln" zoo compare mlp-tiny --train --check --repeat 1 --ablate-rewrites
+expect zoo-compile-without-loss 0 'mlp-tiny training step \(adam, without the loss\)' \
+  -- "$kiln" zoo compile mlp-tiny --train --without-loss
+expect zoo-without-loss-needs-train 2 'requires --train' -- "$kiln" zoo compile mlp-tiny --without-loss
+# kiln zoo train: a loop of steps, the loss every N of them, the others without it.
+expect zoo-train 0 'step 4  loss [0-9.]+' -- "$kiln" zoo train mlp-tiny --steps 4 --loss-every 2
+expect zoo-train-eliminates 0 'loss elimination: the steps that do not log the loss run 1 node fewer' \
+  -- "$kiln" zoo train mlp-tiny --steps 2
+expect zoo-train-no-elimination 0 'loss elimination off: every step computes the loss' \
+  -- "$kiln" zoo train mlp-tiny --steps 2 --no-loss-elimination
+expect zoo-train-no-optimizer 2 'optimizer' -- "$kiln" zoo train mlp-tiny --optimizer none
+expect zoo-train-zero-steps 2 'steps' -- "$kiln" zoo train mlp-tiny --steps 0
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy
 
@@ -196,7 +208,7 @@ for subcommand in check print opt ops run compile explain export conformance zoo
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 
-for subcommand in show run compile compare explain export dump; do
+for subcommand in show run compile compare train explain export dump; do
   expect "help-zoo-$subcommand" 0 "Usage: .*zoo $subcommand" -- "$kiln" zoo "$subcommand" --help
 done
 

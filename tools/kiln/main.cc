@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "compiler/tensor_bytes.h"
+#include "compiler/training_loop.h"
 #include "driver/compare.h"
 #include "driver/conformance.h"
 #include "driver/model_io.h"
@@ -33,6 +34,7 @@
 #include "ir/op.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "passes/eliminate_loss.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "models/model.h"
@@ -719,10 +721,13 @@ struct ZooOptions {
   bool train = false;
   std::string optimizer = "adam";
   bool inference = false;
+  bool without_loss = false;  // with --train: the loss-free step (passes/eliminate_loss.h)
   std::string output_file;
   RunOptions run;  // for `zoo run`: --check, --profile, --repeat
   int compare_repeat = 5;  // for `zoo compare`
   bool ablate_rewrites = false;  // for `zoo compare`
+  TrainingLoopOptions loop;      // for `zoo train`
+  bool eliminate_loss = true;    // for `zoo train`
 };
 
 // The training step: forward, backward and the optimizer's update in one graph.
@@ -769,6 +774,7 @@ Expected<Graph> zoo_graph(const ZooOptions& options, const ModelInstance& model)
   if (!options.train) return (options.inference ? model.inference : model.loss).graph.clone();
   KILN_ASSIGN_OR_RETURN(std::optional<Optimizer> optimizer, parse_optimizer(options.optimizer));
   KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, optimizer));
+  if (options.without_loss) KILN_RETURN_IF_ERROR(eliminate_loss(step.graph).status());
   return std::move(step.graph);
 }
 
@@ -791,7 +797,10 @@ Expected<std::vector<Array>> zoo_inputs(const ZooOptions& options, const ModelIn
 }
 
 std::string zoo_graph_kind(const ZooOptions& options) {
-  if (options.train) return "training step (" + options.optimizer + ")";
+  if (options.train) {
+    return fmt::format("training step ({}{})", options.optimizer,
+                       options.without_loss ? ", without the loss" : "");
+  }
   return options.inference ? "inference graph" : "loss graph";
 }
 
@@ -836,8 +845,9 @@ int run_zoo_explain(const ZooOptions& options) {
 // measured time (with the fastest and slowest run) and the speedup over unfused. The modes
 // take turns (off, greedy, ilp, off, ...), so a change in the machine's load during the
 // measurement touches every mode alike. With --ablate-rewrites the rows are the ILP's plans
-// without graph rewrites, with all of them, and with all but one, each in turn; the speedup
-// is over no rewrites.
+// without graph rewrites, with all of them, and with all but one, each in turn (for a training
+// step, loss elimination is one of them: "all but eliminate-loss" is the full step); the
+// speedup is over no rewrites.
 int run_zoo_compare(const ZooOptions& options) {
   Expected<ModelInstance> model = build_model(options.name, options.model);
   if (!model) return report(model.status());
@@ -846,9 +856,20 @@ int run_zoo_compare(const ZooOptions& options) {
   Expected<std::vector<Array>> inputs = zoo_inputs(options, *model, *graph);
   if (!inputs) return report(inputs.status());
   const int repeat = options.compare_repeat;
+  // The ablation of a training step includes loss elimination: the rows with it compile the
+  // loss-free step (the same inputs, the outputs without the loss).
+  std::optional<Graph> loss_free;
+  if (options.ablate_rewrites && options.train && !options.without_loss) {
+    loss_free.emplace(graph->clone());
+    if (Expected<int> eliminated = eliminate_loss(*loss_free); !eliminated) {
+      return report(eliminated.status());
+    }
+  }
+  const Graph& rewritten_graph = loss_free ? *loss_free : *graph;
   struct ModeRun {
     std::string label;
     CompileOptions compile_options;
+    const Graph* graph;
     std::optional<CompiledModel> compiled = std::nullopt;
     double compile_seconds = 0;
     std::string check = {};
@@ -864,12 +885,18 @@ int run_zoo_compare(const ZooOptions& options) {
     none.rewrites.enabled = false;
     CompileOptions all = *cli_options;
     all.rewrites = RewriteOptions{};
-    modes.push_back({.label = "no rewrites", .compile_options = none});
-    modes.push_back({.label = "all rewrites", .compile_options = all});
+    modes.push_back({.label = "no rewrites", .compile_options = none, .graph = &*graph});
+    modes.push_back({.label = "all rewrites", .compile_options = all, .graph = &rewritten_graph});
+    if (loss_free) {
+      modes.push_back(
+          {.label = "all but eliminate-loss", .compile_options = all, .graph = &*graph});
+    }
     for (std::string_view name : kRewritePipeline) {
       CompileOptions but_one = all;
       but_one.rewrites.disabled.emplace(name);
-      modes.push_back({.label = fmt::format("all but {}", name), .compile_options = but_one});
+      modes.push_back({.label = fmt::format("all but {}", name),
+                       .compile_options = but_one,
+                       .graph = &rewritten_graph});
     }
   } else {
     for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::greedy,
@@ -877,13 +904,14 @@ int run_zoo_compare(const ZooOptions& options) {
       CompileOptions mode_options = *cli_options;
       mode_options.fusion.mode = mode;
       modes.push_back({.label = std::string(fusion::fusion_mode_name(mode)),
-                       .compile_options = mode_options});
+                       .compile_options = mode_options,
+                       .graph = &*graph});
     }
   }
   // Each TimedRun refers to its entry's model: `modes` is not resized from here on.
   for (ModeRun& entry : modes) {
     const auto start = std::chrono::steady_clock::now();
-    Expected<CompiledModel> compiled = Compiler(entry.compile_options).compile(graph->clone());
+    Expected<CompiledModel> compiled = Compiler(entry.compile_options).compile(entry.graph->clone());
     if (!compiled) return report(compiled.status());
     entry.compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -960,6 +988,57 @@ int run_zoo_run(const ZooOptions& options) {
   return 0;
 }
 
+// Compiles a preset's training step with and without its loss and runs a training loop over it
+// (compiler/training_loop.h) on the preset's fixed batch: the loss printed on the steps that
+// compute it, then the time of the steps with and without the loss.
+int run_zoo_train(const ZooOptions& options) {
+  if (options.optimizer == "none") {
+    return report(Status::error("a training loop needs an optimizer (sgd, adam or adamw)"));
+  }
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  ZooOptions step_options = options;
+  step_options.train = true;
+  Expected<Graph> graph = zoo_graph(step_options, *model);
+  if (!graph) return report(graph.status());
+  announce(step_options, *model, *graph);
+  Expected<std::vector<Array>> inputs = zoo_inputs(step_options, *model, *graph);
+  if (!inputs) return report(inputs.status());
+  Expected<CompileOptions> compile_options = compile_options_from(options.run.fusion);
+  if (!compile_options) return report(compile_options.status());
+  Expected<CompiledTrainingStep> step =
+      Compiler(*compile_options).compile_training_step(std::move(*graph), options.eliminate_loss);
+  if (!step) return report(step.status());
+  const int full_kernels = step->full_step().compiled().partition.num_kernels();
+  if (CompiledModel* loss_free = step->loss_free_step()) {
+    fmt::print("loss elimination: the steps that do not log the loss run {} fewer; {} kernels "
+               "instead of {}\n",
+               count_noun(static_cast<size_t>(step->loss_nodes_eliminated()), "node"),
+               loss_free->compiled().partition.num_kernels(), full_kernels);
+  } else {
+    fmt::print("loss elimination off: every step computes the loss; {} kernels\n", full_kernels);
+  }
+  Expected<TrainingLoopResult> result = run_training_loop(*step, *inputs, options.loop);
+  if (!result) return report(result.status());
+  for (const LoggedLoss& logged : result->losses) {
+    fmt::print("step {:>{}}  loss {:.6g}\n", logged.step,
+               fmt::formatted_size("{}", options.loop.steps), logged.loss);
+  }
+  // The first step pays for page faults and thread start-up; the medians leave it out.
+  auto describe = [](std::vector<double> seconds, bool first_included) {
+    if (first_included) seconds.erase(seconds.begin());
+    if (seconds.empty()) return std::string("none timed");
+    std::sort(seconds.begin(), seconds.end());
+    return fmt::format("median {} over {}", format_seconds(seconds[seconds.size() / 2]),
+                       count_noun(seconds.size(), "step"));
+  };
+  const bool first_logs_loss = options.loop.loss_every == 1 || options.loop.steps == 1;
+  fmt::print("time per step (the first left out): with the loss {}; without {}\n",
+             describe(result->seconds_with_loss, first_logs_loss),
+             describe(result->seconds_without_loss, !first_logs_loss));
+  return 0;
+}
+
 int run_zoo_export(const ZooOptions& options) {
   ModelOptions model_options = options.model;
   model_options.portable = true;
@@ -1011,6 +1090,10 @@ void add_graph_choice(CLI::App* command, ZooOptions& zoo) {
   command->add_option("--optimizer", zoo.optimizer, "With --train: sgd, adam, adamw or none")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "none"}));
+  command->add_flag("--without-loss", zoo.without_loss,
+                    "With --train: the step without its loss output (loss elimination), as a "
+                    "training loop runs it between the steps that log the loss")
+      ->needs("--train");
 }
 
 void add_model_options(CLI::App* cmd, ZooOptions& options) {
@@ -1207,9 +1290,31 @@ int run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   zoo_compare_cmd->add_flag("--ablate-rewrites", zoo.ablate_rewrites,
                             "Instead of the fusion modes, compare the ILP's plans with no graph "
-                            "rewrites, with all, and with all but one in turn")
+                            "rewrites, with all, and with all but one in turn (with --train, "
+                            "loss elimination is one of them)")
       ->excludes(compare_profile);
   add_rewrite_options(zoo_compare_cmd, zoo.run.fusion);
+  CLI::App* zoo_train_cmd = zoo_cmd->add_subcommand(
+      "train", "Compile a preset's training step with and without its loss and run a training "
+               "loop on the preset's fixed batch: each step's updated weights and optimizer state "
+               "feed the next; the loss is computed (and printed) every --loss-every steps and "
+               "on the last, and the other steps run the loss-free step.");
+  add_model_options(zoo_train_cmd, zoo);
+  zoo_train_cmd
+      ->add_option("--optimizer", zoo.optimizer,
+                   "sgd (momentum 0.9), adam, or adamw (weight decay 0.01)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  zoo_train_cmd->add_option("--steps", zoo.loop.steps, "Training steps to run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  zoo_train_cmd->add_option("--loss-every", zoo.loop.loss_every, "Compute the loss every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  zoo_train_cmd->add_flag("--loss-elimination,!--no-loss-elimination", zoo.eliminate_loss,
+                          "Run the steps that do not log the loss without computing it (on by "
+                          "default)");
+  add_fusion_options(zoo_train_cmd, zoo.run.fusion);
   CLI::App* zoo_explain_cmd = zoo_cmd->add_subcommand(
       "explain", "Partition a preset's graph (loss graph, inference graph or training step) into "
                  "fused kernels and explain it, as `kiln explain` does.");
@@ -1247,6 +1352,7 @@ int run(int argc, char** argv) {
   if (zoo_compile_cmd->parsed()) return run_zoo_compile(zoo);
   if (zoo_explain_cmd->parsed()) return run_zoo_explain(zoo);
   if (zoo_compare_cmd->parsed()) return run_zoo_compare(zoo);
+  if (zoo_train_cmd->parsed()) return run_zoo_train(zoo);
   if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
   if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {
