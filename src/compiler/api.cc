@@ -1,5 +1,6 @@
 #include "kiln/kiln.h"
 
+#include "compiler/decompose_by_cost.h"
 #include "ir/verifier.h"
 #include "passes/eliminate_loss.h"
 
@@ -8,7 +9,7 @@ namespace kiln {
 Expected<CompiledModel> Compiler::compile(Graph graph) const {
   auto owned = std::make_unique<Graph>(std::move(graph));
   KILN_RETURN_IF_ERROR(verify(*owned));
-  KILN_ASSIGN_OR_RETURN(RewriteReport rewrites, rewrite_graph(*owned, options_.rewrites));
+  KILN_ASSIGN_OR_RETURN(RewriteReport rewrites, rewrite_for_compile(*owned, options_));
   KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, compile_graph(*owned, options_));
   auto compiled_graph = std::make_unique<CompiledGraph>(std::move(compiled));
   compiled_graph->rewrites = std::move(rewrites);

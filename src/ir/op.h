@@ -25,6 +25,11 @@
 //    labels, conditions), and inputs of piecewise-constant ops, whose gradient is zero almost
 //    everywhere. Builder errors are recorded in the builder, as for any builder call. An op
 //    without a rule states why in `non_differentiable`; every op has exactly one of the two.
+//  - The decomposition (composites only: softmax, log_softmax, layer_norm, batch_norm_train,
+//    the losses) builds the node's outputs from primitive ops, one value per output, in the
+//    very form the gradient rules use for the same statistics (a layer norm's centered input,
+//    variance and reciprocal deviation), so that after decomposition common-subexpression
+//    elimination shares them between forward and backward. passes/decompose.h applies it.
 #pragma once
 
 #include <cstdint>
@@ -102,6 +107,8 @@ using EvalFn = std::function<Expected<std::vector<Array>>(
 using GradFn = std::function<std::vector<Value*>(GraphBuilder& builder, const Node& node,
                                                  std::span<Value* const> output_grads)>;
 
+using DecomposeFn = std::function<std::vector<Value*>(GraphBuilder& builder, const Node& node)>;
+
 inline constexpr int kVariadic = -1;
 
 struct OpDef {
@@ -120,6 +127,7 @@ struct OpDef {
   EvalFn eval;
   GradFn gradient;                 // empty for ops that are not differentiable, which then say
   std::string non_differentiable;  // why here (e.g. "output is bool")
+  DecomposeFn decompose;           // composites only; empty for primitives
 
   const AttrSpec* find_attr(std::string_view attr_name) const;
 };

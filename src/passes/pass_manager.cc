@@ -12,6 +12,7 @@
 #include "passes/dead_code.h"
 #include "passes/eliminate_reductions.h"
 #include "passes/fold_constants.h"
+#include "passes/decompose.h"
 #include "passes/fold_layout.h"
 
 namespace kiln {
@@ -30,6 +31,10 @@ constexpr PassInfo kPasses[] = {
      "merge batch sums into matmuls and nested reductions into one; drop reductions over "
      "extent-1 and broadcast axes",
      eliminate_reductions},
+    {"decompose",
+     "write composites (softmax, log_softmax, layer_norm, batch_norm_train, the losses) as "
+     "primitive ops",
+     decompose_all_composites},
 };
 
 }  // namespace

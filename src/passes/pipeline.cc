@@ -21,8 +21,15 @@ void restore_output_names(Graph& graph, const std::vector<std::string>& names) {
 
 }  // namespace
 
+std::vector<std::string_view> rewrite_names() {
+  std::vector<std::string_view> names(kRewritePipeline.begin(), kRewritePipeline.end());
+  names.push_back(kDecomposeRewrite);
+  return names;
+}
+
 bool is_rewrite_name(std::string_view name) {
-  return std::ranges::find(kRewritePipeline, name) != kRewritePipeline.end();
+  const std::vector<std::string_view> names = rewrite_names();
+  return std::ranges::find(names, name) != names.end();
 }
 
 Expected<RewriteReport> rewrite_graph(Graph& graph, const RewriteOptions& options) {
@@ -30,11 +37,13 @@ Expected<RewriteReport> rewrite_graph(Graph& graph, const RewriteOptions& option
   report.nodes_before = graph.num_nodes();
   std::vector<std::string> round;
   for (std::string_view name : kRewritePipeline) {
-    if (!options.enabled || options.disabled.contains(name)) continue;
+    if (!options.runs(name)) continue;
     round.emplace_back(name);
     report.rewrites.push_back({.name = std::string(name)});
   }
-  if (!round.empty()) {
+  // Dead-code and common-subexpression elimination run whenever rewrites do, even with every
+  // named rewrite disabled: a decomposition (compiler/decompose_by_cost.h) relies on them.
+  if (options.enabled) {
     std::vector<std::string> output_names;
     for (const Value* output : graph.outputs()) output_names.push_back(output->name());
     round.emplace_back("dce");

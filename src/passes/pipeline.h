@@ -23,10 +23,27 @@ namespace kiln {
 inline constexpr std::array<std::string_view, 3> kRewritePipeline = {
     "fold-constants", "fold-layout", "eliminate-reductions"};
 inline constexpr int kMaxRewriteRounds = 4;
+// Decomposing composites (passes/decompose.h) is a rewrite too, switched off by this name, but
+// the compiler runs it after the pipeline, deciding by the partitioner's estimated cost
+// (compiler/decompose_by_cost.h).
+inline constexpr std::string_view kDecomposeRewrite = "decompose";
 
 struct RewriteOptions {
   bool enabled = true;
-  std::set<std::string, std::less<>> disabled = {};  // names from kRewritePipeline
+  // Names from kRewritePipeline, and kDecomposeRewrite.
+  std::set<std::string, std::less<>> disabled = {};
+
+  bool runs(std::string_view name) const { return enabled && !disabled.contains(name); }
+};
+
+// Whether a kind of composite (a DecompositionUnit, passes/decompose.h) was decomposed, and the
+// estimates that decided it.
+struct DecompositionDecision {
+  std::string unit;
+  int nodes = 0;  // the composites of that kind in the graph
+  double seconds_composite = 0;   // estimated time of the partition with them whole
+  double seconds_decomposed = 0;  // and decomposed
+  bool decomposed = false;
 };
 
 // What a rewrite did over all rounds.
@@ -40,9 +57,12 @@ struct RewriteReport {
   std::vector<RewriteSummary> rewrites;  // in pipeline order, disabled ones left out
   int nodes_before = 0;
   int nodes_after = 0;
+  std::vector<DecompositionDecision> decompositions;  // filled by the compiler
 };
 
-// Whether `name` is one of kRewritePipeline.
+// Every rewrite's name: kRewritePipeline's, then kDecomposeRewrite.
+std::vector<std::string_view> rewrite_names();
+// Whether `name` is one of rewrite_names().
 bool is_rewrite_name(std::string_view name);
 
 Expected<RewriteReport> rewrite_graph(Graph& graph, const RewriteOptions& options = {});

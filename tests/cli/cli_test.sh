@@ -80,6 +80,8 @@ expect run-bad-fusion 2 'fusion' -- "$kiln" run "$example" --fusion fast
 expect explain 0 'cut edges:' -- "$kiln" explain "$example"
 expect explain-reason 0 'operand of the contraction' -- "$kiln" explain "$example"
 expect explain-rewrites 0 'graph rewrites: 26 nodes -> 26; fold-constants' -- "$kiln" explain "$example"
+expect explain-decompose 0 'decompose layer_norm \(2 nodes\): estimated .* whole, .* decomposed: kept whole' -- "$kiln" explain "$example"
+expect explain-no-decompose 0 '^0$' -- bash -c "'$kiln' explain '$example' --disable-rewrite decompose | grep -c '^decompose' || true"
 expect explain-no-rewrites 0 'graph rewrites: off' -- "$kiln" explain "$example" --no-rewrites
 expect explain-bad-rewrite 2 'disable-rewrite' -- "$kiln" explain "$example" --disable-rewrite fold-everything
 expect explain-disabled 0 "rule 'matmul-epilogue' is disabled" \

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/decompose_by_cost.h"
 #include "compiler/tensor_bytes.h"
 #include "compiler/training_loop.h"
 #include "driver/compare.h"
@@ -157,9 +158,13 @@ void add_fusion_options(CLI::App* command, FusionCliOptions& options) {
 void add_rewrite_options(CLI::App* command, FusionCliOptions& options) {
   std::vector<std::string> rewrites;
   std::string rewrite_help = "A graph rewrite not to run before partitioning (repeatable):";
-  for (std::string_view name : kRewritePipeline) {
+  for (std::string_view name : rewrite_names()) {
     rewrites.emplace_back(name);
-    rewrite_help += fmt::format(" {} ({});", name, find_pass(name)->summary);
+    const std::string_view summary =
+        name == kDecomposeRewrite
+            ? "write a kind of composite as primitives where the estimate says it pays"
+            : find_pass(name)->summary;
+    rewrite_help += fmt::format(" {} ({});", name, summary);
   }
   command
       ->add_flag("--rewrites,!--no-rewrites", options.rewrites,
@@ -261,9 +266,17 @@ std::string format_rewrites(const RewriteReport& report) {
                                                         : fmt::format(" ({} rounds)", rewrite.rounds_changed);
     parts.push_back(rewrite.name + applied);
   }
-  return fmt::format("graph rewrites: {} -> {}; {}\n",
-                     count_noun(static_cast<size_t>(report.nodes_before), "node"),
-                     report.nodes_after, fmt::join(parts, ", "));
+  std::string text = fmt::format("graph rewrites: {} -> {}; {}\n",
+                                 count_noun(static_cast<size_t>(report.nodes_before), "node"),
+                                 report.nodes_after, fmt::join(parts, ", "));
+  for (const DecompositionDecision& decision : report.decompositions) {
+    text += fmt::format("decompose {} ({}): estimated {} whole, {} decomposed: {}\n",
+                        decision.unit, count_noun(static_cast<size_t>(decision.nodes), "node"),
+                        format_seconds(decision.seconds_composite),
+                        format_seconds(decision.seconds_decomposed),
+                        decision.decomposed ? "decomposed" : "kept whole");
+  }
+  return text;
 }
 
 void print_compile_summary(const CompiledModel& model) {
@@ -565,7 +578,7 @@ int explain_graph(const Graph& graph, const FusionCliOptions& cli) {
   Expected<CompileOptions> options = compile_options_from(cli);
   if (!options) return report(options.status());
   Graph rewritten = graph.clone();
-  Expected<RewriteReport> rewrites = rewrite_graph(rewritten, options->rewrites);
+  Expected<RewriteReport> rewrites = rewrite_for_compile(rewritten, *options);
   if (!rewrites) return report(rewrites.status());
   fmt::print("{}", format_rewrites(*rewrites));
   Expected<fusion::Partition> partition = fusion::partition_graph(rewritten, options->fusion);
@@ -891,7 +904,7 @@ int run_zoo_compare(const ZooOptions& options) {
       modes.push_back(
           {.label = "all but eliminate-loss", .compile_options = all, .graph = &*graph});
     }
-    for (std::string_view name : kRewritePipeline) {
+    for (std::string_view name : rewrite_names()) {
       CompileOptions but_one = all;
       but_one.rewrites.disabled.emplace(name);
       modes.push_back({.label = fmt::format("all but {}", name),

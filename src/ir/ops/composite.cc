@@ -433,20 +433,33 @@ Value* normalization_gradient(GraphBuilder& b, Value* xhat, Value* rstd, Value* 
   return b.mul(rstd, b.sub(b.sub(dxhat, mean_dxhat), b.mul(xhat, mean_projection)));
 }
 
-std::vector<Value*> gradient_of_layer_norm(GraphBuilder& b, const Node& node,
-                                           std::span<Value* const> grads) {
+// The statistics of x = node.input(0) over a layer norm's normalized axes, built the one way
+// both the gradient and the decomposition build them (so that, decomposed, the forward's and
+// the backward's are the same nodes to common-subexpression elimination).
+struct LayerNormStatistics {
+  std::vector<int64_t> axes;
+  Value* rstd;  // (var + epsilon)^(-1/2), keepdims
+  Value* xhat;  // (x - mean) * rstd
+};
+
+LayerNormStatistics layer_norm_statistics(GraphBuilder& b, const Node& node) {
   Value* x = node.input(0);
-  Value* scale = node.input(1);
-  Value* bias = node.input(2);
-  Value* dy = grads[0];
   const int axis = *normalize_axis(node.attrs().get_int("axis"), x->rank());
-  const std::vector<int64_t> axes = axis_range(axis, x->rank());
+  std::vector<int64_t> axes = axis_range(axis, x->rank());
   Value* centered = b.sub(x, b.mean(x, axes, /*keepdims=*/true));
   Value* var = b.mean(b.mul(centered, centered), axes, /*keepdims=*/true);
   Value* rstd = b.rsqrt(b.add_scalar(var, node.attrs().get_float("epsilon")));
-  Value* xhat = b.mul(centered, rstd);
-  Value* dx = normalization_gradient(b, xhat, rstd, b.mul(dy, scale), axes);
-  return {dx, b.sum_to(b.mul(dy, xhat), scale->shape()), b.sum_to(dy, bias->shape())};
+  return {std::move(axes), rstd, b.mul(centered, rstd)};
+}
+
+std::vector<Value*> gradient_of_layer_norm(GraphBuilder& b, const Node& node,
+                                           std::span<Value* const> grads) {
+  Value* scale = node.input(1);
+  Value* bias = node.input(2);
+  Value* dy = grads[0];
+  const LayerNormStatistics stats = layer_norm_statistics(b, node);
+  Value* dx = normalization_gradient(b, stats.xhat, stats.rstd, b.mul(dy, scale), stats.axes);
+  return {dx, b.sum_to(b.mul(dy, stats.xhat), scale->shape()), b.sum_to(dy, bias->shape())};
 }
 
 // Batch norm's per-channel statistics [C] reshaped to [1, C, 1, ...] to broadcast against x.
@@ -563,6 +576,89 @@ std::vector<Value*> gradient_of_binary_cross_entropy(GraphBuilder& b, const Node
           b.mul(b.neg(logits), weights)};
 }
 
+// ---------------------------------------------------------------------------------------------
+// Decompositions: each composite from primitives, in the forms the gradient rules above use.
+
+// The positions' losses `per_position` reduced as the node's `reduction` says.
+Value* reduce_positions(GraphBuilder& b, const Node& node, Value* per_position) {
+  if (per_position->rank() == 0) return per_position;  // one position: nothing to reduce
+  switch (*reduction_attr(node.attrs())) {
+    case Reduction::mean: return b.mean(per_position, {});
+    case Reduction::sum: return b.sum(per_position, {});
+    case Reduction::none: return per_position;
+  }
+  KILN_UNREACHABLE("bad reduction");
+}
+
+// x - max(x) along `axis` (keepdims), the shift every softmax form starts from.
+Value* shifted_by_max(GraphBuilder& b, Value* x, int64_t axis) {
+  return b.sub(x, b.reduce_max(x, {axis}, /*keepdims=*/true));
+}
+
+std::vector<Value*> decompose_softmax(GraphBuilder& b, const Node& node) {
+  const int64_t axis = *normalize_axis(node.attrs().get_int("axis"), node.input(0)->rank());
+  Value* e = b.exp(shifted_by_max(b, node.input(0), axis));
+  return {b.div(e, b.sum(e, {axis}, /*keepdims=*/true))};
+}
+
+std::vector<Value*> decompose_log_softmax(GraphBuilder& b, const Node& node) {
+  const int64_t axis = *normalize_axis(node.attrs().get_int("axis"), node.input(0)->rank());
+  Value* shifted = shifted_by_max(b, node.input(0), axis);
+  return {b.sub(shifted, b.log(b.sum(b.exp(shifted), {axis}, /*keepdims=*/true)))};
+}
+
+std::vector<Value*> decompose_layer_norm(GraphBuilder& b, const Node& node) {
+  const LayerNormStatistics stats = layer_norm_statistics(b, node);
+  return {b.add(b.mul(stats.xhat, node.input(1)), node.input(2))};
+}
+
+std::vector<Value*> decompose_batch_norm_train(GraphBuilder& b, const Node& node) {
+  Value* x = node.input(0);
+  const int rank = x->rank();
+  const std::vector<int64_t> axes = batch_axes(rank);
+  Value* mean = b.mean(x, axes);
+  Value* centered = b.sub(x, per_channel(b, mean, rank));
+  Value* var = b.mean(b.mul(centered, centered), axes);
+  Value* rstd = b.rsqrt(b.add_scalar(per_channel(b, var, rank), node.attrs().get_float("epsilon")));
+  Value* xhat = b.mul(centered, rstd);
+  Value* y = b.add(b.mul(xhat, per_channel(b, node.input(1), rank)),
+                   per_channel(b, node.input(2), rank));
+  return {y, mean, var};
+}
+
+// scores [..., C] -> scores[label] per position, [...].
+Value* labelled_scores(GraphBuilder& b, const Node& node) {
+  Value* scores = node.input(0);
+  const int64_t class_axis = scores->rank() - 1;
+  return b.sum(b.mul(scores, label_rows(b, node)), {class_axis});
+}
+
+// logsumexp(logits) - logits[label], the max-shifted logsumexp sharing its max, exp and sum
+// with a decomposed softmax of the same logits (the cross-entropy gradient's).
+std::vector<Value*> decompose_cross_entropy(GraphBuilder& b, const Node& node) {
+  Value* logits = node.input(0);
+  const int64_t class_axis = logits->rank() - 1;
+  Value* max = b.reduce_max(logits, {class_axis}, /*keepdims=*/true);
+  Value* sum = b.sum(b.exp(b.sub(logits, max)), {class_axis}, /*keepdims=*/true);
+  Value* logsumexp = b.add(b.log(sum), max);  // [..., 1]
+  std::vector<int64_t> positions = logits->shape().dims();
+  positions.pop_back();
+  Value* per_position = b.sub(b.reshape(logsumexp, positions), labelled_scores(b, node));
+  return {reduce_positions(b, node, per_position)};
+}
+
+std::vector<Value*> decompose_nll_loss(GraphBuilder& b, const Node& node) {
+  return {reduce_positions(b, node, b.neg(labelled_scores(b, node)))};
+}
+
+// max(z, 0) - z t + log(1 + e^-|z|).
+std::vector<Value*> decompose_binary_cross_entropy(GraphBuilder& b, const Node& node) {
+  Value* z = node.input(0);
+  Value* softplus_tail = b.log(b.add_scalar(b.exp(b.neg(b.abs(z))), 1));
+  Value* per_position = b.add(b.sub(b.relu(z), b.mul(z, node.input(1))), softplus_tail);
+  return {reduce_positions(b, node, per_position)};
+}
+
 AttrSpec epsilon_spec() {
   return {"epsilon", AttrKind::floating, AttrValue(1e-5),
           "added to the variance before the square root; finite, >= 0"};
@@ -573,8 +669,10 @@ AttrSpec epsilon_spec() {
 void register_composite_ops(OpTable& table) {
   define_softmax(table, Op::softmax, "exp(x) / sum(exp(x)) along `axis`", false);
   table.define(Op::softmax).gradient = gradient_of_softmax;
+  table.define(Op::softmax).decompose = decompose_softmax;
   define_softmax(table, Op::log_softmax, "x - log(sum(exp(x))) along `axis`", true);
   table.define(Op::log_softmax).gradient = gradient_of_log_softmax;
+  table.define(Op::log_softmax).decompose = decompose_log_softmax;
 
   OpDef& layer_norm = table.define(Op::layer_norm);
   layer_norm.summary = "normalize over dims axis..rank-1, then * scale + bias";
@@ -589,6 +687,7 @@ void register_composite_ops(OpTable& table) {
   layer_norm.cost = input_element_cost(0, 8);
   layer_norm.eval = &eval_layer_norm;
   layer_norm.gradient = gradient_of_layer_norm;
+  layer_norm.decompose = decompose_layer_norm;
 
   // Training-mode batch norm. Running-statistics updates are ordinary graph ops outside this op
   // (they read its mean and var outputs), so the op itself is pure.
@@ -609,6 +708,7 @@ void register_composite_ops(OpTable& table) {
   bn_train.cost = input_element_cost(0, 8);
   bn_train.eval = &eval_batch_norm_train;
   bn_train.gradient = gradient_of_batch_norm_train;
+  bn_train.decompose = decompose_batch_norm_train;
 
   OpDef& bn_infer = table.define(Op::batch_norm_infer);
   bn_infer.summary = "(x - mean) / sqrt(var + epsilon) * scale + bias per channel (axis 1)";
@@ -657,6 +757,7 @@ void register_composite_ops(OpTable& table) {
   cross_entropy.cost = input_element_cost(0, 4);
   cross_entropy.eval = &eval_cross_entropy;
   cross_entropy.gradient = gradient_of_cross_entropy;
+  cross_entropy.decompose = decompose_cross_entropy;
 
   OpDef& bce = table.define(Op::binary_cross_entropy);
   bce.summary = "binary cross-entropy of sigmoid(logits) against targets, then reduced";
@@ -669,6 +770,7 @@ void register_composite_ops(OpTable& table) {
   bce.cost = input_element_cost(0, 8);
   bce.eval = &eval_binary_cross_entropy;
   bce.gradient = gradient_of_binary_cross_entropy;
+  bce.decompose = decompose_binary_cross_entropy;
 
   OpDef& nll = table.define(Op::nll_loss);
   nll.summary = "-log_probs[label], class axis last, then reduced";
@@ -684,6 +786,7 @@ void register_composite_ops(OpTable& table) {
   nll.cost = input_element_cost(1, 2);
   nll.eval = &eval_nll_loss;
   nll.gradient = gradient_of_nll_loss;
+  nll.decompose = decompose_nll_loss;
 }
 
 }  // namespace kiln::ops
