@@ -4,6 +4,7 @@
 // 2 usage error (unknown subcommand or option). Nothing crashes: library errors arrive as
 // Status values, and any escaping exception is reported as an internal error (exit 3).
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <filesystem>
 #include <algorithm>
@@ -390,42 +391,74 @@ Expected<double> check_kernels(CompiledModel& model, const std::vector<Array>& i
   return worst;
 }
 
-// One compiled model ready to be timed alone: its inputs encoded once and its outputs written
-// to fixed buffers (converting Arrays, for a zoo model every weight, can take as long as the
-// run). The caller has run the model once before timing (the warm-up: page faults, first
-// touch of the arena, OpenMP threads).
-class TimedRun {
+// A graph's inputs encoded once and one buffer per output, for timing compiled programs without
+// converting Arrays on every run (for a zoo model, converting every weight can take as long as
+// the run). Compiled variants of one graph share them, an output found by its name, so a step
+// without its loss writes the full step's buffers: bert-base's Adam step has 1.3 GB of inputs
+// and as much of outputs, and `zoo compare --ablate-rewrites` times seven variants.
+class RunBuffers {
  public:
-  TimedRun(CompiledModel& model, const std::vector<Array>& inputs) : model_(model) {
+  RunBuffers(const Graph& graph, const std::vector<Array>& inputs) {
     for (const Array& input : inputs) {
       input_bytes_.push_back(encode_array(input));
       input_pointers_.push_back(input_bytes_.back().data());
     }
+    for (const Value* output : graph.outputs()) add_output(*output);
+  }
+
+  std::span<const void* const> inputs() const { return input_pointers_; }
+
+  // The buffer of the output named like `output`, made if there is none.
+  void* output(const Value& output) {
+    auto found = output_by_name_.find(output.name());
+    if (found == output_by_name_.end()) return add_output(output);
+    return output_bytes_[found->second].data();
+  }
+
+ private:
+  void* add_output(const Value& output) {
+    output_by_name_.emplace(output.name(), output_bytes_.size());
+    return output_bytes_
+        .emplace_back(static_cast<size_t>(output.shape().num_elements() *
+                                          dtype_size_bytes(output.dtype())))
+        .data();
+  }
+
+  std::vector<std::vector<std::byte>> input_bytes_;
+  std::deque<std::vector<std::byte>> output_bytes_;  // a deque: pointers stay put
+  std::map<std::string, size_t> output_by_name_;
+  std::vector<const void*> input_pointers_;
+};
+
+// One compiled model ready to be timed alone, on buffers it may share with other variants of
+// its graph. The caller runs it once before timing (the warm-up: page faults, first touch of
+// the arena, OpenMP threads).
+class TimedRun {
+ public:
+  TimedRun(CompiledModel& model, RunBuffers& buffers) : model_(model), buffers_(buffers) {
     for (const Value* output : model.graph().outputs()) {
-      output_bytes_.emplace_back(static_cast<size_t>(output->shape().num_elements() *
-                                                     dtype_size_bytes(output->dtype())));
-      output_pointers_.push_back(output_bytes_.back().data());
+      output_pointers_.push_back(buffers.output(*output));
     }
   }
 
   // Seconds one run takes.
   Expected<double> time_one(runtime::Profile* profile) {
     const auto start = std::chrono::steady_clock::now();
-    KILN_RETURN_IF_ERROR(model_.run_raw(input_pointers_, output_pointers_, profile));
+    KILN_RETURN_IF_ERROR(model_.run_raw(buffers_.inputs(), output_pointers_, profile));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
  private:
   CompiledModel& model_;
-  std::vector<std::vector<std::byte>> input_bytes_, output_bytes_;
-  std::vector<const void*> input_pointers_;
+  RunBuffers& buffers_;
   std::vector<void*> output_pointers_;
 };
 
 // Times `repeat` runs of the program alone (see TimedRun), sorted.
 Expected<std::vector<double>> time_runs(CompiledModel& model, const std::vector<Array>& inputs,
                                         int repeat, runtime::Profile* profile) {
-  TimedRun run(model, inputs);
+  RunBuffers buffers(model.graph(), inputs);
+  TimedRun run(model, buffers);
   std::vector<double> times;
   for (int r = 0; r < repeat; ++r) {
     KILN_ASSIGN_OR_RETURN(const double seconds, run.time_one(profile));
@@ -922,6 +955,7 @@ int run_zoo_compare(const ZooOptions& options) {
     }
   }
   // Each TimedRun refers to its entry's model: `modes` is not resized from here on.
+  RunBuffers buffers(*graph, *inputs);
   for (ModeRun& entry : modes) {
     const auto start = std::chrono::steady_clock::now();
     Expected<CompiledModel> compiled = Compiler(entry.compile_options).compile(entry.graph->clone());
@@ -934,10 +968,8 @@ int run_zoo_compare(const ZooOptions& options) {
       if (!worst) return report(worst.status());
       entry.check = fmt::format("  ok ({:.3g})", *worst);
     }
-    if (Expected<std::vector<Array>> warm = entry.compiled->run(*inputs); !warm) {
-      return report(warm.status());
-    }
-    entry.run.emplace(*entry.compiled, *inputs);
+    entry.run.emplace(*entry.compiled, buffers);
+    if (Expected<double> warm = entry.run->time_one(nullptr); !warm) return report(warm.status());
   }
   // Each turn runs a mode twice and times the second run: a training loop runs the same step
   // over and over, so a step starts with the caches as its previous step left them, not as
