@@ -6,7 +6,8 @@
 #   make test        install dependencies, build, run the test suite (minutes)
 #   make test-asan   the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer build
 #   make bench       build and run the benchmarks in bench/ (elementwise bandwidth, matmul)
-#                    and the fusion table over five zoo models (bench/zoo_fusion.sh, long)
+#                    and the fusion table and graph-rewrite ablation over five zoo models
+#                    (bench/zoo_fusion.sh, long)
 #   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
 #                    compared with PyTorch's own outputs (label `models`, about 10 minutes)
 #

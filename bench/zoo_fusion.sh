@@ -3,9 +3,12 @@
 # graph and Adam training step, each compiled unfused, fused greedily and fused by the ILP
 # (`kiln zoo compare`): kernels, estimated time and bytes, arena peak, compile time, median
 # measured time and speedup over unfused. Ends with the geometric mean of the training-step
-# speedups. Long: tens of minutes on a 2-core machine.
+# speedups, then the graph-rewrite ablation of each training step (`kiln zoo compare --train
+# --ablate-rewrites`: the ILP's plan with no rewrites, all, and all but one, loss elimination and
+# decomposition included). Long: an hour or more on a 2-core machine; ABLATE=0 skips the
+# ablation.
 #
-# Usage: bench/zoo_fusion.sh KILN_BINARY [REPEAT]
+# Usage: [ABLATE=0] bench/zoo_fusion.sh KILN_BINARY [REPEAT]
 set -euo pipefail
 
 kiln=$1
@@ -30,3 +33,10 @@ values = [float(v) for v in sys.argv[1:]]
 print(f"training steps, ILP over unfused: geometric mean {math.exp(sum(map(math.log, values)) / len(values)):.2f}x"
       f" ({', '.join(f'{v:.2f}x' for v in values)})")
 PY
+
+if [[ ${ABLATE:-1} != 0 ]]; then
+  for model in "${models[@]}"; do
+    echo
+    "$kiln" zoo compare "$model" --train --ablate-rewrites --repeat "$repeat"
+  done
+fi
