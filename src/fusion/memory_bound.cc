@@ -100,34 +100,11 @@ std::vector<const Value*> live_at(const std::vector<Lifetime>& lifetimes, size_t
   return live;
 }
 
-// The bytes of values live between groups plus, at each group, its own scratch: the least
-// arena any placement of them can reach.
-LivePeak live_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
-  const std::vector<Lifetime> lifetimes = lifetimes_of(context, ordered);
-  std::vector<int64_t> delta(ordered.size() + 1, 0);
-  for (const Lifetime& life : lifetimes) {
-    delta[life.first] += bytes_of(*life.value);
-    delta[life.last + 1] -= bytes_of(*life.value);
-  }
-  LivePeak peak;
-  int64_t running = 0;
-  for (size_t g = 0; g < ordered.size(); ++g) {
-    running += delta[g];
-    const int64_t with_scratch = running + context.scratch_bytes(ordered[g]);
-    if (with_scratch > peak.bytes) {
-      peak.bytes = with_scratch;
-      peak.at = g;
-    }
-  }
-  peak.live = live_at(lifetimes, peak.at);
-  return peak;
-}
-
-// The arena the memory planner (runtime/memory_plan.h) makes for the values between groups
-// and each group's scratch, and where it peaks: the group, within the lifetime of the buffer
-// placed highest, at which the most bytes are live.
-LivePeak planned_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
-  const std::vector<Lifetime> lifetimes = lifetimes_of(context, ordered);
+// The arena buffers of `lifetimes` (values between groups) and, at each group, its own
+// scratch, with group numbers for steps.
+std::vector<BufferLifetime> arena_buffers(PartitionContext& context,
+                                          const std::vector<NodeSet>& ordered,
+                                          const std::vector<Lifetime>& lifetimes) {
   std::vector<BufferLifetime> buffers;
   for (const Lifetime& life : lifetimes) {
     buffers.push_back({bytes_of(*life.value), static_cast<int>(life.first),
@@ -138,6 +115,38 @@ LivePeak planned_peak(PartitionContext& context, const std::vector<NodeSet>& ord
       buffers.push_back({scratch, static_cast<int>(g), static_cast<int>(g)});
     }
   }
+  return buffers;
+}
+
+// The first group in [first, last] at which the most bytes are live.
+size_t busiest_group(const std::vector<int64_t>& live, size_t first, size_t last) {
+  size_t at = first;
+  for (size_t g = first; g <= last && g < live.size(); ++g) {
+    if (live[g] > live[at]) at = g;
+  }
+  return at;
+}
+
+// The bytes of values live between groups plus, at each group, its own scratch: the least
+// arena any placement of them can reach.
+LivePeak live_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
+  const std::vector<Lifetime> lifetimes = lifetimes_of(context, ordered);
+  const std::vector<int64_t> live =
+      live_bytes_by_step(arena_buffers(context, ordered, lifetimes));
+  LivePeak peak;
+  if (live.empty()) return peak;
+  peak.at = busiest_group(live, 0, live.size() - 1);
+  peak.bytes = live[peak.at];
+  peak.live = live_at(lifetimes, peak.at);
+  return peak;
+}
+
+// The arena the memory planner (runtime/memory_plan.h) makes for the values between groups
+// and each group's scratch, and where it peaks: the group, within the lifetime of the buffer
+// placed highest, at which the most bytes are live.
+LivePeak planned_peak(PartitionContext& context, const std::vector<NodeSet>& ordered) {
+  const std::vector<Lifetime> lifetimes = lifetimes_of(context, ordered);
+  const std::vector<BufferLifetime> buffers = arena_buffers(context, ordered, lifetimes);
   const MemoryPlan plan = plan_memory(buffers);
   LivePeak peak;
   peak.bytes = plan.peak_bytes;
@@ -146,16 +155,9 @@ LivePeak planned_peak(PartitionContext& context, const std::vector<NodeSet>& ord
   for (size_t b = 1; b < buffers.size(); ++b) {
     if (plan.offsets[b] + buffers[b].bytes > plan.offsets[top] + buffers[top].bytes) top = b;
   }
-  std::vector<int64_t> live(ordered.size() + 1, 0);
-  for (const BufferLifetime& buffer : buffers) {
-    live[static_cast<size_t>(buffer.first_step)] += buffer.bytes;
-    live[static_cast<size_t>(buffer.last_step) + 1] -= buffer.bytes;
-  }
-  for (size_t g = 1; g < live.size(); ++g) live[g] += live[g - 1];
-  peak.at = static_cast<size_t>(buffers[top].first_step);
-  for (int g = buffers[top].first_step; g <= buffers[top].last_step; ++g) {
-    if (live[static_cast<size_t>(g)] > live[peak.at]) peak.at = static_cast<size_t>(g);
-  }
+  peak.at = busiest_group(live_bytes_by_step(buffers),
+                          static_cast<size_t>(buffers[top].first_step),
+                          static_cast<size_t>(buffers[top].last_step));
   peak.live = live_at(lifetimes, peak.at);
   return peak;
 }

@@ -18,27 +18,6 @@ bool lifetimes_overlap(const BufferLifetime& a, const BufferLifetime& b) {
   return a.first_step <= b.last_step && b.first_step <= a.last_step;
 }
 
-// The largest sum of aligned sizes of the buffers alive at one step, by a sweep over the
-// lifetime endpoints.
-int64_t live_bound(std::span<const BufferLifetime> buffers, int64_t alignment) {
-  std::vector<std::pair<int, int64_t>> events;  // (step, +bytes at first / -bytes after last)
-  for (const BufferLifetime& buffer : buffers) {
-    const int64_t bytes = round_up(buffer.bytes, alignment);
-    events.emplace_back(buffer.first_step, bytes);
-    events.emplace_back(buffer.last_step + 1, -bytes);
-  }
-  // At equal steps, frees sort before allocations (negative first): a buffer last read at step
-  // s is not alive at s + 1.
-  std::sort(events.begin(), events.end());
-  int64_t live = 0;
-  int64_t peak = 0;
-  for (const auto& [step, delta] : events) {
-    live += delta;
-    peak = std::max(peak, live);
-  }
-  return peak;
-}
-
 // Where a buffer goes among the gaps left by the placed buffers alive beside it: the lowest
 // gap that fits (first fit) or the smallest (best fit, which keeps large gaps for large
 // buffers); above them all when none fits.
@@ -87,14 +66,8 @@ MemoryPlan place_in_order(std::span<const BufferLifetime> buffers, const std::ve
 // buffers by that step's rank (a range minimum over the lifetime, from a sparse table), then
 // largest first: O(n log n) rather than a pass over the buffers per step.
 std::vector<size_t> breadth_order(std::span<const BufferLifetime> buffers, int64_t alignment) {
-  int steps = 0;
-  for (const BufferLifetime& buffer : buffers) steps = std::max(steps, buffer.last_step + 1);
-  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
-  for (const BufferLifetime& buffer : buffers) {
-    live[static_cast<size_t>(buffer.first_step)] += round_up(buffer.bytes, alignment);
-    live[static_cast<size_t>(buffer.last_step) + 1] -= round_up(buffer.bytes, alignment);
-  }
-  for (size_t s = 1; s < live.size(); ++s) live[s] += live[s - 1];
+  const std::vector<int64_t> live = live_bytes_by_step(buffers, alignment);
+  const int steps = static_cast<int>(live.size());
   std::vector<size_t> by_live(static_cast<size_t>(steps));
   std::iota(by_live.begin(), by_live.end(), size_t{0});
   std::stable_sort(by_live.begin(), by_live.end(), [&](size_t a, size_t b) { return live[a] > live[b]; });
@@ -124,6 +97,20 @@ std::vector<size_t> breadth_order(std::span<const BufferLifetime> buffers, int64
 }
 
 }  // namespace
+
+std::vector<int64_t> live_bytes_by_step(std::span<const BufferLifetime> buffers,
+                                        int64_t alignment) {
+  int steps = 0;
+  for (const BufferLifetime& buffer : buffers) steps = std::max(steps, buffer.last_step + 1);
+  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
+  for (const BufferLifetime& buffer : buffers) {
+    live[static_cast<size_t>(buffer.first_step)] += round_up(buffer.bytes, alignment);
+    live[static_cast<size_t>(buffer.last_step) + 1] -= round_up(buffer.bytes, alignment);
+  }
+  for (size_t s = 1; s < live.size(); ++s) live[s] += live[s - 1];
+  live.pop_back();  // the entry past the last step, zero
+  return live;
+}
 
 MemoryPlan plan_memory(std::span<const BufferLifetime> buffers, int64_t alignment) {
   // Greedy placement is not optimal and no single order wins everywhere: largest first packs
@@ -171,7 +158,8 @@ MemoryPlan plan_memory(std::span<const BufferLifetime> buffers, int64_t alignmen
     keep_smaller(place_in_order(buffers, order, alignment, Fit::first));
   }
   keep_smaller(place_in_order(buffers, orders.back(), alignment, Fit::best));
-  best->live_bound_bytes = live_bound(buffers, alignment);
+  const std::vector<int64_t> live = live_bytes_by_step(buffers, alignment);
+  best->live_bound_bytes = live.empty() ? 0 : *std::ranges::max_element(live);
   return *best;
 }
 

@@ -37,6 +37,11 @@ struct MemoryPlan {
 
 inline constexpr int64_t kArenaAlignment = 64;  // a cache line; enough for any vector load
 
+// The bytes alive at each step, sizes rounded up to `alignment`: entry s for step s, from
+// step 0 to the last step any buffer lives. Its largest entry is the live bound.
+std::vector<int64_t> live_bytes_by_step(std::span<const BufferLifetime> buffers,
+                                        int64_t alignment = 1);
+
 // Plans `buffers`. Sizes are rounded up to `alignment` (a power of two).
 MemoryPlan plan_memory(std::span<const BufferLifetime> buffers,
                        int64_t alignment = kArenaAlignment);

@@ -69,6 +69,14 @@ TEST(MemoryPlan, LastReadAndFirstWriteAtOneStepOverlap) {
   EXPECT_EQ(plan.live_bound_bytes, 128);
 }
 
+TEST(MemoryPlan, LiveBytesByStepCountEachBufferFromItsFirstToItsLastStep) {
+  const std::vector<BufferLifetime> buffers = {{100, 0, 1}, {30, 1, 3}, {7, 3, 3}};
+  EXPECT_EQ(live_bytes_by_step(buffers), (std::vector<int64_t>{100, 130, 30, 37}));
+  // Rounded to the alignment: 128, 64 and 64 bytes.
+  EXPECT_EQ(live_bytes_by_step(buffers, 64), (std::vector<int64_t>{128, 192, 64, 128}));
+  EXPECT_TRUE(live_bytes_by_step({}).empty());
+}
+
 TEST(MemoryPlan, CheckerRejectsOverlapsAndMisalignment) {
   const std::vector<BufferLifetime> buffers = {
       {.bytes = 64, .first_step = 0, .last_step = 1},
