@@ -476,6 +476,18 @@ std::vector<int64_t> batch_axes(int rank) {
   return axes;
 }
 
+// x - mean and (var + epsilon)^(-1/2) per channel, from batch norm's statistics [C], built the
+// one way both the gradient and the decomposition build them (so that, decomposed, cse merges
+// the forward's and the backward's).
+Value* centered_by_channel(GraphBuilder& b, Value* x, Value* mean) {
+  return b.sub(x, per_channel(b, mean, x->rank()));
+}
+
+Value* rstd_by_channel(GraphBuilder& b, const Node& node, Value* var) {
+  return b.rsqrt(b.add_scalar(per_channel(b, var, node.input(0)->rank()),
+                              node.attrs().get_float("epsilon")));
+}
+
 // y = xhat * scale + bias with the batch statistics; the mean and var outputs add
 // dmean / count and dvar * 2 (x - mean) / count to dx.
 std::vector<Value*> gradient_of_batch_norm_train(GraphBuilder& b, const Node& node,
@@ -484,12 +496,11 @@ std::vector<Value*> gradient_of_batch_norm_train(GraphBuilder& b, const Node& no
   const int rank = x->rank();
   const std::vector<int64_t> axes = batch_axes(rank);
   const double count = static_cast<double>(x->shape().num_elements() / x->shape().dim(1));
-  Value* centered = b.sub(x, per_channel(b, node.output(1), rank));
+  Value* centered = centered_by_channel(b, x, node.output(1));
   std::vector<Value*> result(3, nullptr);
   auto add_to_dx = [&](Value* term) { result[0] = result[0] ? b.add(result[0], term) : term; };
   if (Value* dy = grads[0]) {
-    Value* var = per_channel(b, node.output(2), rank);
-    Value* rstd = b.rsqrt(b.add_scalar(var, node.attrs().get_float("epsilon")));
+    Value* rstd = rstd_by_channel(b, node, node.output(2));
     Value* xhat = b.mul(centered, rstd);
     Value* dxhat = b.mul(dy, per_channel(b, node.input(1), rank));
     add_to_dx(normalization_gradient(b, xhat, rstd, dxhat, axes));
@@ -617,10 +628,9 @@ std::vector<Value*> decompose_batch_norm_train(GraphBuilder& b, const Node& node
   const int rank = x->rank();
   const std::vector<int64_t> axes = batch_axes(rank);
   Value* mean = b.mean(x, axes);
-  Value* centered = b.sub(x, per_channel(b, mean, rank));
+  Value* centered = centered_by_channel(b, x, mean);
   Value* var = b.mean(b.mul(centered, centered), axes);
-  Value* rstd = b.rsqrt(b.add_scalar(per_channel(b, var, rank), node.attrs().get_float("epsilon")));
-  Value* xhat = b.mul(centered, rstd);
+  Value* xhat = b.mul(centered, rstd_by_channel(b, node, var));
   Value* y = b.add(b.mul(xhat, per_channel(b, node.input(1), rank)),
                    per_channel(b, node.input(2), rank));
   return {y, mean, var};

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "interp/interpreter.h"
@@ -15,6 +16,7 @@
 #include "ir/printer.h"
 #include "passes/common_subexpressions.h"
 #include "passes/dead_code.h"
+#include "passes/decompose.h"
 #include "unit/test_util.h"
 
 namespace kiln {
@@ -230,6 +232,49 @@ TEST(TrainingStep, RejectsBadParametersAndOptimizers) {
   EXPECT_TRUE(
       is_error_with(make_training_step(fixture.forward, loss, params, Optimizer::sgd(1.5)).status(),
                     {"sgd: momentum must be in [0, 1), got 1.5"}));
+}
+
+// The decompositions build a norm's statistics as its gradient rule does, so in a decomposed
+// step cse computes each once: one mean of x per norm (the gradient's recomputation of the
+// mean merged with the forward's), where the composite step has the norm itself and a mean.
+TEST(TrainingStep, DecomposedNormsShareTheirStatisticsWithTheBackward) {
+  Expected<Graph> forward = parse_graph(R"(graph @norms(%x: f64[2,3,4,4], %s: f64[3], %b: f64[3],
+    %w: f64[4], %c: f64[4]) {
+  %y, %m, %v = batch_norm_train(%x, %s, %b) : f64[2,3,4,4], f64[3], f64[3]
+  %z = layer_norm(%y, %w, %c) : f64[2,3,4,4]
+  %loss = sum(%z) : f64[]
+  return %loss
+})");
+  ASSERT_TRUE(forward) << forward.status().message();
+  std::vector<const Value *> params;
+  for (const char *name : {"s", "b", "w", "c"}) params.push_back(forward->find_value(name));
+  Expected<TrainingStep> step =
+      make_training_step(*forward, forward->outputs()[0], params, std::nullopt);
+  ASSERT_TRUE(step) << step.status().message();
+  const std::vector<Array> inputs = random_inputs(step->graph, {.seed = 4});
+  Expected<std::vector<Array>> before = interpret(step->graph, inputs);
+  ASSERT_TRUE(before) << before.status().message();
+
+  ASSERT_TRUE(decompose_all_composites(step->graph));
+  eliminate_common_subexpressions(step->graph);
+  eliminate_dead_code(step->graph);
+  // The means over x (batch norm) and over the layer norm's input, each computed once.
+  std::map<const Value *, int> means_of;
+  for (const Node *node : step->graph.nodes()) {
+    if (node->op() == Op::reduce_mean) ++means_of[node->input(0)];
+  }
+  EXPECT_EQ(means_of[step->graph.find_value("x")], 1) << print_graph(step->graph);
+  int single = 0;
+  for (const auto &[input, count] : means_of) single += count == 1;
+  EXPECT_EQ(single, static_cast<int>(means_of.size())) << print_graph(step->graph);
+
+  Expected<std::vector<Array>> after = interpret(step->graph, inputs);
+  ASSERT_TRUE(after) << after.status().message();
+  for (size_t o = 0; o < before->size(); ++o) {
+    for (int64_t i = 0; i < (*before)[o].size(); ++i) {
+      EXPECT_NEAR((*after)[o][i], (*before)[o][i], 1e-9 * (1 + std::fabs((*before)[o][i])));
+    }
+  }
 }
 
 }  // namespace
