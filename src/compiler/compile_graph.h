@@ -14,8 +14,8 @@
 //
 // Arena buffers live from the step that writes them to the last step that reads them (a
 // kernel's scratch buffers for its own step), and runtime/memory_plan.h packs them; graph
-// outputs are written by their kernels straight into the caller's memory. A graph output that is a graph input, a constant, or an output listed
-// twice gets a copy step.
+// outputs are written by their kernels straight into the caller's memory. A graph output that
+// is a graph input, a constant, or an output listed twice gets a copy step.
 #pragma once
 
 #include <memory>

@@ -150,6 +150,19 @@ Expected<TrainingStep> build_training_step(const ModelInstance& model,
   return step;
 }
 
+Expected<std::vector<Array>> first_step_inputs(const ModelInstance& model, const Graph& step) {
+  KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs, model.input_values(model.loss));
+  for (size_t i = inputs.size(); i < step.inputs().size(); ++i) {
+    const Value& input = *step.inputs()[i];
+    Array value(input.dtype(), input.shape());
+    if (input.name() == "lr") value.data = {1e-3};
+    if (input.name() == "step") value.data = {1};
+    value.round_to_dtype();
+    inputs.push_back(std::move(value));
+  }
+  return inputs;
+}
+
 std::span<const PresetInfo> zoo_presets() {
   static const std::vector<PresetInfo> infos = [] {
     std::vector<PresetInfo> result;

@@ -106,6 +106,10 @@ double graph_flops(const Graph& graph);
 // Its first inputs are the loss graph's, so input_values(model.loss) feeds them.
 Expected<TrainingStep> build_training_step(const ModelInstance& model,
                                            const std::optional<Optimizer>& optimizer);
+// The inputs of a first training step, `step` being build_training_step's graph (or one with
+// its inputs, as the step without its loss): the loss graph's values, then the learning rate
+// %lr (1e-3), the step count %step (1) and the optimizer state (zeros, as before any step).
+Expected<std::vector<Array>> first_step_inputs(const ModelInstance& model, const Graph& step);
 
 struct PresetInfo {
   std::string name;         // "bert-tiny"

@@ -10,9 +10,9 @@
 #include "ir/verifier.h"
 #include "passes/common_subexpressions.h"
 #include "passes/dead_code.h"
+#include "passes/decompose.h"
 #include "passes/eliminate_reductions.h"
 #include "passes/fold_constants.h"
-#include "passes/decompose.h"
 #include "passes/fold_layout.h"
 
 namespace kiln {

@@ -824,22 +824,12 @@ Expected<Graph> zoo_graph(const ZooOptions& options, const ModelInstance& model)
   return std::move(step.graph);
 }
 
-// The inputs of zoo_graph's graph: the preset's own values; for the training step, after the
-// loss graph's, the learning rate (1e-3), the step count (1) and the optimizer state (zero, as
-// before the first step).
+// The inputs of zoo_graph's graph: the preset's own values; for the training step, those of a
+// first step (models/model.h: first_step_inputs).
 Expected<std::vector<Array>> zoo_inputs(const ZooOptions& options, const ModelInstance& model,
                                         const Graph& graph) {
   if (!options.train) return model.input_values(options.inference ? model.inference : model.loss);
-  KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs, model.input_values(model.loss));
-  for (size_t i = inputs.size(); i < graph.inputs().size(); ++i) {
-    const Value& input = *graph.inputs()[i];
-    Array value(input.dtype(), input.shape());
-    if (input.name() == "lr") value.data = {1e-3};
-    if (input.name() == "step") value.data = {1};
-    value.round_to_dtype();
-    inputs.push_back(std::move(value));
-  }
-  return inputs;
+  return first_step_inputs(model, graph);
 }
 
 std::string zoo_graph_kind(const ZooOptions& options) {
@@ -911,7 +901,7 @@ int run_zoo_compare(const ZooOptions& options) {
       return report(eliminated.status());
     }
   }
-  const Graph& rewritten_graph = loss_free ? *loss_free : *graph;
+  const Graph& with_all_rewrites = loss_free ? *loss_free : *graph;
   struct ModeRun {
     std::string label;
     CompileOptions compile_options;
@@ -932,7 +922,7 @@ int run_zoo_compare(const ZooOptions& options) {
     CompileOptions all = *cli_options;
     all.rewrites = RewriteOptions{};
     modes.push_back({.label = "no rewrites", .compile_options = none, .graph = &*graph});
-    modes.push_back({.label = "all rewrites", .compile_options = all, .graph = &rewritten_graph});
+    modes.push_back({.label = "all rewrites", .compile_options = all, .graph = &with_all_rewrites});
     if (loss_free) {
       modes.push_back(
           {.label = "all but eliminate-loss", .compile_options = all, .graph = &*graph});
@@ -942,7 +932,7 @@ int run_zoo_compare(const ZooOptions& options) {
       but_one.rewrites.disabled.emplace(name);
       modes.push_back({.label = fmt::format("all but {}", name),
                        .compile_options = but_one,
-                       .graph = &rewritten_graph});
+                       .graph = &with_all_rewrites});
     }
   } else {
     for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::greedy,
@@ -1056,10 +1046,12 @@ int run_zoo_train(const ZooOptions& options) {
   if (!step) return report(step.status());
   const int full_kernels = step->full_step().compiled().partition.num_kernels();
   if (CompiledModel* loss_free = step->loss_free_step()) {
-    fmt::print("loss elimination: the steps that do not log the loss run {} fewer; {} kernels "
-               "instead of {}\n",
+    fmt::print("loss elimination: the steps that do not log the loss run {} fewer, in {} "
+               "(the full step: {})\n",
                count_noun(static_cast<size_t>(step->loss_nodes_eliminated()), "node"),
-               loss_free->compiled().partition.num_kernels(), full_kernels);
+               count_noun(static_cast<size_t>(loss_free->compiled().partition.num_kernels()),
+                          "kernel"),
+               full_kernels);
   } else {
     fmt::print("loss elimination off: every step computes the loss; {} kernels\n", full_kernels);
   }

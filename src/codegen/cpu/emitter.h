@@ -9,11 +9,10 @@
 // f32: float, f64: double, i32: int32_t, i64: int64_t, f16 and bf16: their 16-bit patterns
 // (uint16_t), bool: one byte holding 0 or 1 (the prelude's kiln_bool). The runtime calls
 // kernels through a KernelFunction pointer with an array of base pointers into its arena.
-// The buffers of one
-// call never overlap (the memory plan gives every buffer live at a step its own bytes; a
-// caller's outputs must not overlap its inputs), so parameters are `__restrict` pointers:
-// the compiler may keep a value loaded from one buffer while the kernel stores to another,
-// and load a per-channel statistic once instead of once per element.
+// The buffers of one call never overlap (the memory plan gives every buffer live at a step
+// its own bytes; a caller's outputs must not overlap its inputs), so parameters are
+// `__restrict` pointers: the compiler may keep a value loaded from one buffer while the
+// kernel stores to another, and load a per-channel statistic once instead of once per element.
 //
 // Nothing from the loop IR's names reaches the source: parameters are b0, b1, ..., and
 // local buffers (tN), variables (vN, one per binder) and reduction accumulators (rN) are
