@@ -18,8 +18,19 @@ class KernelEstimator {
     for (const Node* node : nodes) {
       if (node->op() != Op::constant) members_.insert(node);
     }
-    for (const Node* node : graph.nodes()) {
-      if (members_.contains(node)) order_.push_back(node);
+    // Producers before consumers, found among the members alone: a scan of the graph's node
+    // list would cost a partitioner that prices thousands of groups of a large graph more
+    // than the estimates themselves.
+    std::set<const Node*> visited;
+    const auto visit = [&](auto&& self, const Node* node) -> void {
+      if (!visited.insert(node).second) return;
+      for (const Value* input : node->inputs()) {
+        if (computed(*input)) self(self, input->producer());
+      }
+      order_.push_back(node);
+    };
+    for (const Node* node : nodes) {
+      if (members_.contains(node)) visit(visit, node);
     }
   }
 

@@ -21,10 +21,12 @@ class GroupMerger {
       : context_(context) {
     const size_t size = static_cast<size_t>(context.reach().size());
     group_of_.assign(size, -1);
+    members_.resize(size);
+    seen_.assign(size, 0);
     successors_.resize(size);
     for (const NodeSet& nodes : groups) {
       for (int node : nodes) group_of_[static_cast<size_t>(node)] = nodes.front();
-      members_[nodes.front()] = nodes;
+      members_[static_cast<size_t>(nodes.front())] = nodes;
     }
     for (const FusibleEdge& edge : context.edges()) {
       successors_[static_cast<size_t>(edge.producer)].push_back(edge.consumer);
@@ -32,19 +34,21 @@ class GroupMerger {
   }
 
   int group(int node) const { return group_of_[static_cast<size_t>(node)]; }
-  const NodeSet& members(int group) const { return members_.at(group); }
+  const NodeSet& members(int group) const { return members_[static_cast<size_t>(group)]; }
 
   std::vector<NodeSet> groups() const {
     std::vector<NodeSet> result;
-    for (const auto& [id, nodes] : members_) result.push_back(nodes);
+    for (const NodeSet& nodes : members_) {
+      if (!nodes.empty()) result.push_back(nodes);
+    }
     return result;
   }
 
   // Merges group b into group a when that is legal and estimated faster.
   bool try_merge(int a, int b) {
     if (a == b) return false;
-    const NodeSet& left = members_.at(a);
-    const NodeSet& right = members_.at(b);
+    const NodeSet& left = members(a);
+    const NodeSet& right = members(b);
     if (static_cast<int>(left.size() + right.size()) > context_.options().max_group_nodes) {
       return false;
     }
@@ -57,8 +61,8 @@ class GroupMerger {
     const double apart = context_.estimate(left).seconds + context_.estimate(right).seconds;
     if (context_.estimate(merged).seconds >= apart) return false;
     for (int node : right) group_of_[static_cast<size_t>(node)] = a;
-    members_.erase(b);
-    members_[a] = std::move(merged);
+    members_[static_cast<size_t>(b)].clear();
+    members_[static_cast<size_t>(a)] = std::move(merged);
     return true;
   }
 
@@ -66,18 +70,21 @@ class GroupMerger {
   // Whether a path of groups leads from group `from` to group `to` through a third group
   // (merging the two would then close a cycle). Only groups with a node before `to`'s last
   // node can be on such a path.
-  bool reaches_through_others(int from, int to) const {
-    const int limit = members_.at(to).back();
-    std::set<int> seen = {from, to};
-    std::vector<int> stack;
+  bool reaches_through_others(int from, int to) {
+    const int limit = members(to).back();
+    ++stamp_;  // groups whose seen_ entry equals it were seen in this search
+    seen_[static_cast<size_t>(from)] = seen_[static_cast<size_t>(to)] = stamp_;
+    std::vector<int>& stack = stack_;
+    stack.clear();
     const auto push_successors = [&](int g, bool skip_target) {
-      for (int node : members_.at(g)) {
+      for (int node : members(g)) {
         for (int consumer : successors_[static_cast<size_t>(node)]) {
           const int next = group(consumer);
           if (skip_target && next == to) continue;
           if (next == to) return true;
-          if (!seen.contains(next) && members_.at(next).front() < limit) {
-            seen.insert(next);
+          uint32_t& seen = seen_[static_cast<size_t>(next)];
+          if (seen != stamp_ && members(next).front() < limit) {
+            seen = stamp_;
             stack.push_back(next);
           }
         }
@@ -95,7 +102,10 @@ class GroupMerger {
 
   PartitionContext& context_;
   std::vector<int> group_of_;                   // node -> group id (a node of the group)
-  std::map<int, NodeSet> members_;              // group id -> nodes
+  std::vector<NodeSet> members_;                // group id -> nodes; empty: no such group
+  std::vector<uint32_t> seen_;                  // group id -> stamp of the last search seeing it
+  uint32_t stamp_ = 0;
+  std::vector<int> stack_;                      // reaches_through_others' work list
   std::vector<std::vector<int>> successors_;    // node -> computed consumers
 };
 

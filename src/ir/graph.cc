@@ -89,6 +89,7 @@ Expected<Node*> Graph::add_node(Op op, std::vector<Value*> inputs, const Attrs& 
 void Graph::set_outputs(std::vector<Value*> outputs) {
   for (const Value* v : outputs) KILN_CHECK(v != nullptr && owns(v), "foreign graph output");
   outputs_ = std::move(outputs);
+  output_set_ = {outputs_.begin(), outputs_.end()};
 }
 
 namespace {
@@ -154,8 +155,11 @@ Status Graph::replace_all_uses(Value* from, Value* to) {
     }
   }
   from->users_.clear();
-  for (Value*& output : outputs_) {
-    if (output == from) output = to;
+  if (output_set_.erase(from) != 0) {
+    output_set_.insert(to);
+    for (Value*& output : outputs_) {
+      if (output == from) output = to;
+    }
   }
   if (in_order) return Status::ok();
   const Status sorted = sort_topologically();
@@ -197,7 +201,7 @@ void Graph::erase_node(Node* node) {
   for (Value* output : node->outputs_) {
     KILN_CHECK(output->users_.empty(), "erasing node whose output %{} is still used",
                output->name());
-    KILN_CHECK(std::find(outputs_.begin(), outputs_.end(), output) == outputs_.end(),
+    KILN_CHECK(!is_output(output),
                "erasing node whose output %{} is a graph output", output->name());
   }
   for (Value* input : node->inputs_) {
@@ -257,7 +261,7 @@ Value* Graph::find_value(std::string_view name) const {
 }
 
 bool Graph::is_output(const Value* value) const {
-  return std::find(outputs_.begin(), outputs_.end(), value) != outputs_.end();
+  return output_set_.contains(value);
 }
 
 bool Graph::owns(const Value* value) const {

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/attribute.h"
@@ -149,6 +150,7 @@ class Graph {
   std::vector<Node*> node_order_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
+  std::unordered_set<const Value*> output_set_;  // outputs_, for is_output
   std::unordered_map<std::string, Value*> values_by_name_;
   int next_value_id_ = 0;
   int next_node_id_ = 0;

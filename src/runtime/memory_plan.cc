@@ -29,21 +29,16 @@ MemoryPlan place_in_order(std::span<const BufferLifetime> buffers, const std::ve
                           int64_t alignment, Fit fit) {
   MemoryPlan plan;
   plan.offsets.assign(buffers.size(), 0);
-  std::vector<size_t> placed;
+  std::vector<size_t> placed;  // by offset
   for (size_t index : order) {
     const BufferLifetime& buffer = buffers[index];
     const int64_t bytes = round_up(buffer.bytes, alignment);
     plan.total_bytes += bytes;
-    // The placed buffers alive at the same time, by offset; take the lowest gap that fits.
-    std::vector<size_t> conflicts;
-    for (size_t other : placed) {
-      if (lifetimes_overlap(buffer, buffers[other])) conflicts.push_back(other);
-    }
-    std::sort(conflicts.begin(), conflicts.end(),
-              [&](size_t a, size_t b) { return plan.offsets[a] < plan.offsets[b]; });
+    // The gaps between the placed buffers alive at the same time, lowest first.
     int64_t offset = 0;
     std::optional<int64_t> chosen, chosen_gap;
-    for (size_t other : conflicts) {
+    for (size_t other : placed) {
+      if (!lifetimes_overlap(buffer, buffers[other])) continue;
       const int64_t gap = plan.offsets[other] - offset;
       if (gap >= bytes && (!chosen_gap || gap < *chosen_gap)) {
         chosen = offset;
@@ -55,7 +50,9 @@ MemoryPlan place_in_order(std::span<const BufferLifetime> buffers, const std::ve
     if (chosen) offset = *chosen;
     plan.offsets[index] = offset;
     plan.peak_bytes = std::max(plan.peak_bytes, offset + bytes);
-    placed.push_back(index);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), offset,
+                                   [&](int64_t at, size_t other) { return at < plan.offsets[other]; }),
+                  index);
   }
   return plan;
 }
