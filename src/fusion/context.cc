@@ -1,6 +1,8 @@
 #include "fusion/context.h"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 #include <queue>
 #include <set>
 
@@ -25,6 +27,24 @@ class LocalBytes : public loop::IRVisitor {
   }
 };
 
+class DisjointSets {
+ public:
+  explicit DisjointSets(int size) : parent_(static_cast<size_t>(size)) {
+    std::iota(parent_.begin(), parent_.end(), 0);
+  }
+  int find(int x) {
+    while (parent_[static_cast<size_t>(x)] != x) {
+      parent_[static_cast<size_t>(x)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
+      x = parent_[static_cast<size_t>(x)];
+    }
+    return x;
+  }
+  void join(int a, int b) { parent_[static_cast<size_t>(find(a))] = find(b); }
+
+ private:
+  std::vector<int> parent_;
+};
+
 }  // namespace
 
 PartitionContext::PartitionContext(const Graph& graph, const FusionOptions& options)
@@ -42,14 +62,54 @@ PartitionContext::PartitionContext(const Graph& graph, const FusionOptions& opti
       }
     }
     for (int p : producers) {
-      FusibleEdge edge{p, i, classify_edge(*reach_.node(p), consumer, options.disabled_rules)};
-      if (edge.verdict.fusible) {
-        neighbours_[static_cast<size_t>(p)].push_back(i);
-        neighbours_[static_cast<size_t>(i)].push_back(p);
-      }
-      edges_.push_back(std::move(edge));
+      edges_.push_back({p, i, classify_edge(*reach_.node(p), consumer, options.disabled_rules)});
     }
   }
+  find_components();
+  // With fusion off no group is formed, so no edge needs cutting.
+  if (options.mode != FusionMode::off && !options.disabled_rules.contains("cut-tied-edges")) {
+    while (cut_tied_edges()) find_components();
+  }
+  for (const FusibleEdge& edge : edges_) {
+    if (!edge.verdict.fusible) continue;
+    neighbours_[static_cast<size_t>(edge.producer)].push_back(edge.consumer);
+    neighbours_[static_cast<size_t>(edge.consumer)].push_back(edge.producer);
+  }
+}
+
+void PartitionContext::find_components() {
+  DisjointSets sets(reach_.size());
+  for (const FusibleEdge& edge : edges_) {
+    if (edge.verdict.fusible) sets.join(edge.producer, edge.consumer);
+  }
+  component_.resize(static_cast<size_t>(reach_.size()));
+  for (int i = 0; i < reach_.size(); ++i) component_[static_cast<size_t>(i)] = sets.find(i);
+}
+
+bool PartitionContext::cut_tied_edges() {
+  std::map<int, std::vector<int>> members;  // component -> its nodes
+  for (const FusibleEdge& edge : edges_) {
+    if (!edge.verdict.fusible) continue;
+    for (int node : {edge.producer, edge.consumer}) members[component(node)].push_back(node);
+  }
+  std::map<int, Reachability::Bits> inside;
+  for (const auto& [root, nodes] : members) inside.emplace(root, reach_.make_set(nodes));
+  bool cut = false;
+  for (FusibleEdge& edge : edges_) {
+    if (!edge.verdict.fusible) continue;
+    const std::optional<int> through =
+        reach_.path_outside(edge.producer, edge.consumer, inside.at(component(edge.producer)));
+    if (!through) continue;
+    const Node& node = *reach_.node(*through);
+    edge.verdict = {false, "",
+                    fmt::format("tied through %{} = {}: a path from the producer reaches the "
+                                "consumer through it, and it can never share their kernel, so no "
+                                "convex group holds both (cut before partitioning)",
+                                node.output(0)->name(), node.op_name())};
+    ++tied_edges_cut_;
+    cut = true;
+  }
+  return cut;
 }
 
 std::vector<Node*> PartitionContext::nodes_of(const NodeSet& group) const {

@@ -1,7 +1,18 @@
 // What the partitioners share (internal to src/fusion): the graph's computed nodes by index,
-// the fusible edges between them, reachability, and memoised answers to the three questions
-// every partitioner asks of a candidate group: is it convex, what does it cost, and does the
-// loop level accept it.
+// the fusible edges between them, the components those edges join, reachability, and
+// memoised answers to the three questions every partitioner asks of a candidate group: is it
+// convex, what does it cost, and does the loop level accept it.
+//
+// Tied edges. A group is convex and lies within one component (partitioners grow groups over
+// fusible edges). So when some path from a fusible edge's producer to its consumer passes
+// through a node of another component, no group can hold both ends: convexity would need that
+// node inside. Such edges are cut before any partitioner looks at them (EVT's reachability
+// rule), and cutting them splits components, which can tie more edges, until none is left.
+// In a training step these are the edges from a forward value to the backward op that reads
+// it again (a saved activation) across the matmuls in between: cut, the forward and backward
+// halves of a layer become separate, smaller components. The cut is exact: it removes only
+// groups that could never be chosen. Disabling the rule "cut-tied-edges" keeps them, to
+// measure what the cut saves or to bisect.
 //
 // Groups are sorted vectors of node indices (Reachability's numbering, graph order).
 #pragma once
@@ -40,6 +51,11 @@ class PartitionContext {
   const std::vector<FusibleEdge>& edges() const { return edges_; }
   // Computed nodes joined to `node` by a fusible edge, either direction.
   const std::vector<int>& fusible_neighbours(int node) const { return neighbours_[static_cast<size_t>(node)]; }
+  // The component of a computed node: nodes joined by fusible edges share one (its number is
+  // one of its nodes). Every group a partitioner forms lies within one component.
+  int component(int node) const { return component_[static_cast<size_t>(node)]; }
+  // How many edges were cut as tied (see above).
+  int tied_edges_cut() const { return tied_edges_cut_; }
 
   bool is_convex(const NodeSet& group) const { return reach_.is_convex(group); }
   const cost::KernelEstimate& estimate(const NodeSet& group);
@@ -64,6 +80,12 @@ class PartitionContext {
     int64_t scratch_bytes = 0;
   };
   const LoopVerdict& loop_verdict(const NodeSet& group);
+  void find_components();
+  // Cuts tied edges until none is left; returns whether any was cut.
+  bool cut_tied_edges();
+
+  std::vector<int> component_;
+  int tied_edges_cut_ = 0;
 
   std::map<NodeSet, cost::KernelEstimate> estimates_;
   std::map<NodeSet, LoopVerdict> loop_verdicts_;

@@ -1,7 +1,7 @@
 // The exact partitioner (partition.h) as a set-partitioning integer program, solved by CBC.
 //
-// Decomposition. Nodes joined by fusible edges form components; no group can span two of them,
-// so each is its own problem. Components with the same structure (ops, attributes, types,
+// Decomposition. Nodes joined by fusible edges form components (fusion/context.h, after tied
+// edges are cut); no group can span two of them, so each is its own problem. Components with the same structure (ops, attributes, types,
 // internal edges, which values leave the component, which inputs are shared), such as the
 // layers of a transformer, have the same best partition: solutions are cached by a canonical
 // key of the component, for the life of the process.
@@ -24,7 +24,6 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <set>
 
 #include <coin/Cbc_C_Interface.h>
@@ -86,24 +85,6 @@ class QuietStdout {
   int saved_ = -1;
 };
 
-class DisjointSets {
- public:
-  explicit DisjointSets(int size) : parent_(static_cast<size_t>(size)) {
-    std::iota(parent_.begin(), parent_.end(), 0);
-  }
-  int find(int x) {
-    while (parent_[static_cast<size_t>(x)] != x) {
-      parent_[static_cast<size_t>(x)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
-      x = parent_[static_cast<size_t>(x)];
-    }
-    return x;
-  }
-  void join(int a, int b) { parent_[static_cast<size_t>(find(a))] = find(b); }
-
- private:
-  std::vector<int> parent_;
-};
-
 class IlpPartitioner {
  public:
   IlpPartitioner(PartitionContext& context, std::vector<Decision>& decisions,
@@ -128,20 +109,14 @@ class IlpPartitioner {
   // --- Problems ----------------------------------------------------------------------------
 
   void make_problems(const std::vector<NodeSet>& start) {
-    const Reachability& reach = context_.reach();
-    DisjointSets components(reach.size());
-    for (const FusibleEdge& edge : context_.edges()) {
-      if (edge.verdict.fusible) components.join(edge.producer, edge.consumer);
-    }
     std::map<int, size_t> problem_of_root;
     for (int node : context_.computed()) {
-      const int root = components.find(node);
-      auto [it, inserted] = problem_of_root.emplace(root, problems_.size());
+      auto [it, inserted] = problem_of_root.emplace(context_.component(node), problems_.size());
       if (inserted) problems_.emplace_back();
       problems_[it->second].nodes.push_back(node);
     }
     for (const NodeSet& group : start) {
-      Problem& problem = problems_[problem_of_root.at(components.find(group.front()))];
+      Problem& problem = problems_[problem_of_root.at(context_.component(group.front()))];
       problem.start.push_back(add_candidate(problem, group));
     }
     stats_.components = static_cast<int>(problems_.size());

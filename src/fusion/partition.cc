@@ -167,6 +167,7 @@ Expected<Partition> partition_graph(const Graph& graph, const FusionOptions& opt
   PartitionContext context(graph, resolved);
   Partition partition;
   partition.mode = options.mode;
+  partition.stats.tied_edges_cut = context.tied_edges_cut();
   partition.profile = *resolved.profile;
   std::vector<Decision> feedback;
   std::vector<NodeSet> groups;
@@ -252,6 +253,9 @@ std::string explain_partition(const Graph& graph, const Partition& partition) {
       micros(alone_seconds), format_bytes(static_cast<double>(alone_bytes)));
   const PartitionStats& stats = partition.stats;
   text += fmt::format("partitioned in {:.3f} s", stats.seconds);
+  if (stats.tied_edges_cut > 0) {
+    text += fmt::format(" ({} tied edges cut first)", stats.tied_edges_cut);
+  }
   if (partition.mode == FusionMode::ilp) {
     text += fmt::format(": {} components ({} solved before), {} candidate groups, {} ILP solves",
                         stats.components, stats.components_cached, stats.candidates,

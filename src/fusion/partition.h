@@ -72,6 +72,7 @@ struct Group {
 };
 
 struct PartitionStats {
+  int tied_edges_cut = 0;      // fusible edges cut before partitioning (fusion/context.h)
   int components = 0;          // independent subproblems (ilp)
   int components_cached = 0;   // of which solved before (identical structure)
   int candidates = 0;          // candidate groups over all solved components

@@ -1,5 +1,7 @@
 #include "fusion/reachability.h"
 
+#include <bit>
+
 namespace kiln::fusion {
 
 Reachability::Reachability(const Graph& graph) {
@@ -52,6 +54,23 @@ bool Reachability::is_convex(std::span<const int> members) const {
     if ((below[w] & above[w] & ~inside[w]) != 0) return false;
   }
   return true;
+}
+
+Reachability::Bits Reachability::make_set(std::span<const int> members) const {
+  Bits bits((nodes_.size() + 63) / 64, 0);
+  for (int m : members) set(bits, m);
+  return bits;
+}
+
+std::optional<int> Reachability::path_outside(int from, int to, const Bits& inside) const {
+  const Bits& below = descendants_[static_cast<size_t>(from)];
+  const Bits& above = ancestors_[static_cast<size_t>(to)];
+  for (size_t w = 0; w < below.size(); ++w) {
+    if (const uint64_t between = below[w] & above[w] & ~inside[w]; between != 0) {
+      return static_cast<int>(w * 64) + std::countr_zero(between);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace kiln::fusion

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -31,8 +32,14 @@ class Reachability {
   // Whether no path leaves `members` (node indices) and re-enters it.
   bool is_convex(std::span<const int> members) const;
 
- private:
+  // A set of node indices as a bitset, for path_outside.
   using Bits = std::vector<uint64_t>;
+  Bits make_set(std::span<const int> members) const;
+  // The first node (in graph order) on a path from `from` to `to` that is not in `inside`;
+  // nullopt when every path between them stays inside, or there is none.
+  std::optional<int> path_outside(int from, int to, const Bits& inside) const;
+
+ private:
   static bool test(const Bits& bits, int i) { return (bits[static_cast<size_t>(i) / 64] >> (i % 64)) & 1; }
   static void set(Bits& bits, int i) { bits[static_cast<size_t>(i) / 64] |= uint64_t{1} << (i % 64); }
 

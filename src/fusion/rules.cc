@@ -22,6 +22,9 @@ constexpr std::array kRules = {
                "gemm"},
     FusionRule{"horizontal",
                "independent elementwise groups over the same elements run in one kernel"},
+    FusionRule{"cut-tied-edges",
+               "an edge whose producer reaches its consumer through another component is cut "
+               "before partitioning (exact: no convex group could hold both ends)"},
 };
 
 EdgeVerdict cut(std::string reason) { return {false, "", std::move(reason)}; }

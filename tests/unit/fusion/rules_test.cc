@@ -86,7 +86,7 @@ TEST(FusionRules, DisabledRulesCutTheirEdges) {
   const EdgeVerdict disabled = verdict(e, b.neg(e), {"inline-producer"});
   EXPECT_FALSE(disabled.fusible);
   EXPECT_EQ(disabled.reason, "rule 'inline-producer' is disabled");
-  EXPECT_EQ(fusion_rules().size(), 4u);
+  EXPECT_EQ(fusion_rules().size(), 5u);
 }
 
 TEST(Reachability, ConvexGroupsHaveNoPathOutAndBackIn) {
