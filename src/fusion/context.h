@@ -115,6 +115,15 @@ std::vector<NodeSet> bound_memory(PartitionContext& context, std::vector<NodeSet
 // Groups joined by the greedy rule (partition.h), every computed node in exactly one.
 std::vector<NodeSet> greedy_partition(PartitionContext& context);
 
+// `groups` with groups[target] formed again from its nodes alone, merged as the greedy
+// partitioner merges them (along the group's own fusible edges, where convex, acyclic and
+// estimated faster) but only into pieces whose scratch is within `max_scratch`: the memory
+// bound's alternative to running a group whose scratch raises the arena's peak as single
+// nodes.
+std::vector<NodeSet> regroup_within_scratch(PartitionContext& context,
+                                            const std::vector<NodeSet>& groups, size_t target,
+                                            int64_t max_scratch);
+
 // `groups` with independent groups of elementwise and broadcast nodes over the same elements
 // merged where the cost model gains (one kernel call instead of several, and nests of the
 // same bounds merge at the loop level). Appends one `horizontal` decision per shape fused.

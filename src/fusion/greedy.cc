@@ -4,6 +4,7 @@
 // groups' quotient graph acyclic, within the size limit, estimated faster than the two
 // kernels apart.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -44,8 +45,9 @@ class GroupMerger {
     return result;
   }
 
-  // Merges group b into group a when that is legal and estimated faster.
-  bool try_merge(int a, int b) {
+  // Merges group b into group a when that is legal and estimated faster, and the merged
+  // group's scratch is within `max_scratch`.
+  bool try_merge(int a, int b, int64_t max_scratch = std::numeric_limits<int64_t>::max()) {
     if (a == b) return false;
     const NodeSet& left = members(a);
     const NodeSet& right = members(b);
@@ -60,6 +62,10 @@ class GroupMerger {
     }
     const double apart = context_.estimate(left).seconds + context_.estimate(right).seconds;
     if (context_.estimate(merged).seconds >= apart) return false;
+    if (max_scratch < std::numeric_limits<int64_t>::max() &&
+        context_.scratch_bytes(merged) > max_scratch) {
+      return false;
+    }
     for (int node : right) group_of_[static_cast<size_t>(node)] = a;
     members_[static_cast<size_t>(b)].clear();
     members_[static_cast<size_t>(a)] = std::move(merged);
@@ -138,6 +144,25 @@ std::vector<NodeSet> greedy_partition(PartitionContext& context) {
   GroupMerger merger(context, singletons);
   for (const FusibleEdge& edge : context.edges()) {
     if (edge.verdict.fusible) merger.try_merge(merger.group(edge.producer), merger.group(edge.consumer));
+  }
+  return merger.groups();
+}
+
+std::vector<NodeSet> regroup_within_scratch(PartitionContext& context,
+                                            const std::vector<NodeSet>& groups, size_t target,
+                                            int64_t max_scratch) {
+  std::vector<NodeSet> split;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (g != target) split.push_back(groups[g]);
+  }
+  const NodeSet& members = groups[target];
+  for (int node : members) split.push_back({node});
+  GroupMerger merger(context, split);
+  for (const FusibleEdge& edge : context.edges()) {
+    if (edge.verdict.fusible && std::binary_search(members.begin(), members.end(), edge.producer) &&
+        std::binary_search(members.begin(), members.end(), edge.consumer)) {
+      merger.try_merge(merger.group(edge.producer), merger.group(edge.consumer), max_scratch);
+    }
   }
   return merger.groups();
 }

@@ -295,21 +295,22 @@ std::vector<NodeSet> bound_memory(PartitionContext& context, std::vector<NodeSet
                        mib(best_bytes), mib(limit), kMaxVainSplits)});
       break;
     }
-    // A fused group whose own scratch makes the excess runs as single nodes: the program
-    // there is then the unfused one.
+    // A fused group whose own scratch makes the excess is formed again from its nodes, in
+    // pieces whose scratch is smaller by the excess (at worst single nodes: the program there
+    // is then the unfused one).
     const NodeSet& running = ordered[peak.at];
     const int64_t scratch = context.scratch_bytes(running);
     std::vector<NodeSet> split_groups;
     if (running.size() > 1 && scratch >= peak.bytes - limit) {
+      split_groups =
+          regroup_within_scratch(context, ordered, peak.at, scratch - (peak.bytes - limit));
       decisions.push_back(
           {Decision::Kind::rejected, nullptr, nullptr, "",
-           fmt::format("group of {} nodes starting at '{}' split: it needs {} of scratch where "
-                       "the arena's peak would be {} against {} unfused",
+           fmt::format("group of {} nodes starting at '{}' split in {}: it needs {} of scratch "
+                       "where the arena's peak would be {} against {} unfused",
                        running.size(), context.reach().node(running.front())->op_name(),
-                       mib(scratch), mib(peak.bytes), mib(limit))});
-      split_groups = ordered;
-      split_groups.erase(split_groups.begin() + static_cast<std::ptrdiff_t>(peak.at));
-      for (int node : running) split_groups.push_back({node});
+                       split_groups.size() + 1 - ordered.size(), mib(scratch), mib(peak.bytes),
+                       mib(limit))});
     } else {
       // The largest live value that a multi-node group reads: its readers leave the last such
       // group, which is what keeps the value alive.

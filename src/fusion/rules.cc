@@ -24,7 +24,7 @@ constexpr std::array kRules = {
                "independent elementwise groups over the same elements run in one kernel"},
     FusionRule{"cut-tied-edges",
                "an edge whose producer reaches its consumer through another component is cut "
-               "before partitioning (exact: no convex group could hold both ends)"},
+               "before partitioning; exact, since no convex group could hold both ends"},
 };
 
 EdgeVerdict cut(std::string reason) { return {false, "", std::move(reason)}; }
