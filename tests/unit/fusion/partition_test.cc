@@ -258,6 +258,35 @@ TEST(Partition, GroupsTheLoopLevelRejectsAreNotChosen) {
   }
 }
 
+TEST(Partition, AGroupIsFormedAgainWithinAScratchLimit) {
+  // matmul -> relu -> column sum -> scale in one group: the product's 64 KiB live in scratch.
+  // Formed again with no scratch allowed, it becomes pieces without scratch, not single
+  // nodes (the memory bound's alternative to running such a group unfused).
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* m = b.matmul(b.input("a", DType::f32, {256, 64}), b.input("w", DType::f32, {64, 64}));
+  Value* s = b.sum(b.relu(m), {0});
+  graph.set_outputs({b.mul(s, b.input("c", DType::f32, {64}))});
+  const FusionOptions options = options_for(FusionMode::ilp);
+  PartitionContext context(graph, options);
+  const NodeSet all = context.computed();
+  ASSERT_GT(context.scratch_bytes(all), 0);
+  const std::vector<NodeSet> pieces = regroup_within_scratch(context, {all}, 0, 0);
+  NodeSet covered;
+  for (const NodeSet& piece : pieces) {
+    EXPECT_EQ(context.scratch_bytes(piece), 0);
+    EXPECT_TRUE(context.is_convex(piece));
+    covered.insert(covered.end(), piece.begin(), piece.end());
+  }
+  std::sort(covered.begin(), covered.end());
+  EXPECT_EQ(covered, all);
+  EXPECT_GT(pieces.size(), 1u);
+  EXPECT_LT(pieces.size(), all.size());
+  EXPECT_FALSE(find_group_cycle(context, pieces).has_value());
+  // With room for the scratch, the group stays whole.
+  EXPECT_EQ(regroup_within_scratch(context, {all}, 0, context.scratch_bytes(all)).size(), 1u);
+}
+
 TEST(Partition, IdenticalComponentsAreSolvedOnce) {
   // Two independent chains of the same structure (as the layers of a transformer have): the
   // second component's key equals the first's.
