@@ -198,6 +198,27 @@ expect zoo-train-zero-steps 2 'steps' -- "$kiln" zoo train mlp-tiny --steps 0
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy
 
+# Substitution rules: the shipped file agrees, a wrong rule is rejected (exit 1) with its place.
+expect subst-check-shipped 0 'rules: ([0-9]+) agree, 0 rejected' -- \
+  "$kiln" subst check "$source_dir/src/subst/rules/handwritten.rules"
+cat > "$work/wrong.rules" <<'RULES'
+rule exp-is-neg
+graph @source(%a: f32[2]) {
+  %x = exp(%a) : f32[2]
+  return %x
+}
+graph @target(%a: f32[2]) {
+  %x = neg(%a) : f32[2]
+  return %x
+}
+RULES
+expect subst-check-wrong 1 "wrong.rules:1: rule 'exp-is-neg' is wrong" -- \
+  "$kiln" subst check "$work/wrong.rules"
+printf 'rule r\ngraph @s(%%a: f32[2]) {\n' > "$work/open.rules"
+expect subst-check-unclosed 1 'open.rules:2:1: this graph.s .\{. is never closed' -- \
+  "$kiln" subst check "$work/open.rules"
+expect subst-needs-subcommand 2 'subcommand is required' -- "$kiln" subst
+
 # Usage errors: exit 2.
 expect no-subcommand 2 'subcommand is required' -- "$kiln"
 expect unknown-option 2 'nope' -- "$kiln" check --nope "$example"
@@ -206,13 +227,14 @@ expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
 
 # Help on the program and every subcommand.
 expect help 0 'Subcommands:' -- "$kiln" --help
-for subcommand in check print opt ops run compile explain export conformance zoo; do
+for subcommand in check print opt ops run compile explain export conformance zoo subst; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 
 for subcommand in show run compile compare train explain export dump; do
   expect "help-zoo-$subcommand" 0 "Usage: .*zoo $subcommand" -- "$kiln" zoo "$subcommand" --help
 done
+expect help-subst-check 0 'Usage: .*subst check' -- "$kiln" subst check --help
 
 echo "cli: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

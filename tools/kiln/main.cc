@@ -41,6 +41,7 @@
 #include "passes/pipeline.h"
 #include "models/model.h"
 #include "support/files.h"
+#include "subst/rule.h"
 
 namespace kiln {
 namespace {
@@ -101,6 +102,27 @@ int run_check(const CheckOptions& options) {
                format_statistics(compute_statistics((*outputs)[i])));
   }
   return 0;
+}
+
+int run_subst_check(const std::string& file) {
+  Expected<std::vector<subst::Rule>> rules = subst::read_rules_file(file);
+  if (!rules) return report(rules.status());
+  int rejected = 0;
+  for (const subst::Rule& rule : *rules) {
+    const Status checked = subst::check_rule_numerically(rule);
+    if (checked) {
+      fmt::print("{}: {} -> {}: agrees on random inputs\n", rule.name,
+                 count_noun(static_cast<size_t>(rule.source.num_nodes()), "node"),
+                 count_noun(static_cast<size_t>(rule.target.num_nodes()), "node"));
+    } else {
+      fmt::print("{}: rejected: {}\n", rule.name, checked.message());
+      ++rejected;
+    }
+  }
+  fmt::print("{}: {} agree, {} rejected (a numeric check at the example shapes, not a proof)\n",
+             count_noun(rules->size(), "rule"), rules->size() - static_cast<size_t>(rejected),
+             rejected);
+  return rejected == 0 ? 0 : kUserError;
 }
 
 int run_print(const std::string& file) {
@@ -1165,6 +1187,15 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
 
+  std::string subst_rules_file;
+  CLI::App* subst_cmd = app.add_subcommand(
+      "subst", "Graph substitution rules: rule files of source and target graphs.");
+  subst_cmd->require_subcommand(1);
+  CLI::App* subst_check_cmd = subst_cmd->add_subcommand(
+      "check", "Read a rule file and compare each rule's source and target graphs on random "
+               "inputs in the reference interpreter (a fingerprint, not a proof).");
+  subst_check_cmd->add_option("file", subst_rules_file, "Rule file (.rules)")->required();
+
   std::string print_file;
   CLI::App* print_cmd = app.add_subcommand(
       "print", "Load a model (IR text, or ONNX imported) and print it in canonical IR text.");
@@ -1376,6 +1407,7 @@ int run(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kUsageError;
   }
   if (check_cmd->parsed()) return run_check(check);
+  if (subst_check_cmd->parsed()) return run_subst_check(subst_rules_file);
   if (print_cmd->parsed()) return run_print(print_file);
   if (opt_cmd->parsed()) return run_opt(opt_file, opt_passes);
   if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);

@@ -1,0 +1,146 @@
+#include "subst/match.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace kiln::subst {
+namespace {
+
+class Matcher {
+ public:
+  Matcher(const Graph& graph, const Rule& rule, size_t limit)
+      : graph_(graph), rule_(rule), limit_(limit) {
+    for (const Node* node : rule.source.nodes()) {
+      source_index_.emplace(node, source_nodes_.size());
+      source_nodes_.push_back(node);
+    }
+    for (size_t i = 0; i < rule.source.inputs().size(); ++i) {
+      variable_index_.emplace(rule.source.inputs()[i], i);
+    }
+  }
+
+  std::vector<Match> run() {
+    Match empty{std::vector<Value*>(variable_index_.size(), nullptr),
+                std::vector<Node*>(source_nodes_.size(), nullptr)};
+    search(source_nodes_.size(), empty);
+    return std::move(matches_);
+  }
+
+ private:
+  // Binds source nodes [0, remaining), last first.
+  void search(size_t remaining, const Match& state) {
+    if (matches_.size() >= limit_) return;
+    if (remaining == 0) {
+      if (replaceable(state)) matches_.push_back(state);
+      return;
+    }
+    const size_t s = remaining - 1;
+    const Node& pattern = *source_nodes_[s];
+    if (Node* bound = state.nodes[s]) {
+      Match next = state;
+      if (bind_inputs(pattern, *bound, next)) search(s, next);
+      return;
+    }
+    for (Node* candidate : graph_.nodes()) {
+      if (candidate->op() != pattern.op() || is_bound(state, candidate)) continue;
+      Match next = state;
+      next.nodes[s] = candidate;
+      if (bind_inputs(pattern, *candidate, next)) search(s, next);
+      if (matches_.size() >= limit_) return;
+    }
+  }
+
+  static bool is_bound(const Match& state, const Node* node) {
+    return std::find(state.nodes.begin(), state.nodes.end(), node) != state.nodes.end();
+  }
+
+  // Whether `node` agrees with `pattern` (op, attributes, arity), binding the variables and
+  // source nodes its inputs reach.
+  bool bind_inputs(const Node& pattern, const Node& node, Match& state) const {
+    if (node.op() != pattern.op() || node.attrs() != pattern.attrs() ||
+        node.num_inputs() != pattern.num_inputs() || node.num_outputs() != pattern.num_outputs()) {
+      return false;
+    }
+    for (int j = 0; j < pattern.num_inputs(); ++j) {
+      const Value& wanted = *pattern.input(j);
+      Value* actual = node.input(j);
+      if (wanted.producer() == nullptr) {
+        Value*& variable = state.variables[variable_index_.at(&wanted)];
+        if (variable == nullptr) {
+          if (actual->dtype() != wanted.dtype() || actual->shape().rank() != wanted.shape().rank()) {
+            return false;
+          }
+          variable = actual;
+        } else if (variable != actual) {
+          return false;
+        }
+        continue;
+      }
+      Node* producer = actual->producer();
+      if (producer == nullptr || actual->output_index() != wanted.output_index()) return false;
+      Node*& bound = state.nodes[source_index_.at(wanted.producer())];
+      if (bound == nullptr) {
+        if (is_bound(state, producer)) return false;
+        bound = producer;
+      } else if (bound != producer) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The conditions of match.h: values that are not results stay inside the match, and no
+  // variable is computed by it.
+  bool replaceable(const Match& state) const {
+    const std::vector<Value*>& results = rule_.source.outputs();
+    for (size_t s = 0; s < source_nodes_.size(); ++s) {
+      for (int k = 0; k < source_nodes_[s]->num_outputs(); ++k) {
+        if (std::find(results.begin(), results.end(), source_nodes_[s]->output(k)) != results.end()) {
+          continue;
+        }
+        const Value* value = state.nodes[s]->output(k);
+        if (graph_.is_output(value)) return false;
+        for (const Node* user : value->users()) {
+          if (!is_bound(state, user)) return false;
+        }
+      }
+    }
+    return !variables_depend_on_match(state);
+  }
+
+  // Whether some variable is computed, directly or through other nodes, from a matched node.
+  static bool variables_depend_on_match(const Match& state) {
+    std::set<const Node*> visited;
+    std::vector<const Node*> stack;
+    for (const Value* variable : state.variables) {
+      if (variable->producer() != nullptr) stack.push_back(variable->producer());
+    }
+    while (!stack.empty()) {
+      const Node* node = stack.back();
+      stack.pop_back();
+      if (!visited.insert(node).second) continue;
+      if (is_bound(state, node)) return true;
+      for (const Value* input : node->inputs()) {
+        if (input->producer() != nullptr) stack.push_back(input->producer());
+      }
+    }
+    return false;
+  }
+
+  const Graph& graph_;
+  const Rule& rule_;
+  size_t limit_;
+  std::vector<const Node*> source_nodes_;
+  std::map<const Node*, size_t> source_index_;
+  std::map<const Value*, size_t> variable_index_;
+  std::vector<Match> matches_;
+};
+
+}  // namespace
+
+std::vector<Match> find_matches(const Graph& graph, const Rule& rule, size_t limit) {
+  return Matcher(graph, rule, limit).run();
+}
+
+}  // namespace kiln::subst

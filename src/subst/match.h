@@ -1,0 +1,35 @@
+// Finding a rule's source pattern in a graph (subst/rule.h).
+//
+// A match binds each source node to a graph node of the same op, attributes and arity, and
+// each variable to a graph value of the variable's dtype and rank, consistently: a source
+// value read twice is one graph value, distinct source nodes are distinct graph nodes. The
+// search is backtracking over the source's nodes, results first: a node reached through a
+// consumer's input is bound by it; one that is not (a second result, as in two matmuls sharing
+// an input) is tried against every graph node of its op.
+//
+// Only matches a rewrite can replace are returned: a source value that is not a result must
+// have no reader outside the match and not be a graph output (the target would not compute
+// it), and no variable may be computed from the match's values (the target would read what it
+// replaces).
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+#include "ir/graph.h"
+#include "subst/rule.h"
+
+namespace kiln::subst {
+
+struct Match {
+  std::vector<Value*> variables;  // by source parameter
+  std::vector<Node*> nodes;       // by source node, in the source's order
+};
+
+// Every match of `rule`'s source in `graph`, up to `limit`, in graph order of the node
+// matching the source's last node.
+std::vector<Match> find_matches(const Graph& graph, const Rule& rule,
+                                size_t limit = std::numeric_limits<size_t>::max());
+
+}  // namespace kiln::subst

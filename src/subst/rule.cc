@@ -1,0 +1,247 @@
+#include "subst/rule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "interp/interpreter.h"
+#include "interp/random_inputs.h"
+#include "ir/parser.h"
+
+namespace kiln::subst {
+namespace {
+
+// A cursor over the rule file that knows lines and columns, comments and quoted strings (IR
+// text may hold braces inside strings).
+class Scanner {
+ public:
+  Scanner(std::string_view text, std::string_view filename) : text_(text), filename_(filename) {}
+
+  bool at_end() {
+    skip_blanks();
+    return pos_ >= text_.size();
+  }
+  std::string where() const { return fmt::format("{}:{}:{}", filename_, line_, column_); }
+  int line() const { return line_; }
+
+  // A run of characters up to the next blank.
+  std::string word() {
+    skip_blanks();
+    const size_t begin = pos_;
+    while (pos_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[pos_]))) advance();
+    return std::string(text_.substr(begin, pos_ - begin));
+  }
+
+  // The text of one `graph ... { ... }`, from the keyword to its closing brace, padded with
+  // newlines and spaces so that the IR parser's positions are the file's.
+  Expected<std::string> graph_text() {
+    skip_blanks();
+    if (text_.substr(pos_, 5) != "graph") {
+      return Status::errorf("{}: expected 'graph' (each rule is a source and a target graph)",
+                            where());
+    }
+    std::string padded(static_cast<size_t>(line_ - 1), '\n');
+    padded.append(static_cast<size_t>(column_ - 1), ' ');
+    const size_t begin = pos_;
+    const std::string start = where();
+    int depth = 0;
+    bool opened = false;
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/') {
+        while (pos_ < text_.size() && text_[pos_] != '\n') advance();
+        continue;
+      }
+      if (c == '"') {
+        advance();
+        while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\n') {
+          if (text_[pos_] == '\\') advance();
+          advance();
+        }
+        if (pos_ < text_.size()) advance();
+        continue;
+      }
+      advance();
+      if (c == '{') {
+        ++depth;
+        opened = true;
+      } else if (c == '}' && --depth == 0 && opened) {
+        padded += text_.substr(begin, pos_ - begin);
+        return padded;
+      }
+    }
+    return Status::errorf("{}: this graph's '{{' is never closed", start);
+  }
+
+ private:
+  void advance() {
+    if (text_[pos_] == '\n') {
+      ++line_;
+      column_ = 1;
+    } else {
+      ++column_;
+    }
+    ++pos_;
+  }
+  void skip_blanks() {
+    while (pos_ < text_.size()) {
+      if (std::isspace(static_cast<unsigned char>(text_[pos_]))) {
+        advance();
+      } else if (text_.substr(pos_, 2) == "//") {
+        while (pos_ < text_.size() && text_[pos_] != '\n') advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  std::string_view text_;
+  std::string_view filename_;
+  size_t pos_ = 0;
+  int line_ = 1;
+  int column_ = 1;
+};
+
+bool valid_rule_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  }
+  return true;
+}
+
+// The agreements parse_rules promises (rule.h).
+Status check_rule_shape(const Rule& rule) {
+  const Graph& source = rule.source;
+  const Graph& target = rule.target;
+  const auto fail = [&](std::string message) {
+    return Status::errorf("{}: rule '{}': {}", rule.origin, rule.name, message);
+  };
+  if (source.inputs().size() != target.inputs().size()) {
+    return fail(fmt::format("the source has {} parameters and the target {}",
+                            source.inputs().size(), target.inputs().size()));
+  }
+  for (size_t i = 0; i < source.inputs().size(); ++i) {
+    const Value& s = *source.inputs()[i];
+    const Value& t = *target.inputs()[i];
+    if (s.name() != t.name() || s.type() != t.type()) {
+      return fail(fmt::format("parameter {} is %{}: {} in the source but %{}: {} in the target",
+                              i, s.name(), s.type().to_string(), t.name(), t.type().to_string()));
+    }
+    if (s.users().empty()) return fail(fmt::format("the source does not use %{}", s.name()));
+  }
+  if (source.num_nodes() == 0) return fail("the source has no node to match");
+  for (const Node* node : source.nodes()) {
+    if (std::none_of(node->outputs().begin(), node->outputs().end(), [&](const Value* value) {
+          return !value->users().empty() || source.is_output(value);
+        })) {
+      return fail(fmt::format("the source computes %{} and neither reads nor returns it",
+                              node->output(0)->name()));
+    }
+  }
+  if (source.outputs().size() != target.outputs().size()) {
+    return fail(fmt::format("the source returns {} values and the target {}",
+                            source.outputs().size(), target.outputs().size()));
+  }
+  std::set<const Value*> returned;
+  for (size_t k = 0; k < source.outputs().size(); ++k) {
+    const Value& s = *source.outputs()[k];
+    const Value& t = *target.outputs()[k];
+    if (s.producer() == nullptr) {
+      return fail(fmt::format("source result {} is the parameter %{}, not a computed value", k,
+                              s.name()));
+    }
+    if (!returned.insert(&s).second) {
+      return fail(fmt::format("the source returns %{} twice", s.name()));
+    }
+    if (s.type() != t.type()) {
+      return fail(fmt::format("result {} is {} in the source but {} in the target", k,
+                              s.type().to_string(), t.type().to_string()));
+    }
+  }
+  return Status::ok();
+}
+
+// How far two results of a rule may differ: the interpreter rounds every value to its dtype,
+// so a rule that reassociates (a b + a c = a (b + c)) differs by a few roundings; 64 units in
+// the last place, relative to the value's magnitude (at least 1). A wrong rule misses by far
+// more.
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f64: return 64 * 0x1p-52;
+    case DType::f32: return 64 * 0x1p-23;
+    case DType::f16: return 64 * 0x1p-10;
+    case DType::bf16: return 64 * 0x1p-7;
+    default: return 0;  // integers and bool: exact
+  }
+}
+
+}  // namespace
+
+Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view filename) {
+  Scanner scanner(text, filename);
+  std::vector<Rule> rules;
+  std::set<std::string> names;
+  while (!scanner.at_end()) {
+    const std::string origin = scanner.where();
+    const int line = scanner.line();
+    if (const std::string keyword = scanner.word(); keyword != "rule") {
+      return Status::errorf("{}: expected 'rule NAME', found '{}'", origin, keyword);
+    }
+    Rule rule;
+    rule.name = scanner.word();
+    rule.origin = fmt::format("{}:{}", filename, line);
+    if (!valid_rule_name(rule.name)) {
+      return Status::errorf("{}: a rule's name is letters, digits, '-' and '_', not '{}'", origin,
+                            rule.name);
+    }
+    if (!names.insert(rule.name).second) {
+      return Status::errorf("{}: a second rule named '{}'", origin, rule.name);
+    }
+    for (Graph* graph : {&rule.source, &rule.target}) {
+      KILN_ASSIGN_OR_RETURN(const std::string graph_text, scanner.graph_text());
+      KILN_ASSIGN_OR_RETURN(*graph, parse_graph(graph_text, filename));
+    }
+    KILN_RETURN_IF_ERROR(check_rule_shape(rule));
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+Expected<std::vector<Rule>> read_rules_file(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return Status::errorf("cannot read the rule file '{}'", path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_rules(text.str(), path);
+}
+
+Status check_rule_numerically(const Rule& rule, int trials) {
+  for (int trial = 0; trial < trials; ++trial) {
+    const std::vector<Array> inputs =
+        random_inputs(rule.source, {.seed = static_cast<uint64_t>(trial) + 1});
+    KILN_ASSIGN_OR_RETURN(const std::vector<Array> want, interpret(rule.source, inputs));
+    KILN_ASSIGN_OR_RETURN(const std::vector<Array> got, interpret(rule.target, inputs));
+    for (size_t k = 0; k < want.size(); ++k) {
+      const double within = tolerance(rule.source.outputs()[k]->dtype());
+      for (int64_t i = 0; i < want[k].size(); ++i) {
+        const double a = want[k][i];
+        const double b = got[k][i];
+        const bool same = a == b || std::fabs(a - b) <= within * std::max(1.0, std::fabs(a)) ||
+                          (std::isnan(a) && std::isnan(b));
+        if (!same) {
+          return Status::errorf("{}: rule '{}' is wrong: on random inputs {} result {} element {} "
+                                "is {} from the source and {} from the target",
+                                rule.origin, rule.name, trial + 1, k, i, a, b);
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::subst

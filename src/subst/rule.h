@@ -1,0 +1,60 @@
+// Rewrite rules as data (issue 7): a rule is a pair of graphs over the same variables, a source
+// pattern and a target that computes the same outputs from them. Hand-written rules and, later,
+// generated ones share one text format, read by parse_rules:
+//
+//   // matmul distributes over a sum of right-hand sides
+//   rule matmul-distributes-over-add
+//   graph @source(%a: f32[2,3], %b: f32[3,5], %c: f32[3,5]) {
+//     %x = matmul(%a, %b) : f32[2,5]
+//     %y = matmul(%a, %c) : f32[2,5]
+//     %s = add(%x, %y) : f32[2,5]
+//     return %s
+//   }
+//   graph @target(%a: f32[2,3], %b: f32[3,5], %c: f32[3,5]) {
+//     %t = add(%b, %c) : f32[3,5]
+//     %s = matmul(%a, %t) : f32[2,5]
+//     return %s
+//   }
+//
+// Each graph is IR text (ir/parser.h). The source's parameters are the rule's variables; the
+// target has the same parameters (names and types, in order) and returns as many values, of
+// the same types, in the same order: the target's k-th result replaces the source's k-th.
+// Parameter types are an example: a variable matches a value of the same dtype and rank, of
+// any extents, and an application builds the target at the matched shapes and keeps it only
+// when its results have the source's types (matcher and applier: subst/match.h, apply.h).
+// Attributes are literal, so a rule whose attributes depend on extents (split sizes) applies
+// only where the extents give them; symbolic attributes are not built yet.
+//
+// A rule file's rules are checked when read: the two graphs agree in parameters and result
+// types, every variable is used by the source, the source computes each of its results, and
+// names are unique. check_rule_numerically compares the two graphs on random inputs: a
+// fingerprint, not a proof (the prover, `kiln subst verify`, is not built yet).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln::subst {
+
+struct Rule {
+  std::string name;
+  std::string origin;  // "FILE:LINE" of its `rule` line
+  Graph source;
+  Graph target;
+};
+
+Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view filename = "<rules>");
+Expected<std::vector<Rule>> read_rules_file(const std::string& path);
+
+// Both graphs on `trials` sets of random inputs at the example shapes, in the reference
+// interpreter: every result must agree within 64 units in the last place of its dtype,
+// relative to its magnitude (at least 1), since the interpreter rounds each value to its dtype
+// and a rule may reassociate; integer and bool results exactly. The error names the rule, the
+// trial and the first result that differs.
+Status check_rule_numerically(const Rule& rule, int trials = 3);
+
+}  // namespace kiln::subst

@@ -1,0 +1,301 @@
+// Rewrite rules as data (subst/): the rule file format and its errors, the numeric check,
+// the matcher's conditions, the applier's refusals, and the property that every shipped rule,
+// applied to random graphs that hold its source, leaves the interpreter's outputs unchanged.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+#include "interp/interpreter.h"
+#include "interp/random_inputs.h"
+#include "ir/builder.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/dead_code.h"
+#include "subst/apply.h"
+#include "subst/match.h"
+#include "subst/rule.h"
+
+namespace kiln::subst {
+namespace {
+
+std::vector<Rule> shipped_rules() {
+  const char* root = std::getenv("KILN_SOURCE_DIR");
+  const std::string dir = root != nullptr ? root : ".";
+  Expected<std::vector<Rule>> rules = read_rules_file(dir + "/src/subst/rules/handwritten.rules");
+  EXPECT_TRUE(rules.has_value()) << rules.status().message();
+  return rules ? std::move(rules).value() : std::vector<Rule>{};
+}
+
+const Rule& rule_named(const std::vector<Rule>& rules, std::string_view name) {
+  for (const Rule& rule : rules) {
+    if (rule.name == name) return rule;
+  }
+  ADD_FAILURE() << "no rule " << name;
+  return rules.front();
+}
+
+std::string parse_error(std::string_view text) {
+  Expected<std::vector<Rule>> rules = parse_rules(text, "test.rules");
+  return rules ? "" : rules.status().message();
+}
+
+constexpr std::string_view kNegNeg = R"(
+rule neg-neg
+graph @source(%x: f32[2,3]) {
+  %n = neg(%x) : f32[2,3]
+  %y = neg(%n) : f32[2,3]
+  return %y
+}
+graph @target(%x: f32[2,3]) {
+  return %x
+}
+)";
+
+TEST(Rules, ShippedRulesParseAndPassTheirNumericCheck) {
+  const std::vector<Rule> rules = shipped_rules();
+  EXPECT_GE(rules.size(), 9u);
+  for (const Rule& rule : rules) {
+    const Status checked = check_rule_numerically(rule);
+    EXPECT_TRUE(checked.is_ok()) << checked.message();
+  }
+}
+
+TEST(Rules, AWrongRuleFailsItsNumericCheck) {
+  Expected<std::vector<Rule>> rules = parse_rules(R"(
+rule exp-of-product  // wrong: exp(a) exp(b) is exp(a + b)
+graph @source(%a: f32[2,3], %b: f32[2,3]) {
+  %x = exp(%a) : f32[2,3]
+  %y = exp(%b) : f32[2,3]
+  %p = mul(%x, %y) : f32[2,3]
+  return %p
+}
+graph @target(%a: f32[2,3], %b: f32[2,3]) {
+  %s = mul(%a, %b) : f32[2,3]
+  %p = exp(%s) : f32[2,3]
+  return %p
+}
+)", "wrong.rules");
+  ASSERT_TRUE(rules.has_value()) << rules.status().message();
+  const Status checked = check_rule_numerically(rules->front());
+  EXPECT_NE(checked.message().find("wrong.rules:2: rule 'exp-of-product' is wrong"),
+            std::string::npos)
+      << checked.message();
+}
+
+TEST(Rules, MalformedFilesAreErrorsWithTheirPlace) {
+  EXPECT_EQ(parse_error(kNegNeg), "");
+  EXPECT_NE(parse_error("rulez x").find("test.rules:1:1: expected 'rule NAME'"), std::string::npos);
+  EXPECT_NE(parse_error("rule a/b").find("letters, digits"), std::string::npos);
+  EXPECT_NE(parse_error(std::string(kNegNeg) + std::string(kNegNeg)).find("a second rule named"),
+            std::string::npos);
+  EXPECT_NE(parse_error("rule r\ngraph @s(%x: f32[2]) {\n  return %x\n").find("never closed"),
+            std::string::npos);
+  EXPECT_NE(parse_error("rule r\ngraph @s(%x: f32[2]) {\n  %y = neg(%x) : f32[2]\n  return %y\n}\n")
+                .find("expected 'graph'"),
+            std::string::npos);
+  // The IR parser's errors keep the file's lines.
+  EXPECT_NE(parse_error("rule r\ngraph @s(%x: f32[2]) {\n  %y = nope(%x) : f32[2]\n  return %y\n}\n"
+                        "graph @t(%x: f32[2]) {\n  return %x\n}\n")
+                .find("test.rules:3:"),
+            std::string::npos);
+  const std::string mismatch = parse_error(R"(
+rule r
+graph @source(%x: f32[2,3]) {
+  %y = neg(%x) : f32[2,3]
+  return %y
+}
+graph @target(%z: f32[2,3]) {
+  return %z
+}
+)");
+  EXPECT_NE(mismatch.find("parameter 0 is %x: f32[2,3] in the source but %z"), std::string::npos)
+      << mismatch;
+  const std::string unused = parse_error(R"(
+rule r
+graph @source(%x: f32[2,3], %u: f32[2,3]) {
+  %y = neg(%x) : f32[2,3]
+  return %y
+}
+graph @target(%x: f32[2,3], %u: f32[2,3]) {
+  return %x
+}
+)");
+  EXPECT_NE(unused.find("the source does not use %u"), std::string::npos) << unused;
+  const std::string types = parse_error(R"(
+rule r
+graph @source(%x: f32[2,3]) {
+  %y = neg(%x) : f32[2,3]
+  return %y
+}
+graph @target(%x: f32[2,3]) {
+  %t = transpose(%x) : f32[3,2]
+  return %t
+}
+)");
+  EXPECT_NE(types.find("result 0 is f32[2,3] in the source but f32[3,2] in the target"),
+            std::string::npos)
+      << types;
+}
+
+TEST(Match, SharedLhsMatmulsAreMatchedAndMerged) {
+  const std::vector<Rule> rules = shipped_rules();
+  const Rule& rule = rule_named(rules, "matmul-shared-lhs-distributes");
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.tanh(b.input("x", DType::f32, {6, 7}));
+  Value* w1 = b.input("w1", DType::f32, {7, 8});
+  Value* w2 = b.input("w2", DType::f32, {7, 8});
+  graph.set_outputs({b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2)))});
+  const std::vector<Array> inputs = random_inputs(graph);
+  const std::vector<Array> before = *interpret(graph, inputs);
+  const std::vector<Match> matches = find_matches(graph, rule);
+  ASSERT_EQ(matches.size(), 1u);
+  EXPECT_EQ(matches[0].variables[0], x);
+  ASSERT_TRUE(apply_match(graph, rule, matches[0]));
+  eliminate_dead_code(graph);
+  ASSERT_TRUE(verify(graph).is_ok());
+  int matmuls = 0;
+  for (const Node* node : graph.nodes()) matmuls += node->op() == Op::matmul;
+  EXPECT_EQ(matmuls, 1) << print_graph(graph);
+  const std::vector<Array> after = *interpret(graph, inputs);
+  for (int64_t i = 0; i < before[0].size(); ++i) {
+    EXPECT_NEAR(after[0][i], before[0][i], 1e-5 * (1 + std::fabs(before[0][i])));
+  }
+}
+
+TEST(Match, ValuesReadOutsideTheMatchOrOfAnotherRankAreNotMatched) {
+  const std::vector<Rule> rules = shipped_rules();
+  const Rule& rule = rule_named(rules, "matmul-shared-lhs-distributes");
+  {
+    // The first product is also a graph output: the target would not compute it.
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* x = b.input("x", DType::f32, {6, 7});
+    Value* p = b.matmul(x, b.input("w1", DType::f32, {7, 8}));
+    graph.set_outputs({b.add(p, b.matmul(x, b.input("w2", DType::f32, {7, 8}))), p});
+    EXPECT_TRUE(find_matches(graph, rule).empty());
+  }
+  {
+    // Batched matmuls: a rank-2 variable does not match a rank-3 value.
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* x = b.input("x", DType::f32, {2, 6, 7});
+    graph.set_outputs({b.add(b.matmul(x, b.input("w1", DType::f32, {2, 7, 8})),
+                             b.matmul(x, b.input("w2", DType::f32, {2, 7, 8})))});
+    EXPECT_TRUE(find_matches(graph, rule).empty());
+  }
+  {
+    // Different left operands.
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* w = b.input("w", DType::f32, {7, 8});
+    graph.set_outputs({b.add(b.matmul(b.input("x", DType::f32, {6, 7}), w),
+                             b.matmul(b.input("z", DType::f32, {6, 7}), w))});
+    EXPECT_TRUE(find_matches(graph, rule).empty());
+  }
+}
+
+TEST(Apply, ARuleWhoseLiteralAttributesDoNotFitTheMatchIsRefused) {
+  // matmuls-sharing-lhs-merge splits at [4, 5]; here the right operands have 6 and 2 columns.
+  const std::vector<Rule> rules = shipped_rules();
+  const Rule& rule = rule_named(rules, "matmuls-sharing-lhs-merge");
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {5, 3});
+  graph.set_outputs({b.matmul(x, b.input("w1", DType::f32, {3, 6})),
+                     b.matmul(x, b.input("w2", DType::f32, {3, 2}))});
+  const std::string printed = print_graph(graph);
+  const std::vector<Match> matches = find_matches(graph, rule);
+  ASSERT_FALSE(matches.empty());
+  EXPECT_FALSE(apply_match(graph, rule, matches[0]));
+  EXPECT_EQ(print_graph(graph), printed);
+}
+
+// --- Property: every shipped rule, applied to random graphs holding its source -------------
+
+// The source's example extents mapped one to one onto others (1 stays 1, so broadcasting is
+// kept): the rule's structure, at other extents.
+std::map<int64_t, int64_t> extent_map(uint64_t seed) {
+  std::map<int64_t, int64_t> map;
+  for (int64_t e = 2; e <= 16; ++e) map[e] = e + 1 + static_cast<int64_t>((seed * 7 + e) % 5);
+  return map;
+}
+
+// A graph whose inputs pass through random elementwise ops into a copy of the rule's source
+// (at the extents `map` gives), whose results pass through more before becoming outputs.
+// Fails (nullopt) when the source does not build at those extents.
+std::optional<Graph> embedding_graph(const Rule& rule, uint64_t seed,
+                                     const std::map<int64_t, int64_t>& map) {
+  Graph graph;
+  GraphBuilder b(graph);
+  const auto wrap = [&](Value* v, uint64_t k) -> Value* {
+    switch ((seed + k) % 3) {
+      case 0: return b.tanh(v);
+      case 1: return b.neg(v);
+      default: return b.mul(v, v);
+    }
+  };
+  std::map<const Value*, Value*> copied;
+  uint64_t k = 0;
+  for (const Value* param : rule.source.inputs()) {
+    std::vector<int64_t> dims;
+    for (int64_t d : param->shape().dims()) dims.push_back(map.contains(d) ? map.at(d) : d);
+    copied[param] = wrap(b.input(param->name(), param->dtype(), Shape(dims)), k++);
+  }
+  for (const Node* node : rule.source.nodes()) {
+    std::vector<Value*> inputs;
+    for (const Value* input : node->inputs()) inputs.push_back(copied.at(input));
+    Expected<Node*> made = graph.add_node(node->op(), std::move(inputs), node->attrs());
+    if (!made) return std::nullopt;
+    for (int o = 0; o < node->num_outputs(); ++o) copied[node->output(o)] = (*made)->output(o);
+  }
+  std::vector<Value*> outputs;
+  for (const Value* result : rule.source.outputs()) outputs.push_back(wrap(copied.at(result), k++));
+  graph.set_outputs(outputs);
+  return graph;
+}
+
+TEST(Property, EveryShippedRuleKeepsTheInterpretersOutputs) {
+  int applied_at_other_extents = 0;
+  for (const Rule& rule : shipped_rules()) {
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      SCOPED_TRACE(fmt::format("rule {} seed {}", rule.name, seed));
+      const bool example = seed == 0;
+      std::optional<Graph> graph =
+          embedding_graph(rule, seed, example ? std::map<int64_t, int64_t>{} : extent_map(seed));
+      if (!graph) continue;  // the source does not build at these extents
+      const std::vector<Array> inputs = random_inputs(*graph, {.seed = seed});
+      const std::vector<Array> before = *interpret(*graph, inputs);
+      const std::vector<Match> matches = find_matches(*graph, rule);
+      ASSERT_FALSE(matches.empty()) << print_graph(*graph);
+      // The first match that applies (a two-result source also matches with its results
+      // swapped, and the swapped match may not build).
+      bool applied = false;
+      for (size_t m = 0; m < matches.size() && !applied; ++m) {
+        applied = apply_match(*graph, rule, matches[m]);
+      }
+      if (example) {
+        EXPECT_TRUE(applied) << print_graph(*graph);
+      } else {
+        applied_at_other_extents += applied;
+      }
+      eliminate_dead_code(*graph);
+      ASSERT_TRUE(verify(*graph).is_ok()) << print_graph(*graph);
+      Expected<std::vector<Array>> after = interpret(*graph, inputs);
+      ASSERT_TRUE(after.has_value()) << after.status().message();
+      for (size_t o = 0; o < before.size(); ++o) {
+        for (int64_t i = 0; i < before[o].size(); ++i) {
+          // f32 values, reassociated: a few roundings apart.
+          ASSERT_NEAR((*after)[o][i], before[o][i], 1e-5 * (1 + std::fabs(before[o][i])))
+              << "output " << o << " element " << i << "\n" << print_graph(*graph);
+        }
+      }
+    }
+  }
+  EXPECT_GT(applied_at_other_extents, 0);
+}
+
+}  // namespace
+}  // namespace kiln::subst
