@@ -20,6 +20,27 @@ Value* matched_value(const Rule& rule, const Match& match, const Value* source_v
   return match.nodes[static_cast<size_t>(at)]->output(source_value->output_index());
 }
 
+// `attrs` with each declared extent's example value, in integer attributes, replaced by the
+// matched extent.
+Attrs bind_extents(const Attrs& attrs, const std::map<int64_t, int64_t>& extents) {
+  if (extents.empty()) return attrs;
+  const auto bind = [&](int64_t v) {
+    auto it = extents.find(v);
+    return it == extents.end() ? v : it->second;
+  };
+  Attrs bound = attrs;
+  for (const auto& [name, value] : attrs.entries()) {
+    if (value.kind() == AttrKind::integer) {
+      bound.set(name, bind(value.as_int()));
+    } else if (value.kind() == AttrKind::ints) {
+      std::vector<int64_t> values = value.as_ints();
+      for (int64_t& v : values) v = bind(v);
+      bound.set(name, std::move(values));
+    }
+  }
+  return bound;
+}
+
 void erase_nodes(Graph& graph, std::vector<Node*>& added) {
   for (auto it = added.rbegin(); it != added.rend(); ++it) graph.erase_node(*it);
   added.clear();
@@ -32,11 +53,17 @@ bool apply_match(Graph& graph, const Rule& rule, const Match& match) {
   for (size_t i = 0; i < rule.target.inputs().size(); ++i) {
     built.emplace(rule.target.inputs()[i], match.variables[i]);
   }
+  std::map<int64_t, int64_t> extents;  // example -> matched
+  for (const SymbolicExtent& extent : rule.extents) {
+    extents.emplace(extent.example,
+                    match.variables[extent.variable]->shape().dims()[static_cast<size_t>(extent.axis)]);
+  }
   std::vector<Node*> added;
   for (const Node* node : rule.target.nodes()) {
     std::vector<Value*> inputs;
     for (const Value* input : node->inputs()) inputs.push_back(built.at(input));
-    Expected<Node*> made = graph.add_node(node->op(), std::move(inputs), node->attrs());
+    Expected<Node*> made =
+        graph.add_node(node->op(), std::move(inputs), bind_extents(node->attrs(), extents));
     if (!made) {
       erase_nodes(graph, added);
       return false;

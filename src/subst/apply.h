@@ -2,9 +2,10 @@
 // variables and its results replace the source's.
 //
 // The target's nodes are added with Graph::add_node, so attributes are checked and types
-// inferred at the matched shapes. The application is refused, leaving the graph as it was,
-// when a target node does not build there or a result's type differs from the value it would
-// replace: the rule does not hold at those extents as written (rule.h: literal attributes).
+// inferred at the matched shapes, declared extents bound to the matched ones (rule.h). The
+// application is refused, leaving the graph as it was, when a target node does not build
+// there or a result's type differs from the value it would replace: the rule does not hold at
+// those extents as written.
 // The new nodes move to just after the last matched node (Graph::move_computation_after), so
 // the rewritten graph keeps its order; the source's nodes, now unread, are left for dead-code
 // elimination.

@@ -28,6 +28,25 @@ class Scanner {
   std::string where() const { return fmt::format("{}:{}:{}", filename_, line_, column_); }
   int line() const { return line_; }
 
+  // Whether the next word is `word`, consuming it if so.
+  bool accept(std::string_view word) {
+    skip_blanks();
+    const size_t end = pos_ + word.size();
+    if (text_.substr(pos_, word.size()) != word ||
+        (end < text_.size() && !std::isspace(static_cast<unsigned char>(text_[end])))) {
+      return false;
+    }
+    while (pos_ < end) advance();
+    return true;
+  }
+
+  // The rest of the line, without its comment.
+  std::string rest_of_line() {
+    const size_t begin = pos_;
+    while (pos_ < text_.size() && text_[pos_] != '\n' && text_.substr(pos_, 2) != "//") advance();
+    return std::string(text_.substr(begin, pos_ - begin));
+  }
+
   // A run of characters up to the next blank.
   std::string word() {
     skip_blanks();
@@ -112,6 +131,52 @@ bool valid_rule_name(std::string_view name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
   }
   return true;
+}
+
+// "%w1[1], %w2[1]": the declared extents, checked against the source's parameters.
+Status parse_extents(const std::string& text, const std::string& where, Rule& rule) {
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t first = item.find_first_not_of(" \t");
+    const size_t last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    const size_t open = item.find('[');
+    if (item.size() < 4 || item[0] != '%' || open == std::string::npos || item.back() != ']') {
+      return Status::errorf("{}: an extent is written %VARIABLE[AXIS], not '{}'", where, item);
+    }
+    const std::string name = item.substr(1, open - 1);
+    const std::string axis_text = item.substr(open + 1, item.size() - open - 2);
+    const auto& params = rule.source.inputs();
+    const auto param = std::find_if(params.begin(), params.end(),
+                                    [&](const Value* p) { return p->name() == name; });
+    if (param == params.end()) {
+      return Status::errorf("{}: the extent '{}' names no parameter of the source", where, item);
+    }
+    const int rank = (*param)->shape().rank();
+    if (axis_text.empty() || axis_text.size() > 2 ||
+        !std::all_of(axis_text.begin(), axis_text.end(), ::isdigit) || std::stoi(axis_text) >= rank) {
+      return Status::errorf("{}: '{}' is not an axis of %{} (rank {})", where, axis_text, name,
+                            rank);
+    }
+    const int axis = std::stoi(axis_text);
+    const int64_t example = (*param)->shape().dims()[static_cast<size_t>(axis)];
+    if (example < 2) {
+      return Status::errorf("{}: the example extent of '{}' is {}; a declared extent must be at "
+                            "least 2 to be told apart from axes and flags",
+                            where, item, example);
+    }
+    for (const SymbolicExtent& other : rule.extents) {
+      if (other.example == example) {
+        return Status::errorf("{}: '{}' has the example extent {} of an extent declared before "
+                              "it; give them distinct example extents",
+                              where, item, example);
+      }
+    }
+    rule.extents.push_back({static_cast<size_t>(param - params.begin()), axis, example});
+  }
+  if (rule.extents.empty()) return Status::errorf("{}: 'extents' lists no extent", where);
+  return Status::ok();
 }
 
 // The agreements parse_rules promises (rule.h).
@@ -202,11 +267,17 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
     if (!names.insert(rule.name).second) {
       return Status::errorf("{}: a second rule named '{}'", origin, rule.name);
     }
+    std::string extents, extents_where;
+    if (scanner.accept("extents")) {
+      extents_where = scanner.where();
+      extents = scanner.rest_of_line();
+    }
     for (Graph* graph : {&rule.source, &rule.target}) {
       KILN_ASSIGN_OR_RETURN(const std::string graph_text, scanner.graph_text());
       KILN_ASSIGN_OR_RETURN(*graph, parse_graph(graph_text, filename));
     }
     KILN_RETURN_IF_ERROR(check_rule_shape(rule));
+    if (!extents_where.empty()) KILN_RETURN_IF_ERROR(parse_extents(extents, extents_where, rule));
     rules.push_back(std::move(rule));
   }
   return rules;

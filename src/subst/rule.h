@@ -22,8 +22,14 @@
 // Parameter types are an example: a variable matches a value of the same dtype and rank, of
 // any extents, and an application builds the target at the matched shapes and keeps it only
 // when its results have the source's types (matcher and applier: subst/match.h, apply.h).
-// Attributes are literal, so a rule whose attributes depend on extents (split sizes) applies
-// only where the extents give them; symbolic attributes are not built yet.
+//
+// Attributes are literal, except where a target attribute is an extent: an optional line
+// after the name,
+//   extents %w1[1], %w2[1]
+// declares that in the target's integer attributes the example extent of w1's axis 1 (and of
+// w2's) stands for that extent, so `split(%y) {sizes = [4, 5]}` splits at the matched
+// columns. Declared example extents must be distinct and at least 2. The source's attributes
+// always match literally.
 //
 // A rule file's rules are checked when read: the two graphs agree in parameters and result
 // types, every variable is used by the source, the source computes each of its results, and
@@ -40,9 +46,17 @@
 
 namespace kiln::subst {
 
+// A target attribute value that stands for an extent of a variable (see above).
+struct SymbolicExtent {
+  size_t variable = 0;  // index of the source parameter
+  int axis = 0;
+  int64_t example = 0;  // the extent in the rule's example types
+};
+
 struct Rule {
   std::string name;
   std::string origin;  // "FILE:LINE" of its `rule` line
+  std::vector<SymbolicExtent> extents;
   Graph source;
   Graph target;
 };

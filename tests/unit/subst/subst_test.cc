@@ -197,20 +197,75 @@ TEST(Match, ValuesReadOutsideTheMatchOrOfAnotherRankAreNotMatched) {
   }
 }
 
-TEST(Apply, ARuleWhoseLiteralAttributesDoNotFitTheMatchIsRefused) {
-  // matmuls-sharing-lhs-merge splits at [4, 5]; here the right operands have 6 and 2 columns.
-  const std::vector<Rule> rules = shipped_rules();
-  const Rule& rule = rule_named(rules, "matmuls-sharing-lhs-merge");
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* x = b.input("x", DType::f32, {5, 3});
-  graph.set_outputs({b.matmul(x, b.input("w1", DType::f32, {3, 6})),
-                     b.matmul(x, b.input("w2", DType::f32, {3, 2}))});
-  const std::string printed = print_graph(graph);
-  const std::vector<Match> matches = find_matches(graph, rule);
-  ASSERT_FALSE(matches.empty());
-  EXPECT_FALSE(apply_match(graph, rule, matches[0]));
-  EXPECT_EQ(print_graph(graph), printed);
+// Two matmuls sharing their left operand, merged; `extents` as given (or none).
+std::string merge_rule(std::string_view extents) {
+  return fmt::format(R"(
+rule merge
+{}
+graph @source(%x: f32[2,3], %w1: f32[3,4], %w2: f32[3,5]) {{
+  %y1 = matmul(%x, %w1) : f32[2,4]
+  %y2 = matmul(%x, %w2) : f32[2,5]
+  return %y1, %y2
+}}
+graph @target(%x: f32[2,3], %w1: f32[3,4], %w2: f32[3,5]) {{
+  %w = concat(%w1, %w2) {{axis = 1}} : f32[3,9]
+  %y = matmul(%x, %w) : f32[2,9]
+  %y1, %y2 = split(%y) {{axis = 1, sizes = [4, 5]}} : f32[2,4], f32[2,5]
+  return %y1, %y2
+}}
+)", extents);
+}
+
+TEST(Apply, DeclaredExtentsBindToTheMatchAndLiteralOnesMustFit) {
+  // The right operands have 6 and 2 columns. Declared, the split's sizes become [6, 2];
+  // literal, [4, 5] does not fit and the application is refused.
+  for (const bool declared : {true, false}) {
+    SCOPED_TRACE(declared ? "declared" : "literal");
+    Expected<std::vector<Rule>> rules =
+        parse_rules(merge_rule(declared ? "extents %w1[1], %w2[1]" : ""), "merge.rules");
+    ASSERT_TRUE(rules.has_value()) << rules.status().message();
+    ASSERT_TRUE(check_rule_numerically(rules->front()).is_ok());
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* x = b.input("x", DType::f32, {5, 3});
+    graph.set_outputs({b.matmul(x, b.input("w1", DType::f32, {3, 6})),
+                       b.matmul(x, b.input("w2", DType::f32, {3, 2}))});
+    const std::vector<Array> inputs = random_inputs(graph);
+    const std::vector<Array> before = *interpret(graph, inputs);
+    const std::string printed = print_graph(graph);
+    const std::vector<Match> matches = find_matches(graph, rules->front());
+    ASSERT_EQ(matches.size(), 2u);  // the results either way round
+    bool applied = false;
+    for (const Match& match : matches) applied = applied || apply_match(graph, rules->front(), match);
+    EXPECT_EQ(applied, declared);
+    if (!declared) {
+      EXPECT_EQ(print_graph(graph), printed);
+      continue;
+    }
+    eliminate_dead_code(graph);
+    // The first match takes the results either way round: [6, 2] or [2, 6].
+    const std::string merged = print_graph(graph);
+    EXPECT_TRUE(merged.find("sizes = [6, 2]") != std::string::npos ||
+                merged.find("sizes = [2, 6]") != std::string::npos)
+        << merged;
+    const std::vector<Array> after = *interpret(graph, inputs);
+    for (size_t o = 0; o < 2; ++o) {
+      for (int64_t i = 0; i < before[o].size(); ++i) {
+        EXPECT_NEAR(after[o][i], before[o][i], 1e-5 * (1 + std::fabs(before[o][i])));
+      }
+    }
+  }
+}
+
+TEST(Rules, MalformedExtentsAreErrors) {
+  EXPECT_NE(parse_error(merge_rule("extents %w3[1]")).find("names no parameter"), std::string::npos);
+  EXPECT_NE(parse_error(merge_rule("extents %w1[2]")).find("is not an axis of %w1 (rank 2)"),
+            std::string::npos);
+  EXPECT_NE(parse_error(merge_rule("extents w1")).find("written %VARIABLE[AXIS]"), std::string::npos);
+  EXPECT_NE(parse_error(merge_rule("extents %w1[0], %x[1]")).find("distinct example extents"),
+            std::string::npos);
+  EXPECT_NE(parse_error(merge_rule("extents")).find("lists no extent"), std::string::npos);
+  EXPECT_EQ(parse_error(merge_rule("extents %w1[1]  // w2's columns stay literal")), "");
 }
 
 // --- Property: every shipped rule, applied to random graphs holding its source -------------
