@@ -1,12 +1,11 @@
 // Merging groups when the cost model gains (partition.h): the greedy partitioner (producer
-// and consumer across fusible edges, in graph order of the consumers) and horizontal fusion
-// (independent groups over the same elements). A merge needs a convex union that keeps the
-// groups' quotient graph acyclic, within the size limit, estimated faster than the two
-// kernels apart.
+// and consumer across fusible edges, in graph order of the consumers), horizontal fusion
+// (independent groups over the same elements) and the memory bound's regrouping of one group
+// within a scratch limit. A merge needs a convex union that keeps the groups' quotient graph
+// acyclic, within the size limit, estimated faster than the two kernels apart.
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -3,7 +3,9 @@
 // A kernel's scratch (loop/scratch.h: its large local buffers, a fused group's intermediate
 // or a convolution's columns) lives in the arena during its step, so it counts at that step,
 // for the fused program and the unfused one alike; a fused group whose scratch alone makes
-// the excess runs as single nodes.
+// the excess is formed again in pieces whose scratch is smaller by the excess
+// (regroup_within_scratch; at worst single nodes). Running it as single nodes, as this bound
+// first did, cost bert-base's training step 16 kernels and 0.8% of its estimate.
 //
 // A fused group runs when all of its inputs are ready, so a group that joins an early
 // consumer of a large value with late work (the batch sum of a weight gradient with the
