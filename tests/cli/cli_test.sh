@@ -217,6 +217,11 @@ expect subst-check-wrong 1 "wrong.rules:1: rule 'exp-is-neg' is wrong" -- \
 printf 'rule r\ngraph @s(%%a: f32[2]) {\n' > "$work/open.rules"
 expect subst-check-unclosed 1 'open.rules:2:1: this graph.s .\{. is never closed' -- \
   "$kiln" subst check "$work/open.rules"
+expect subst-verify-shipped 0 'rules: ([0-9]+) proved, 0 rejected' -- \
+  "$kiln" subst verify "$source_dir/src/subst/rules/handwritten.rules"
+expect subst-verify-wrong 1 "exp-is-neg: rejected: .*wrong.rules:1: rule 'exp-is-neg' does not hold" -- \
+  "$kiln" subst verify "$work/wrong.rules"
+expect subst-verify-bad-extent 2 'max-extent' -- "$kiln" subst verify --max-extent 0 "$work/wrong.rules"
 expect subst-needs-subcommand 2 'subcommand is required' -- "$kiln" subst
 
 # Usage errors: exit 2.
@@ -235,6 +240,7 @@ for subcommand in show run compile compare train explain export dump; do
   expect "help-zoo-$subcommand" 0 "Usage: .*zoo $subcommand" -- "$kiln" zoo "$subcommand" --help
 done
 expect help-subst-check 0 'Usage: .*subst check' -- "$kiln" subst check --help
+expect help-subst-verify 0 'Usage: .*subst verify' -- "$kiln" subst verify --help
 
 echo "cli: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

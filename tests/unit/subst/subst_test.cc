@@ -1,6 +1,7 @@
 // Rewrite rules as data (subst/): the rule file format and its errors, the numeric check,
-// the matcher's conditions, the applier's refusals, and the property that every shipped rule,
-// applied to random graphs that hold its source, leaves the interpreter's outputs unchanged.
+// the matcher's conditions, the applier's refusals, the Z3 proofs (shipped rules proved, wrong
+// ones refuted, unknown ops refused), and the property that every shipped rule, applied to
+// random graphs that hold its source, leaves the interpreter's outputs unchanged.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "passes/dead_code.h"
 #include "subst/apply.h"
 #include "subst/match.h"
+#include "subst/prove.h"
 #include "subst/rule.h"
 
 namespace kiln::subst {
@@ -266,6 +268,68 @@ TEST(Rules, MalformedExtentsAreErrors) {
             std::string::npos);
   EXPECT_NE(parse_error(merge_rule("extents")).find("lists no extent"), std::string::npos);
   EXPECT_EQ(parse_error(merge_rule("extents %w1[1]  // w2's columns stay literal")), "");
+}
+
+TEST(Prove, ShippedRulesAreProved) {
+  ASSERT_TRUE(prove_axioms_numerically().is_ok());
+  for (const Rule& rule : shipped_rules()) {
+    Expected<Proof> proof = prove_rule(rule);
+    ASSERT_TRUE(proof.has_value()) << proof.status().message();
+    EXPECT_GT(proof->instances, 1) << rule.name;  // the example and other extents
+  }
+}
+
+TEST(Prove, WrongAndUnprovableRulesAreRejected) {
+  Expected<std::vector<Rule>> rules = parse_rules(R"(
+rule exp-of-product  // wrong: exp(a) exp(b) is exp(a + b)
+graph @source(%a: f32[2,3], %b: f32[2,3]) {
+  %x = exp(%a) : f32[2,3]
+  %y = exp(%b) : f32[2,3]
+  %p = mul(%x, %y) : f32[2,3]
+  return %p
+}
+graph @target(%a: f32[2,3], %b: f32[2,3]) {
+  %s = mul(%a, %b) : f32[2,3]
+  %p = exp(%s) : f32[2,3]
+  return %p
+}
+
+rule relu-of-neg-is-neg  // wrong: relu(-x) is not -x
+graph @source(%x: f32[2,3]) {
+  %n = neg(%x) : f32[2,3]
+  %y = relu(%n) : f32[2,3]
+  return %y
+}
+graph @target(%x: f32[2,3]) {
+  %y = neg(%x) : f32[2,3]
+  return %y
+}
+
+rule softmax-twice  // true, but softmax has no symbolic semantics
+graph @source(%x: f32[2,3]) {
+  %s = softmax(%x) : f32[2,3]
+  %y = identity(%s) : f32[2,3]
+  return %y
+}
+graph @target(%x: f32[2,3]) {
+  %y = softmax(%x) : f32[2,3]
+  return %y
+}
+)", "wrong.rules");
+  ASSERT_TRUE(rules.has_value()) << rules.status().message();
+  ASSERT_EQ(rules->size(), 3u);
+  for (size_t r = 0; r < 2; ++r) {
+    Expected<Proof> proof = prove_rule((*rules)[r]);
+    ASSERT_FALSE(proof.has_value());
+    const std::string& message = proof.status().message();
+    EXPECT_NE(message.find("wrong.rules:"), std::string::npos) << message;
+    EXPECT_NE(message.find("does not hold with %"), std::string::npos) << message;
+  }
+  Expected<Proof> unprovable = prove_rule((*rules)[2]);
+  ASSERT_FALSE(unprovable.has_value());
+  EXPECT_NE(unprovable.status().message().find("cannot be proved: no symbolic semantics for 'softmax'"),
+            std::string::npos)
+      << unprovable.status().message();
 }
 
 // --- Property: every shipped rule, applied to random graphs holding its source -------------

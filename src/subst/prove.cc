@@ -1,0 +1,446 @@
+#include "subst/prove.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <z3++.h>
+
+#include "ir/printer.h"
+#include "passes/dead_code.h"
+#include "subst/apply.h"
+
+namespace kiln::subst {
+namespace {
+
+// A tensor of Z3 real terms, row-major.
+struct SymTensor {
+  std::vector<int64_t> dims;
+  std::vector<z3::expr> elements;
+};
+
+std::vector<int64_t> index_of(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> index(dims.size());
+  for (size_t d = dims.size(); d-- > 0;) {
+    index[d] = flat % dims[d];
+    flat /= dims[d];
+  }
+  return index;
+}
+
+int64_t flat_of(const std::vector<int64_t>& index, const std::vector<int64_t>& dims) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < dims.size(); ++d) flat = flat * dims[d] + index[d];
+  return flat;
+}
+
+int64_t count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// The element of `x` that broadcasting reads for output index `index` (numpy rules: axes
+// aligned at the right, extent-1 axes repeated).
+const z3::expr& broadcast_read(const SymTensor& x, const std::vector<int64_t>& index) {
+  std::vector<int64_t> at(x.dims.size());
+  const size_t offset = index.size() - x.dims.size();
+  for (size_t d = 0; d < x.dims.size(); ++d) at[d] = x.dims[d] == 1 ? 0 : index[offset + d];
+  return x.elements[static_cast<size_t>(flat_of(at, x.dims))];
+}
+
+// 2^k in decimal, for exact constants.
+std::string power_of_two(int k) {
+  std::vector<int> digits = {1};  // least significant first
+  for (int i = 0; i < k; ++i) {
+    int carry = 0;
+    for (int& digit : digits) {
+      const int doubled = digit * 2 + carry;
+      digit = doubled % 10;
+      carry = doubled / 10;
+    }
+    if (carry > 0) digits.push_back(carry);
+  }
+  std::string text;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) text += static_cast<char>('0' + *it);
+  return text;
+}
+
+class SymbolicEvaluator {
+ public:
+  explicit SymbolicEvaluator(z3::context& context) : context_(context) {}
+
+  Expected<std::vector<SymTensor>> run(const Graph& graph, const std::vector<SymTensor>& inputs) {
+    std::map<const Value*, SymTensor> values;
+    for (size_t i = 0; i < graph.inputs().size(); ++i) values.emplace(graph.inputs()[i], inputs[i]);
+    for (const Node* node : graph.nodes()) {
+      std::vector<const SymTensor*> operands;
+      for (const Value* input : node->inputs()) operands.push_back(&values.at(input));
+      KILN_ASSIGN_OR_RETURN(std::vector<SymTensor> results, evaluate(*node, operands));
+      for (int k = 0; k < node->num_outputs(); ++k) {
+        values.emplace(node->output(k), std::move(results[static_cast<size_t>(k)]));
+      }
+    }
+    std::vector<SymTensor> outputs;
+    for (const Value* output : graph.outputs()) outputs.push_back(values.at(output));
+    return outputs;
+  }
+
+  // The uninterpreted functions the graphs used, by name, and their applications.
+  const std::map<std::string, z3::func_decl>& functions() const { return functions_; }
+  const std::vector<z3::expr>& applications(const std::string& name) { return applications_[name]; }
+
+ private:
+  Expected<std::vector<SymTensor>> evaluate(const Node& node,
+                                            const std::vector<const SymTensor*>& in) {
+    const std::vector<int64_t>& out_dims = node.output(0)->shape().dims();
+    SymTensor out{out_dims, {}};
+    const int64_t n = count(out_dims);
+    const auto each = [&](auto&& element) {
+      for (int64_t i = 0; i < n; ++i) out.elements.push_back(element(index_of(i, out_dims)));
+      return std::vector<SymTensor>{out};
+    };
+    const z3::expr zero = context_.real_val(0);
+    switch (node.op()) {
+      case Op::neg: return each([&](const auto& i) { return -broadcast_read(*in[0], i); });
+      case Op::identity: return each([&](const auto& i) { return broadcast_read(*in[0], i); });
+      case Op::relu:
+        return each([&](const auto& i) {
+          const z3::expr& x = broadcast_read(*in[0], i);
+          return z3::ite(x > zero, x, zero);
+        });
+      case Op::abs:
+        return each([&](const auto& i) {
+          const z3::expr& x = broadcast_read(*in[0], i);
+          return z3::ite(x >= zero, x, -x);
+        });
+      case Op::add:
+        return each([&](const auto& i) { return broadcast_read(*in[0], i) + broadcast_read(*in[1], i); });
+      case Op::sub:
+        return each([&](const auto& i) { return broadcast_read(*in[0], i) - broadcast_read(*in[1], i); });
+      case Op::mul:
+        return each([&](const auto& i) { return broadcast_read(*in[0], i) * broadcast_read(*in[1], i); });
+      case Op::div:
+        return each([&](const auto& i) { return broadcast_read(*in[0], i) / broadcast_read(*in[1], i); });
+      case Op::max:
+      case Op::min:
+        return each([&](const auto& i) {
+          const z3::expr& a = broadcast_read(*in[0], i);
+          const z3::expr& b = broadcast_read(*in[1], i);
+          return node.op() == Op::max ? z3::ite(a >= b, a, b) : z3::ite(a <= b, a, b);
+        });
+      case Op::broadcast_to: return each([&](const auto& i) { return broadcast_read(*in[0], i); });
+      case Op::reshape:
+        out.elements = in[0]->elements;
+        return std::vector<SymTensor>{out};
+      case Op::transpose: {
+        std::vector<int64_t> perm = node.attrs().get_ints("perm");
+        if (perm.empty()) {
+          for (size_t d = in[0]->dims.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+        }
+        return each([&](const auto& i) {
+          std::vector<int64_t> at(i.size());
+          for (size_t d = 0; d < i.size(); ++d) at[static_cast<size_t>(perm[d])] = i[d];
+          return in[0]->elements[static_cast<size_t>(flat_of(at, in[0]->dims))];
+        });
+      }
+      case Op::matmul: return matmul(node, in, out);
+      case Op::concat: {
+        const int axis = *normalize_axis(node.attrs().get_int("axis"), static_cast<int>(out_dims.size()));
+        return each([&](const auto& i) {
+          std::vector<int64_t> at = i;
+          for (const SymTensor* part : in) {
+            if (at[static_cast<size_t>(axis)] < part->dims[static_cast<size_t>(axis)]) {
+              return part->elements[static_cast<size_t>(flat_of(at, part->dims))];
+            }
+            at[static_cast<size_t>(axis)] -= part->dims[static_cast<size_t>(axis)];
+          }
+          return zero;  // unreachable: the output's extent is the parts' sum
+        });
+      }
+      case Op::split: {
+        const SymTensor& x = *in[0];
+        const int axis = *normalize_axis(node.attrs().get_int("axis"), static_cast<int>(x.dims.size()));
+        std::vector<SymTensor> parts;
+        int64_t start = 0;
+        for (int k = 0; k < node.num_outputs(); ++k) {
+          SymTensor part{node.output(k)->shape().dims(), {}};
+          for (int64_t i = 0; i < count(part.dims); ++i) {
+            std::vector<int64_t> at = index_of(i, part.dims);
+            at[static_cast<size_t>(axis)] += start;
+            part.elements.push_back(x.elements[static_cast<size_t>(flat_of(at, x.dims))]);
+          }
+          start += part.dims[static_cast<size_t>(axis)];
+          parts.push_back(std::move(part));
+        }
+        return parts;
+      }
+      case Op::reduce_sum: {
+        const SymTensor& x = *in[0];
+        const std::vector<bool> reduced =
+            *reduced_axes(node.input(0)->type(), node.attrs().get_ints("axes"));
+        const bool keepdims = node.attrs().get_bool("keepdims");
+        std::vector<std::optional<z3::expr>> sums(static_cast<size_t>(n));
+        for (int64_t i = 0; i < count(x.dims); ++i) {
+          const std::vector<int64_t> at = index_of(i, x.dims);
+          std::vector<int64_t> to;
+          for (size_t d = 0; d < at.size(); ++d) {
+            if (!reduced[d]) {
+              to.push_back(at[d]);
+            } else if (keepdims) {
+              to.push_back(0);
+            }
+          }
+          std::optional<z3::expr>& sum = sums[static_cast<size_t>(flat_of(to, out_dims))];
+          sum = sum ? *sum + x.elements[static_cast<size_t>(i)] : x.elements[static_cast<size_t>(i)];
+        }
+        for (const std::optional<z3::expr>& sum : sums) out.elements.push_back(sum ? *sum : zero);
+        return std::vector<SymTensor>{out};
+      }
+      case Op::constant: {
+        for (double v : node.attrs().get_tensor("value").data) {
+          KILN_ASSIGN_OR_RETURN(z3::expr c, constant(v));
+          out.elements.push_back(c);
+        }
+        return std::vector<SymTensor>{out};
+      }
+      default: break;
+    }
+    if (node.def().fusion_kind == FusionKind::elementwise && node.num_inputs() == 1 &&
+        node.num_outputs() == 1 && is_floating(node.output(0)->dtype()) &&
+        node.input(0)->dtype() == node.output(0)->dtype()) {
+      // Uninterpreted: the op's name with its attributes, the same function in both graphs.
+      const std::string printed = print_node(node);
+      const size_t attrs = printed.find(") {");
+      const std::string name =
+          std::string(node.op_name()) +
+          (attrs == std::string::npos ? "" : printed.substr(attrs + 2, printed.find('}', attrs) - attrs - 1));
+      auto it = functions_.find(name);
+      if (it == functions_.end()) {
+        it = functions_.emplace(name, context_.function(name.c_str(), context_.real_sort(),
+                                                        context_.real_sort())).first;
+      }
+      const z3::func_decl f = it->second;
+      return each([&](const auto& i) {
+        z3::expr application = f(broadcast_read(*in[0], i));
+        applications_[name].push_back(application);
+        return application;
+      });
+    }
+    return Status::errorf("no symbolic semantics for '{}'", node.op_name());
+  }
+
+  Expected<std::vector<SymTensor>> matmul(const Node& node, const std::vector<const SymTensor*>& in,
+                                          SymTensor out) {
+    const SymTensor& a = *in[0];
+    const SymTensor& b = *in[1];
+    if (a.dims.size() != 2 || b.dims.size() != 2) {
+      return Status::errorf("no symbolic semantics for batched 'matmul' (rank {} x {})",
+                            a.dims.size(), b.dims.size());
+    }
+    const bool ta = node.attrs().get_bool("transpose_a");
+    const bool tb = node.attrs().get_bool("transpose_b");
+    const int64_t inner = ta ? a.dims[0] : a.dims[1];
+    const auto at = [](const SymTensor& x, bool t, int64_t r, int64_t c) {
+      return x.elements[static_cast<size_t>(t ? c * x.dims[1] + r : r * x.dims[1] + c)];
+    };
+    for (int64_t r = 0; r < out.dims[0]; ++r) {
+      for (int64_t c = 0; c < out.dims[1]; ++c) {
+        z3::expr sum = context_.real_val(0);
+        for (int64_t k = 0; k < inner; ++k) sum = sum + at(a, ta, r, k) * at(b, tb, k, c);
+        out.elements.push_back(sum);
+      }
+    }
+    return std::vector<SymTensor>{out};
+  }
+
+  // A double as an exact rational: its 53-bit integer mantissa times a power of two.
+  Expected<z3::expr> constant(double v) {
+    if (!std::isfinite(v)) return Status::errorf("no symbolic semantics for the constant {}", v);
+    int exponent = 0;
+    const double mantissa = std::frexp(std::fabs(v), &exponent);  // |v| = mantissa * 2^exponent
+    const std::string numerator = std::to_string(static_cast<int64_t>(std::ldexp(mantissa, 53)));
+    exponent -= 53;
+    const z3::expr magnitude =
+        exponent >= 0
+            ? context_.real_val(numerator.c_str()) * context_.real_val(power_of_two(exponent).c_str())
+            : context_.real_val(fmt::format("{}/{}", numerator, power_of_two(-exponent)).c_str());
+    return v < 0 ? -magnitude : magnitude;
+  }
+
+  z3::context& context_;
+  std::map<std::string, z3::func_decl> functions_;
+  std::map<std::string, std::vector<z3::expr>> applications_;
+};
+
+// The axioms about `exp`, instantiated at the terms the graphs built (so the query stays free
+// of quantifiers, which Z3 decides quickly, where the quantified axioms made it time out):
+// for every exp(a + b + ...) the graphs apply, exp(a + b + ...) = exp(a) exp(b) ..., and for
+// every exp(a - b), exp(a - b) = exp(a) / exp(b).
+std::vector<z3::expr> exp_axioms(const std::vector<z3::expr>& applications, const z3::func_decl& exp) {
+  std::vector<z3::expr> axioms;
+  for (const z3::expr& application : applications) {
+    const z3::expr argument = application.arg(0);
+    if (!argument.is_app()) continue;
+    const Z3_decl_kind kind = argument.decl().decl_kind();
+    if (kind == Z3_OP_ADD) {
+      z3::expr product = exp(argument.arg(0));
+      for (unsigned i = 1; i < argument.num_args(); ++i) product = product * exp(argument.arg(i));
+      axioms.push_back(application == product);
+    } else if (kind == Z3_OP_SUB && argument.num_args() == 2) {
+      axioms.push_back(application == exp(argument.arg(0)) / exp(argument.arg(1)));
+    }
+  }
+  return axioms;
+}
+
+// The distinct example extents of the rule's variables that an instance may change.
+std::vector<int64_t> example_extents(const Rule& rule) {
+  std::set<int64_t> extents;
+  for (const Value* param : rule.source.inputs()) {
+    for (int64_t d : param->shape().dims()) {
+      if (d >= 2) extents.insert(d);
+    }
+  }
+  return {extents.begin(), extents.end()};
+}
+
+// The source at the extents `map` gives, and its rewrite by the rule; nullopt where either
+// does not build.
+std::optional<std::pair<Graph, Graph>> instantiate(const Rule& rule,
+                                                   const std::map<int64_t, int64_t>& map) {
+  const auto build_source = [&](Graph& graph) -> std::optional<Match> {
+    Match match;
+    std::map<const Value*, Value*> copied;
+    for (const Value* param : rule.source.inputs()) {
+      std::vector<int64_t> dims;
+      for (int64_t d : param->shape().dims()) dims.push_back(map.contains(d) ? map.at(d) : d);
+      Value* input = graph.add_input({param->dtype(), Shape(dims)}, param->name());
+      copied.emplace(param, input);
+      match.variables.push_back(input);
+    }
+    for (const Node* node : rule.source.nodes()) {
+      std::vector<Value*> inputs;
+      for (const Value* input : node->inputs()) inputs.push_back(copied.at(input));
+      Expected<Node*> made = graph.add_node(node->op(), std::move(inputs), node->attrs());
+      if (!made) return std::nullopt;
+      match.nodes.push_back(*made);
+      for (int k = 0; k < node->num_outputs(); ++k) copied.emplace(node->output(k), (*made)->output(k));
+    }
+    std::vector<Value*> outputs;
+    for (const Value* result : rule.source.outputs()) outputs.push_back(copied.at(result));
+    graph.set_outputs(outputs);
+    return match;
+  };
+  Graph source("source");
+  Graph target("target");
+  if (!build_source(source)) return std::nullopt;
+  const std::optional<Match> match = build_source(target);
+  if (!match || !apply_match(target, rule, *match)) return std::nullopt;
+  eliminate_dead_code(target);
+  return std::pair{std::move(source), std::move(target)};
+}
+
+// Proves one instance; an error is a counterexample or Z3 giving up.
+Status prove_instance(const Rule& rule, const Graph& source, const Graph& target) {
+  z3::context context;
+  std::vector<SymTensor> inputs;
+  for (size_t p = 0; p < source.inputs().size(); ++p) {
+    SymTensor input{source.inputs()[p]->shape().dims(), {}};
+    for (int64_t i = 0; i < count(input.dims); ++i) {
+      input.elements.push_back(context.real_const(fmt::format("v{}_{}", p, i).c_str()));
+    }
+    inputs.push_back(std::move(input));
+  }
+  SymbolicEvaluator evaluator(context);
+  Expected<std::vector<SymTensor>> source_terms = evaluator.run(source, inputs);
+  Expected<std::vector<SymTensor>> target_terms = evaluator.run(target, inputs);
+  for (const auto* terms : {&source_terms, &target_terms}) {
+    if (!*terms) {
+      return Status::errorf("{}: rule '{}' cannot be proved: {}", rule.origin, rule.name,
+                            terms->status().message());
+    }
+  }
+  const std::vector<SymTensor>& want = *source_terms;
+  const std::vector<SymTensor>& got = *target_terms;
+  z3::solver solver(context);
+  if (auto exp = evaluator.functions().find("exp"); exp != evaluator.functions().end()) {
+    for (const z3::expr& axiom : exp_axioms(evaluator.applications("exp"), exp->second)) {
+      solver.add(axiom);
+    }
+  }
+  z3::expr_vector differs(context);
+  for (size_t k = 0; k < want.size(); ++k) {
+    for (size_t i = 0; i < want[k].elements.size(); ++i) {
+      differs.push_back(want[k].elements[i] != got[k].elements[i]);
+    }
+  }
+  solver.add(z3::mk_or(differs));
+  solver.set("timeout", 5000u);  // milliseconds
+  std::vector<std::string> shapes;
+  for (const Value* input : source.inputs()) shapes.push_back(input->type().to_string());
+  switch (solver.check()) {
+    case z3::unsat: return Status::ok();
+    case z3::sat:
+      return Status::errorf("{}: rule '{}' does not hold with %{}", rule.origin, rule.name,
+                            fmt::join(shapes, ", %"));
+    default:
+      return Status::errorf("{}: rule '{}': Z3 could not decide it with {} ({})", rule.origin,
+                            rule.name, fmt::join(shapes, ", "), solver.reason_unknown());
+  }
+}
+
+}  // namespace
+
+Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options) {
+  const std::vector<int64_t> extents = example_extents(rule);
+  double assignments = 1;
+  for (size_t e = 0; e < extents.size(); ++e) assignments *= options.max_extent;
+  if (assignments + 1 > options.max_instances) {
+    return Status::errorf("{}: rule '{}' has {} distinct extents: {} instances, over the limit of {}",
+                          rule.origin, rule.name, extents.size(), assignments + 1,
+                          options.max_instances);
+  }
+  std::vector<std::map<int64_t, int64_t>> maps = {{}};  // the example itself first
+  for (int64_t a = 0; a < static_cast<int64_t>(assignments); ++a) {
+    std::map<int64_t, int64_t> map;
+    int64_t rest = a;
+    for (int64_t extent : extents) {
+      map.emplace(extent, 1 + rest % options.max_extent);
+      rest /= options.max_extent;
+    }
+    maps.push_back(std::move(map));
+  }
+  Proof proof;
+  for (const std::map<int64_t, int64_t>& map : maps) {
+    std::optional<std::pair<Graph, Graph>> instance = instantiate(rule, map);
+    if (!instance) {
+      if (map.empty()) {
+        return Status::errorf("{}: rule '{}' does not apply to its own example", rule.origin,
+                              rule.name);
+      }
+      ++proof.skipped;
+      continue;
+    }
+    KILN_RETURN_IF_ERROR(prove_instance(rule, instance->first, instance->second));
+    ++proof.instances;
+  }
+  return proof;
+}
+
+Status prove_axioms_numerically() {
+  for (int i = 0; i < 100; ++i) {
+    const double x = std::sin(i * 1.7) * 3;
+    const double y = std::cos(i * 0.9) * 3;
+    const double tolerance = 1e-12 * std::exp(std::fabs(x) + std::fabs(y));
+    if (std::fabs(std::exp(x + y) - std::exp(x) * std::exp(y)) > tolerance ||
+        std::fabs(std::exp(x - y) - std::exp(x) / std::exp(y)) > tolerance) {
+      return Status::errorf("an axiom of exp does not hold at x = {}, y = {}", x, y);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::subst

@@ -1,0 +1,50 @@
+// Proving rewrite rules (subst/rule.h) with Z3 by symbolic evaluation.
+//
+// A rule is instantiated at every assignment of small extents: each distinct example extent of
+// its variables (2 or more; 1 stays 1) takes every value from 1 to ProofOptions::max_extent,
+// equal example extents together, plus the example itself. At an instance the source is built
+// at those shapes and the target is made from it by the applier (subst/apply.h), so the proof
+// covers exactly what an application does; an instance where the source or the target does
+// not build is skipped, as the applier refuses there. Both graphs are then evaluated element
+// by element over Z3 reals: each variable element is a real unknown; add, sub, mul, div, neg,
+// max, min, relu, abs are arithmetic; matmul (rank 2), transpose, reshape, broadcast_to,
+// concat, split and reduce_sum are sums and index maps; every other elementwise op (exp,
+// tanh, ...) is an uninterpreted function of its operand, the same in both graphs, about which
+// only the axioms below are known. Each result element of the target must equal the source's
+// for all values of the unknowns (Z3 proves the negation unsatisfiable).
+//
+// Axioms: exp(x + y) = exp(x) exp(y) and exp(x - y) = exp(x) / exp(y), checked on random
+// reals (prove_axioms_numerically) and given to Z3 instantiated at the exp terms the graphs
+// build, so that the query has no quantifier. Z3 gets 5 s per instance.
+//
+// The proof is over the reals: it says the rule is an identity of real arithmetic, not that
+// its two sides round alike in f32 (a reassociating rule changes rounding; the numeric check,
+// check_rule_numerically, bounds that at the example shapes). A rule with an op the evaluator
+// does not know is not proved: it is rejected with the op named.
+#pragma once
+
+#include <string>
+
+#include "subst/rule.h"
+#include "support/status.h"
+
+namespace kiln::subst {
+
+struct ProofOptions {
+  int max_extent = 3;
+  int max_instances = 256;  // more extent assignments than this: the proof is refused
+};
+
+struct Proof {
+  int instances = 0;  // extent assignments proved
+  int skipped = 0;    // where the source or the target does not build
+};
+
+// The proof of `rule`, or why there is none: an op without symbolic semantics, a
+// counterexample (the extents at which the sides differ), or Z3 giving up.
+Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options = {});
+
+// The axioms, evaluated on random reals; an error names one that does not hold.
+Status prove_axioms_numerically();
+
+}  // namespace kiln::subst
