@@ -379,13 +379,15 @@ Status prove_instance(const Rule& rule, const Graph& source, const Graph& target
   }
   solver.add(z3::mk_or(differs));
   solver.set("timeout", 5000u);  // milliseconds
-  std::vector<std::string> shapes;
-  for (const Value* input : source.inputs()) shapes.push_back(input->type().to_string());
+  std::vector<std::string> shapes;  // "%a: f32[2,3]"
+  for (const Value* input : source.inputs()) {
+    shapes.push_back(fmt::format("{}: {}", print_value_ref(*input), input->type().to_string()));
+  }
   switch (solver.check()) {
     case z3::unsat: return Status::ok();
     case z3::sat:
-      return Status::errorf("{}: rule '{}' does not hold with %{}", rule.origin, rule.name,
-                            fmt::join(shapes, ", %"));
+      return Status::errorf("{}: rule '{}' does not hold with {}", rule.origin, rule.name,
+                            fmt::join(shapes, ", "));
     default:
       return Status::errorf("{}: rule '{}': Z3 could not decide it with {} ({})", rule.origin,
                             rule.name, fmt::join(shapes, ", "), solver.reason_unknown());

@@ -260,6 +260,7 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
     Rule rule;
     rule.name = scanner.word();
     rule.origin = fmt::format("{}:{}", filename, line);
+    if (rule.name.empty()) return Status::errorf("{}: 'rule' needs a name", origin);
     if (!valid_rule_name(rule.name)) {
       return Status::errorf("{}: a rule's name is letters, digits, '-' and '_', not '{}'", origin,
                             rule.name);

@@ -324,6 +324,7 @@ graph @target(%x: f32[2,3]) {
     const std::string& message = proof.status().message();
     EXPECT_NE(message.find("wrong.rules:"), std::string::npos) << message;
     EXPECT_NE(message.find("does not hold with %"), std::string::npos) << message;
+    EXPECT_NE(message.find(": f32["), std::string::npos) << message;
   }
   Expected<Proof> unprovable = prove_rule((*rules)[2]);
   ASSERT_FALSE(unprovable.has_value());
