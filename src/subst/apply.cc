@@ -93,6 +93,13 @@ bool apply_match(Graph& graph, const Rule& rule, const Match& match) {
     const Status replaced = graph.replace_all_uses(from, to);
     KILN_CHECK(replaced.is_ok(), "rule '{}' made an invalid graph: {}", rule.name,
                replaced.message());
+    // A value the target computed takes the name of the one it replaces, so a graph output
+    // keeps its name (runs find outputs by name).
+    if (std::find(added.begin(), added.end(), to->producer()) != added.end()) {
+      const std::string name = from->name();
+      graph.rename_value(from, name + ".replaced");
+      graph.rename_value(to, name);
+    }
   }
   return true;
 }

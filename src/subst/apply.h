@@ -7,8 +7,9 @@
 // there or a result's type differs from the value it would replace: the rule does not hold at
 // those extents as written.
 // The new nodes move to just after the last matched node (Graph::move_computation_after), so
-// the rewritten graph keeps its order; the source's nodes, now unread, are left for dead-code
-// elimination.
+// the rewritten graph keeps its order, and each new result takes the name of the value it
+// replaces (graph outputs keep their names); the source's nodes, now unread, are left for
+// dead-code elimination.
 #pragma once
 
 #include "ir/graph.h"

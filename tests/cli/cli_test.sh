@@ -222,6 +222,19 @@ expect subst-verify-shipped 0 'rules: ([0-9]+) proved, 0 rejected' -- \
 expect subst-verify-wrong 1 "exp-is-neg: rejected: .*wrong.rules:1: rule 'exp-is-neg' does not hold" -- \
   "$kiln" subst verify "$work/wrong.rules"
 expect subst-verify-bad-extent 2 'max-extent' -- "$kiln" subst verify --max-extent 0 "$work/wrong.rules"
+cat > "$work/tm.kiln" <<'IR'
+graph @tm(%a: f32[64,128], %b: f32[128,96]) {
+  %m = matmul(%a, %b) : f32[64,96]
+  %t = transpose(%m) {perm = [1, 0]} : f32[96,64]
+  return %t
+}
+IR
+expect subst-search-finds-rewrite 0 'transpose-of-matmul: .* -> ' -- \
+  "$kiln" subst search "$source_dir/src/subst/rules/handwritten.rules" "$work/tm.kiln"
+expect subst-search-keeps-output-name 0 '%t = matmul\(%b, %a\)' -- \
+  "$kiln" subst search --print "$source_dir/src/subst/rules/handwritten.rules" "$work/tm.kiln"
+expect subst-search-leaves-out-unproved 0 "left out: .*exp-is-neg" -- \
+  "$kiln" subst search "$work/wrong.rules" "$work/tm.kiln"
 expect subst-needs-subcommand 2 'subcommand is required' -- "$kiln" subst
 
 # Usage errors: exit 2.
@@ -241,6 +254,7 @@ for subcommand in show run compile compare train explain export dump; do
 done
 expect help-subst-check 0 'Usage: .*subst check' -- "$kiln" subst check --help
 expect help-subst-verify 0 'Usage: .*subst verify' -- "$kiln" subst verify --help
+expect help-subst-search 0 'Usage: .*subst search' -- "$kiln" subst search --help
 
 echo "cli: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

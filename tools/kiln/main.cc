@@ -43,6 +43,7 @@
 #include "support/files.h"
 #include "subst/prove.h"
 #include "subst/rule.h"
+#include "subst/search.h"
 
 namespace kiln {
 namespace {
@@ -302,6 +303,54 @@ std::string format_seconds(double seconds) {
   if (seconds >= 1) return fmt::format("{:.2f} s", seconds);
   if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
   return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
+struct SubstSearchOptions {
+  std::string rules_file;
+  std::string model_file;
+  double relaxation = 1.05;
+  int max_expansions = 64;
+  bool print = false;
+};
+
+// Only rules Z3 proves are searched with; the rest are listed and left out.
+int run_subst_search(const SubstSearchOptions& options) {
+  Expected<std::vector<subst::Rule>> rules = subst::read_rules_file(options.rules_file);
+  if (!rules) return report(rules.status());
+  Expected<ImportedModel> model = load_model(options.model_file);
+  if (!model) return report(model.status());
+  if (Status axioms = subst::prove_axioms_numerically(); !axioms) return report(axioms);
+  std::vector<subst::Rule> proved;
+  for (subst::Rule& rule : *rules) {
+    if (Expected<subst::Proof> proof = subst::prove_rule(rule); !proof) {
+      fmt::print("left out: {}\n", proof.status().message());
+    } else {
+      proved.push_back(std::move(rule));
+    }
+  }
+  const fusion::FusionOptions fusion_options;
+  const subst::CostFunction cost = [&](const Graph& graph) -> Expected<double> {
+    KILN_ASSIGN_OR_RETURN(const fusion::Partition partition,
+                          fusion::partition_graph(graph, fusion_options));
+    return partition.estimated_seconds();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Expected<subst::SearchResult> result = subst::search_substitutions(
+      model->graph, proved, cost,
+      {.relaxation = options.relaxation, .max_expansions = options.max_expansions});
+  if (!result) return report(result.status());
+  fmt::print("search with {} proved rules: {} graphs expanded, {} priced{}, {:.2f} s\n",
+             proved.size(), result->expanded, result->priced,
+             result->stopped_at_limit ? " (stopped at --max-expansions)" : "",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  fmt::print("estimated {} fused, {} after {}\n", format_seconds(result->initial_cost),
+             format_seconds(result->cost), count_noun(result->rewrites.size(), "rewrite"));
+  for (const subst::AppliedRewrite& rewrite : result->rewrites) {
+    fmt::print("  {}: {} -> {}\n", rewrite.rule, format_seconds(rewrite.cost_before),
+               format_seconds(rewrite.cost_after));
+  }
+  if (options.print) fmt::print("{}", print_graph(result->graph));
+  return 0;
 }
 
 // "graph rewrites: 917 -> 842 nodes; fold-constants, fold-layout (2 rounds), eliminate-reductions
@@ -1221,6 +1270,25 @@ int run(int argc, char** argv) {
       "check", "Read a rule file and compare each rule's source and target graphs on random "
                "inputs in the reference interpreter (a fingerprint, not a proof).");
   subst_check_cmd->add_option("file", subst_rules_file, "Rule file (.rules)")->required();
+  SubstSearchOptions subst_search;
+  CLI::App* subst_search_cmd = subst_cmd->add_subcommand(
+      "search", "Search for the rewrites of a model (IR text or ONNX) by the rules of a rule "
+                "file that lower the fusion partitioner's estimate (TASO's search, scored after "
+                "fusion); only rules Z3 proves are used.");
+  subst_search_cmd->add_option("rules", subst_search.rules_file, "Rule file (.rules)")->required();
+  subst_search_cmd->add_option("model", subst_search.model_file, "Model file (.onnx, or IR text)")
+      ->required();
+  subst_search_cmd
+      ->add_option("--relaxation", subst_search.relaxation,
+                   "Explore graphs estimated up to this factor above the best so far")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 10.0));
+  subst_search_cmd
+      ->add_option("--max-expansions", subst_search.max_expansions,
+                   "Stop after expanding this many graphs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  subst_search_cmd->add_flag("--print", subst_search.print, "Print the best graph in IR text");
   int subst_max_extent = 3;
   CLI::App* subst_verify_cmd = subst_cmd->add_subcommand(
       "verify", "Prove each rule of a rule file with Z3: both graphs evaluated symbolically at "
@@ -1446,6 +1514,7 @@ int run(int argc, char** argv) {
   if (check_cmd->parsed()) return run_check(check);
   if (subst_check_cmd->parsed()) return run_subst_check(subst_rules_file);
   if (subst_verify_cmd->parsed()) return run_subst_verify(subst_rules_file, subst_max_extent);
+  if (subst_search_cmd->parsed()) return run_subst_search(subst_search);
   if (print_cmd->parsed()) return run_print(print_file);
   if (opt_cmd->parsed()) return run_opt(opt_file, opt_passes);
   if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);

@@ -18,6 +18,7 @@
 #include "subst/match.h"
 #include "subst/prove.h"
 #include "subst/rule.h"
+#include "subst/search.h"
 
 namespace kiln::subst {
 namespace {
@@ -259,6 +260,24 @@ TEST(Apply, DeclaredExtentsBindToTheMatchAndLiteralOnesMustFit) {
   }
 }
 
+TEST(Apply, AReplacedGraphOutputKeepsItsName) {
+  const std::vector<Rule> rules = shipped_rules();
+  const Rule& rule = rule_named(rules, "transpose-of-matmul");
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* m = b.matmul(b.input("a", DType::f32, {4, 6}), b.input("b", DType::f32, {6, 3}));
+  Value* t = b.transpose(m, {1, 0});
+  graph.rename_value(t, "scores");
+  graph.set_outputs({t});
+  const std::vector<Match> matches = find_matches(graph, rule);
+  ASSERT_EQ(matches.size(), 1u);
+  ASSERT_TRUE(apply_match(graph, rule, matches[0]));
+  eliminate_dead_code(graph);
+  EXPECT_EQ(graph.outputs()[0]->name(), "scores");
+  EXPECT_EQ(graph.outputs()[0]->producer()->op(), Op::matmul);
+  EXPECT_EQ(graph.num_nodes(), 1);
+}
+
 TEST(Rules, MalformedExtentsAreErrors) {
   EXPECT_NE(parse_error(merge_rule("extents %w3[1]")).find("names no parameter"), std::string::npos);
   EXPECT_NE(parse_error(merge_rule("extents %w1[2]")).find("is not an axis of %w1 (rank 2)"),
@@ -331,6 +350,60 @@ graph @target(%x: f32[2,3]) {
   EXPECT_NE(unprovable.status().message().find("cannot be proved: no symbolic semantics for 'softmax'"),
             std::string::npos)
       << unprovable.status().message();
+}
+
+// The number of nodes: a cost for tests of the search that needs no partitioner.
+Expected<double> node_count(const Graph& graph) { return static_cast<double>(graph.num_nodes()); }
+
+TEST(Search, AppliesRulesThatLowerTheCostAndStaysDeterministic) {
+  // relu(relu(x)) negated twice, then a second branch where two matmuls share x.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 6});
+  Value* twice = b.neg(b.neg(b.relu(b.relu(x))));
+  graph.set_outputs({twice});
+  const std::vector<Rule> rules = shipped_rules();
+  Expected<SearchResult> first = search_substitutions(graph, rules, node_count);
+  ASSERT_TRUE(first.has_value()) << first.status().message();
+  EXPECT_EQ(first->initial_cost, 4);
+  EXPECT_EQ(first->cost, 1);
+  ASSERT_EQ(first->rewrites.size(), 2u);
+  EXPECT_EQ(first->graph.num_nodes(), 1);
+  EXPECT_EQ(first->graph.nodes()[0]->op(), Op::relu);
+  EXPECT_FALSE(first->stopped_at_limit);
+  Expected<SearchResult> second = search_substitutions(graph, rules, node_count);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(print_graph(second->graph), print_graph(first->graph));
+  for (size_t r = 0; r < first->rewrites.size(); ++r) {
+    EXPECT_EQ(second->rewrites[r].rule, first->rewrites[r].rule);
+  }
+  const std::vector<Array> inputs = random_inputs(graph);
+  EXPECT_EQ(interpret(graph, inputs)->front().data, interpret(first->graph, inputs)->front().data);
+  // One expansion: the input's rewrites are priced, then the search stops.
+  Expected<SearchResult> limited = search_substitutions(graph, rules, node_count, {.max_expansions = 1});
+  ASSERT_TRUE(limited.has_value());
+  EXPECT_EQ(limited->expanded, 1);
+  EXPECT_TRUE(limited->stopped_at_limit);
+  EXPECT_EQ(limited->cost, 2);  // one rewrite, the best of the first expansion's
+}
+
+TEST(Search, RelaxationExploresCostlierGraphsButNeverReturnsOne) {
+  // Merging two matmuls that share x costs nodes (2 -> 3): explored with a relaxation of 2,
+  // not with the default, and never the result under this cost.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 6});
+  graph.set_outputs({b.matmul(x, b.input("w1", DType::f32, {6, 3})),
+                     b.matmul(x, b.input("w2", DType::f32, {6, 5}))});
+  const std::vector<Rule> rules = shipped_rules();
+  Expected<SearchResult> strict = search_substitutions(graph, rules, node_count);
+  Expected<SearchResult> relaxed = search_substitutions(graph, rules, node_count, {.relaxation = 2});
+  ASSERT_TRUE(strict.has_value() && relaxed.has_value());
+  EXPECT_EQ(strict->cost, 2);
+  EXPECT_EQ(relaxed->cost, 2);
+  EXPECT_TRUE(relaxed->rewrites.empty());
+  EXPECT_GT(relaxed->priced, 0);
+  EXPECT_GT(relaxed->expanded, strict->expanded);
 }
 
 // --- Property: every shipped rule, applied to random graphs holding its source -------------

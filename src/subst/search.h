@@ -1,0 +1,56 @@
+// Cost-guided search over rule applications (issue 7, item 4), after TASO: a queue of graphs
+// ordered by cost, starting from the input graph. Each graph taken from the queue is expanded:
+// every rule is applied at each of its matches (up to `max_matches_per_rule`) to a copy; a
+// copy that is new (its printed text not seen before) is priced, and it joins the queue when
+// it costs less than `relaxation` times the best cost so far, so a rewrite that costs a little
+// can lead to one that gains more. The best graph seen is the result, never costlier than the
+// input.
+//
+// The cost is a parameter: the compiler's is the fusion partitioner's estimate of the graph
+// (scoring what a graph costs after fusion, where TASO sums unfused op costs), and tests use
+// simpler ones. The search stops when the queue empties or after `max_expansions` graphs; it
+// is deterministic (ties in cost go to the graph generated first). Copies are told apart by
+// their printed text, so two orders of the same rewrites are priced once only when they name
+// their new values alike; pruning sequences that commute (as Fang et al. do) is not built.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "subst/rule.h"
+#include "support/status.h"
+
+namespace kiln::subst {
+
+struct SearchOptions {
+  double relaxation = 1.05;
+  int max_expansions = 64;
+  size_t max_matches_per_rule = 16;
+};
+
+struct AppliedRewrite {
+  std::string rule;
+  double cost_before = 0;
+  double cost_after = 0;
+};
+
+struct SearchResult {
+  Graph graph;
+  double initial_cost = 0;
+  double cost = 0;
+  std::vector<AppliedRewrite> rewrites;  // the path from the input to `graph`
+  int expanded = 0;                      // graphs taken from the queue
+  int priced = 0;                        // new graphs whose cost was computed
+  bool stopped_at_limit = false;         // max_expansions reached with graphs still queued
+};
+
+using CostFunction = std::function<Expected<double>(const Graph&)>;
+
+Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const Rule> rules,
+                                            const CostFunction& cost,
+                                            const SearchOptions& options = {});
+
+}  // namespace kiln::subst
