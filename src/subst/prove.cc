@@ -232,26 +232,37 @@ class SymbolicEvaluator {
     return Status::errorf("no symbolic semantics for '{}'", node.op_name());
   }
 
+  // [..., m, k] x [..., k, n] with the batch axes broadcast (numpy rules), either operand's
+  // last two axes transposed by its flag.
   Expected<std::vector<SymTensor>> matmul(const Node& node, const std::vector<const SymTensor*>& in,
                                           SymTensor out) {
     const SymTensor& a = *in[0];
     const SymTensor& b = *in[1];
-    if (a.dims.size() != 2 || b.dims.size() != 2) {
-      return Status::errorf("no symbolic semantics for batched 'matmul' (rank {} x {})",
-                            a.dims.size(), b.dims.size());
-    }
     const bool ta = node.attrs().get_bool("transpose_a");
     const bool tb = node.attrs().get_bool("transpose_b");
-    const int64_t inner = ta ? a.dims[0] : a.dims[1];
-    const auto at = [](const SymTensor& x, bool t, int64_t r, int64_t c) {
-      return x.elements[static_cast<size_t>(t ? c * x.dims[1] + r : r * x.dims[1] + c)];
+    const size_t ra = a.dims.size();
+    const size_t rank = out.dims.size();
+    const int64_t inner = ta ? a.dims[ra - 2] : a.dims[ra - 1];
+    // The element of a matrix operand at (row, col) of the product's convention, for the
+    // output's batch index `batch`.
+    const auto at = [](const SymTensor& x, bool transposed, const std::vector<int64_t>& batch,
+                       int64_t row, int64_t col) {
+      const size_t r = x.dims.size();
+      std::vector<int64_t> index(r);
+      const size_t offset = batch.size() - (r - 2);
+      for (size_t d = 0; d + 2 < r; ++d) index[d] = x.dims[d] == 1 ? 0 : batch[offset + d];
+      index[r - 2] = transposed ? col : row;
+      index[r - 1] = transposed ? row : col;
+      return x.elements[static_cast<size_t>(flat_of(index, x.dims))];
     };
-    for (int64_t r = 0; r < out.dims[0]; ++r) {
-      for (int64_t c = 0; c < out.dims[1]; ++c) {
-        z3::expr sum = context_.real_val(0);
-        for (int64_t k = 0; k < inner; ++k) sum = sum + at(a, ta, r, k) * at(b, tb, k, c);
-        out.elements.push_back(sum);
-      }
+    for (int64_t i = 0; i < count(out.dims); ++i) {
+      const std::vector<int64_t> index = index_of(i, out.dims);
+      const std::vector<int64_t> batch(index.begin(), index.end() - 2);
+      const int64_t row = index[rank - 2];
+      const int64_t col = index[rank - 1];
+      z3::expr sum = context_.real_val(0);
+      for (int64_t k = 0; k < inner; ++k) sum = sum + at(a, ta, batch, row, k) * at(b, tb, batch, k, col);
+      out.elements.push_back(sum);
     }
     return std::vector<SymTensor>{out};
   }

@@ -7,7 +7,7 @@
 // covers exactly what an application does; an instance where the source or the target does
 // not build is skipped, as the applier refuses there. Both graphs are then evaluated element
 // by element over Z3 reals: each variable element is a real unknown; add, sub, mul, div, neg,
-// max, min, relu, abs are arithmetic; matmul (rank 2), transpose, reshape, broadcast_to,
+// max, min, relu, abs are arithmetic; matmul (batch axes broadcast), transpose, reshape, broadcast_to,
 // concat, split and reduce_sum are sums and index maps; every other elementwise op (exp,
 // tanh, ...) is an uninterpreted function of its operand, the same in both graphs, about which
 // only the axioms below are known. Each result element of the target must equal the source's
