@@ -8,6 +8,8 @@
 #   make bench       build and run the benchmarks in bench/ (elementwise bandwidth, matmul)
 #                    and the fusion table and graph-rewrite ablation over five zoo models
 #                    (bench/zoo_fusion.sh, long)
+#   make rules       regenerate the generated substitution rules (src/subst/rules/generated.rules)
+#                    and prove them with Z3
 #   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
 #                    compared with PyTorch's own outputs (label `models`, about 10 minutes)
 #
@@ -22,7 +24,7 @@ DEMO_MODEL ?= bert-tiny
 
 KILN := $(BUILD_DIR)/tools/kiln/kiln
 
-.PHONY: all deps build build-asan demo test test-asan test-models bench clean
+.PHONY: all deps build build-asan demo test test-asan test-models bench rules clean
 
 all: build
 
@@ -54,6 +56,12 @@ test-asan: build-asan
 # a time: two at once would only fight over the cores and memory.
 test-models: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 -L models
+
+# The generator's rules, written where the tests expect them (a test fails when the file is
+# not what the generator writes), then proved.
+rules: build
+	$(KILN) subst generate --max-ops 2 --variables 2 -o src/subst/rules/generated.rules
+	$(KILN) subst verify src/subst/rules/generated.rules
 
 # Benchmarks time the machine they run on; they are never part of `make test`.
 bench: build

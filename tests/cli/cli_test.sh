@@ -235,6 +235,11 @@ expect subst-search-keeps-output-name 0 '%t = matmul\(%b, %a\)' -- \
   "$kiln" subst search --print "$source_dir/src/subst/rules/handwritten.rules" "$work/tm.kiln"
 expect subst-search-leaves-out-unproved 0 "left out: .*exp-is-neg" -- \
   "$kiln" subst search "$work/wrong.rules" "$work/tm.kiln"
+expect subst-generate 0 'enumerated 20 distinct graphs of up to 1 ops over 2 variables' -- \
+  "$kiln" subst generate --max-ops 1 -o "$work/generated.rules"
+expect subst-generate-then-verify 0 '2 rules: 2 proved, 0 rejected' -- \
+  "$kiln" subst verify "$work/generated.rules"
+expect subst-generate-needs-output 2 'output is required' -- "$kiln" subst generate
 expect subst-needs-subcommand 2 'subcommand is required' -- "$kiln" subst
 
 # Usage errors: exit 2.
@@ -255,6 +260,7 @@ done
 expect help-subst-check 0 'Usage: .*subst check' -- "$kiln" subst check --help
 expect help-subst-verify 0 'Usage: .*subst verify' -- "$kiln" subst verify --help
 expect help-subst-search 0 'Usage: .*subst search' -- "$kiln" subst search --help
+expect help-subst-generate 0 'Usage: .*subst generate' -- "$kiln" subst generate --help
 
 echo "cli: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

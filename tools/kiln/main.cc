@@ -41,6 +41,7 @@
 #include "passes/pipeline.h"
 #include "models/model.h"
 #include "support/files.h"
+#include "subst/generate.h"
 #include "subst/prove.h"
 #include "subst/rule.h"
 #include "subst/search.h"
@@ -303,6 +304,25 @@ std::string format_seconds(double seconds) {
   if (seconds >= 1) return fmt::format("{:.2f} s", seconds);
   if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
   return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
+int run_subst_generate(const subst::GeneratorOptions& options, const std::string& output) {
+  Expected<subst::GeneratedRules> generated = subst::generate_rules(options);
+  if (!generated) return report(generated.status());
+  const subst::GeneratorCounts& c = generated->counts;
+  fmt::print("enumerated {} distinct graphs of up to {} ops over {} variables in {:.2f} s\n",
+             c.graphs, options.max_ops, options.variables, c.enumerate_seconds);
+  fmt::print("fingerprinted them in {:.2f} s: {} classes of equal fingerprints\n",
+             c.fingerprint_seconds, c.classes);
+  fmt::print("candidate rules {}, after variable renaming {}, after subsumption {}, after common "
+             "subexpressions {}; {} written, {} with extents finer than square ({:.2f} s)\n",
+             c.pairs, c.after_renaming, c.after_subsumption, c.after_common,
+             generated->rules.size(), c.generalised, c.prune_seconds);
+  if (Status written = write_file_atomically(output, subst::print_rules(generated->rules)); !written) {
+    return report(written);
+  }
+  fmt::print("wrote {}; prove them with `kiln subst verify {}`\n", output, output);
+  return 0;
 }
 
 struct SubstSearchOptions {
@@ -1289,6 +1309,19 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   subst_search_cmd->add_flag("--print", subst_search.print, "Print the best graph in IR text");
+  subst::GeneratorOptions generator;
+  std::string generated_file;
+  CLI::App* subst_generate_cmd = subst_cmd->add_subcommand(
+      "generate", "Enumerate small graphs, pair those with equal fingerprints on random inputs "
+                  "and prune the implied pairs (TASO's generator); print the counts at each "
+                  "stage and write the rules.");
+  subst_generate_cmd->add_option("--max-ops", generator.max_ops, "Ops per enumerated graph")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3));
+  subst_generate_cmd->add_option("--variables", generator.variables, "Input matrices")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3));
+  subst_generate_cmd->add_option("-o,--output", generated_file, "Rule file to write")->required();
   int subst_max_extent = 3;
   CLI::App* subst_verify_cmd = subst_cmd->add_subcommand(
       "verify", "Prove each rule of a rule file with Z3: both graphs evaluated symbolically at "
@@ -1515,6 +1548,7 @@ int run(int argc, char** argv) {
   if (subst_check_cmd->parsed()) return run_subst_check(subst_rules_file);
   if (subst_verify_cmd->parsed()) return run_subst_verify(subst_rules_file, subst_max_extent);
   if (subst_search_cmd->parsed()) return run_subst_search(subst_search);
+  if (subst_generate_cmd->parsed()) return run_subst_generate(generator, generated_file);
   if (print_cmd->parsed()) return run_print(print_file);
   if (opt_cmd->parsed()) return run_opt(opt_file, opt_passes);
   if (ops_cmd->parsed()) return run_ops(op_name, ops_onnx);

@@ -1,0 +1,62 @@
+// Generating rewrite rules (issue 7, item 2), as TASO does: enumerate small graphs, pair those
+// that compute the same values, keep the pairs no smaller pair implies.
+//
+// 1. Enumerate. Every graph of up to `max_ops` ops over `variables` square f64 matrices whose
+//    every op is used and whose last op is its result, and each variable alone (so that
+//    neg(neg(x)) pairs with x); the ops are neg, relu, transpose, add, mul and matmul. Graphs
+//    that spell the same expression (independent ops in another order) are counted once.
+// 2. Fingerprint. Each graph runs in the interpreter on two sets of random inputs; its
+//    fingerprint is its results to 10 significant digits.
+// 3. Pair. In each class of equal fingerprints the smallest graph (fewest ops, then its
+//    expression's text) is the target of a rule from every other graph that uses all the
+//    variables the target does.
+// 4. Prune. Variable renaming (variables numbered by first use in the source, duplicates
+//    dropped); subsumption (a source with a proper subexpression that a smaller graph
+//    computes is implied: the smaller rule applies inside it first); common subexpressions
+//    (a source and target sharing an expression over variables are implied by the rule with a
+//    variable in its place).
+// 5. Generalise. Enumeration uses square matrices, so a rule is given the finest extents that
+//    both of its graphs build with, checked numerically again at them (every variable axis
+//    its own extent where it can be).
+//
+// The result's rules still have to pass `kiln subst verify`: a fingerprint is evidence, not a
+// proof, and a pair whose proof fails is a fingerprint collision.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "subst/rule.h"
+#include "support/status.h"
+
+namespace kiln::subst {
+
+struct GeneratorOptions {
+  int max_ops = 2;
+  int variables = 2;
+};
+
+struct GeneratorCounts {
+  int graphs = 0;             // distinct expressions enumerated
+  int classes = 0;            // fingerprint classes with two graphs or more
+  int pairs = 0;              // candidate rules before pruning
+  int after_renaming = 0;
+  int after_subsumption = 0;
+  int after_common = 0;       // after common-subexpression pruning
+  int generalised = 0;        // rules whose extents are not all equal
+  double enumerate_seconds = 0;
+  double fingerprint_seconds = 0;
+  double prune_seconds = 0;
+};
+
+struct GeneratedRules {
+  std::vector<Rule> rules;
+  GeneratorCounts counts;
+};
+
+Expected<GeneratedRules> generate_rules(const GeneratorOptions& options = {});
+
+// The rule file text of `rules` (parse_rules reads it back).
+std::string print_rules(const std::vector<Rule>& rules);
+
+}  // namespace kiln::subst
