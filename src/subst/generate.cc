@@ -21,8 +21,12 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-enum class Kind { neg, relu, transpose, add, mul, matmul };
-constexpr Kind kKinds[] = {Kind::neg, Kind::relu, Kind::transpose, Kind::add, Kind::mul, Kind::matmul};
+// sum_rows and sum_columns reduce one axis keeping it (x [m, n] -> [1, n] and [m, 1]); double
+// multiplies by the constant 2 (the scalar multiply).
+enum class Kind { neg, relu, transpose, sum_rows, sum_columns, twice, add, mul, matmul };
+constexpr Kind kKinds[] = {Kind::neg,        Kind::relu,  Kind::transpose, Kind::sum_rows,
+                           Kind::sum_columns, Kind::twice, Kind::add,       Kind::mul,
+                           Kind::matmul};
 
 bool is_binary(Kind kind) { return kind == Kind::add || kind == Kind::mul || kind == Kind::matmul; }
 
@@ -31,6 +35,9 @@ std::string_view kind_name(Kind kind) {
     case Kind::neg: return "neg";
     case Kind::relu: return "relu";
     case Kind::transpose: return "transpose";
+    case Kind::sum_rows: return "sumrows";
+    case Kind::sum_columns: return "sumcolumns";
+    case Kind::twice: return "twice";
     case Kind::add: return "add";
     case Kind::mul: return "mul";
     case Kind::matmul: return "matmul";
@@ -118,6 +125,19 @@ Expected<Graph> build_graph(const Candidate& candidate, const std::vector<int>& 
       case Kind::neg: op = Op::neg; break;
       case Kind::relu: op = Op::relu; break;
       case Kind::transpose: op = Op::transpose; attrs.set("perm", std::vector<int64_t>{1, 0}); break;
+      case Kind::sum_rows:
+      case Kind::sum_columns:
+        op = Op::reduce_sum;
+        attrs.set("axes", std::vector<int64_t>{term.kind == Kind::sum_rows ? 0 : 1});
+        attrs.set("keepdims", true);
+        break;
+      case Kind::twice: {
+        KILN_ASSIGN_OR_RETURN(Node* two, graph.add_node(Op::constant, {},
+                                                        {{"value", Array::scalar(dtype, 2)}}));
+        inputs.push_back(two->output(0));
+        op = Op::mul;
+        break;
+      }
       case Kind::add: op = Op::add; break;
       case Kind::mul: op = Op::mul; break;
       case Kind::matmul: op = Op::matmul; break;
@@ -175,7 +195,7 @@ Expected<std::string> fingerprint(const Candidate& candidate) {
   for (int v = 0; v < candidate.variables; ++v) all[static_cast<size_t>(v)] = v;
   const std::vector<std::vector<int64_t>> dims(all.size(), {kSquare, kSquare});
   KILN_ASSIGN_OR_RETURN(const Graph graph, build_graph(candidate, all, dims, DType::f64, "g"));
-  std::string key;
+  std::string key = graph.outputs()[0]->shape().to_string() + ":";
   for (uint64_t seed : {11u, 12u}) {
     KILN_ASSIGN_OR_RETURN(const std::vector<Array> results,
                           interpret(graph, random_inputs(graph, {.seed = seed})));
@@ -303,13 +323,14 @@ Expected<GeneratedRules> generate_rules(const GeneratorOptions& options) {
       Candidate renamed_target = renumber(smallest, used);
       if (!kept.insert(renamed_source.expression()).second) continue;
       ++counts.after_renaming;
-      // Subsumption: a proper subexpression that a smaller graph computes.
+      // Subsumption: a proper subexpression that is not the smallest graph of its class (a
+      // smaller or equal rule rewrites it first, and the result pairs with the same target).
       bool implied = false;
       for (size_t t = 0; t + 1 < source.terms.size() && !implied; ++t) {
         const Candidate sub = source.subexpression(source.variables + static_cast<int>(t));
         auto key_of = class_of.find(sub.expression());
         implied = key_of != class_of.end() &&
-                  classes.at(key_of->second).front()->terms.size() < sub.terms.size();
+                  classes.at(key_of->second).front()->expression() != sub.expression();
       }
       if (implied) continue;
       ++counts.after_subsumption;

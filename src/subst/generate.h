@@ -3,18 +3,21 @@
 //
 // 1. Enumerate. Every graph of up to `max_ops` ops over `variables` square f64 matrices whose
 //    every op is used and whose last op is its result, and each variable alone (so that
-//    neg(neg(x)) pairs with x); the ops are neg, relu, transpose, add, mul and matmul. Graphs
-//    that spell the same expression (independent ops in another order) are counted once.
+//    neg(neg(x)) pairs with x); the ops are neg, relu, transpose, a sum over rows or over
+//    columns (keeping the axis), a multiplication by 2, add, mul (both broadcasting) and
+//    matmul. Graphs that spell the same expression (independent ops in another order) are
+//    counted once.
 // 2. Fingerprint. Each graph runs in the interpreter on two sets of random inputs; its
-//    fingerprint is its results to 10 significant digits.
+//    fingerprint is its result's shape and values to 10 significant digits.
 // 3. Pair. In each class of equal fingerprints the smallest graph (fewest ops, then its
 //    expression's text) is the target of a rule from every other graph that uses all the
 //    variables the target does.
 // 4. Prune. Variable renaming (variables numbered by first use in the source, duplicates
-//    dropped); subsumption (a source with a proper subexpression that a smaller graph
-//    computes is implied: the smaller rule applies inside it first); common subexpressions
-//    (a source and target sharing an expression over variables are implied by the rule with a
-//    variable in its place).
+//    dropped); subsumption (a source with a proper subexpression that is not the smallest
+//    graph of its class is implied: the rule for that subexpression applies inside it first,
+//    and what it gives pairs with the same target); common subexpressions (a source and
+//    target sharing an expression over variables are implied by the rule with a variable in
+//    its place).
 // 5. Generalise. Enumeration uses square matrices, so a rule is given the finest extents that
 //    both of its graphs build with, checked numerically again at them (every variable axis
 //    its own extent where it can be).

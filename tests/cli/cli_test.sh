@@ -235,9 +235,9 @@ expect subst-search-keeps-output-name 0 '%t = matmul\(%b, %a\)' -- \
   "$kiln" subst search --print "$source_dir/src/subst/rules/handwritten.rules" "$work/tm.kiln"
 expect subst-search-leaves-out-unproved 0 "left out: .*exp-is-neg" -- \
   "$kiln" subst search "$work/wrong.rules" "$work/tm.kiln"
-expect subst-generate 0 'enumerated 20 distinct graphs of up to 1 ops over 2 variables' -- \
+expect subst-generate 0 'enumerated 26 distinct graphs of up to 1 ops over 2 variables' -- \
   "$kiln" subst generate --max-ops 1 -o "$work/generated.rules"
-expect subst-generate-then-verify 0 '2 rules: 2 proved, 0 rejected' -- \
+expect subst-generate-then-verify 0 '3 rules: 3 proved, 0 rejected' -- \
   "$kiln" subst verify "$work/generated.rules"
 expect subst-generate-needs-output 2 'output is required' -- "$kiln" subst generate
 expect subst-needs-subcommand 2 'subcommand is required' -- "$kiln" subst
