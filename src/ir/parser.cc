@@ -28,6 +28,7 @@ struct Token {
   std::string text;  // identifier or name (unquoted), string contents, number text, punct char
   int line = 1;
   int column = 1;
+  size_t offset = 0;  // where the token starts in the text
 };
 
 bool is_name_char(char c) {
@@ -39,7 +40,11 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 class Lexer {
  public:
-  Lexer(std::string_view text, std::string_view filename) : text_(text), filename_(filename) {}
+  // Reads `text` from `offset`, counting lines and columns from its start.
+  Lexer(std::string_view text, std::string_view filename, size_t offset = 0)
+      : text_(text), filename_(filename) {
+    while (pos_ < offset && pos_ < text_.size()) advance();
+  }
 
   // The next token; malformed input gives an error token, reported when the parser looks at it.
   Token next() {
@@ -62,6 +67,7 @@ class Lexer {
     Token token;
     token.line = line_;
     token.column = column_;
+    token.offset = pos_;
     if (pos_ >= text_.size()) return token;
     const char c = text_[pos_];
     if (c == '%' || c == '@') {
@@ -218,9 +224,12 @@ class Lexer {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view filename) : lexer_(text, filename) {}
+  Parser(std::string_view text, std::string_view filename, size_t offset = 0)
+      : lexer_(text, filename, offset) {}
 
-  Expected<Graph> parse() {
+  // One graph; with `end`, the text may go on after it and *end receives the offset just past
+  // its closing brace, otherwise the graph must be the whole text.
+  Expected<Graph> parse(size_t* end = nullptr) {
     advance();
     KILN_RETURN_IF_ERROR(expect_keyword("graph"));
     if (token_.kind != TokenKind::graph_name) {
@@ -242,8 +251,13 @@ class Parser {
       KILN_ASSIGN_OR_RETURN(Value * output, parse_value_use(graph));
       outputs.push_back(output);
     } while (accept_punct(","));
+    const size_t closing = token_.offset;
     KILN_RETURN_IF_ERROR(expect_punct("}"));
-    if (token_.kind != TokenKind::end) return error("unexpected text after the graph");
+    if (end != nullptr) {
+      *end = closing + 1;
+    } else if (token_.kind != TokenKind::end) {
+      return error("unexpected text after the graph");
+    }
     graph.set_outputs(std::move(outputs));
     KILN_RETURN_IF_ERROR(verify(graph));
     return graph;
@@ -615,6 +629,11 @@ class Parser {
 Expected<Graph> parse_graph(std::string_view text, std::string_view filename) {
   Parser parser(text, filename);
   return parser.parse();
+}
+
+Expected<Graph> parse_graph_at(std::string_view text, size_t& offset, std::string_view filename) {
+  Parser parser(text, filename, offset);
+  return parser.parse(&offset);
 }
 
 }  // namespace kiln

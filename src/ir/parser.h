@@ -19,6 +19,7 @@
 // checked against their declared element count as they are read.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include "ir/graph.h"
@@ -27,5 +28,11 @@
 namespace kiln {
 
 Expected<Graph> parse_graph(std::string_view text, std::string_view filename = "<input>");
+
+// One graph read from `offset` of a text that may hold more (a rule file holds two per rule,
+// subst/rule.h); on success `offset` moves just past the graph's closing brace. Positions in
+// errors count from the start of `text`.
+Expected<Graph> parse_graph_at(std::string_view text, size_t& offset,
+                               std::string_view filename = "<input>");
 
 }  // namespace kiln

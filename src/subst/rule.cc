@@ -15,8 +15,8 @@
 namespace kiln::subst {
 namespace {
 
-// A cursor over the rule file that knows lines and columns, comments and quoted strings (IR
-// text may hold braces inside strings).
+// A cursor over the rule file for the words between its graphs (`rule NAME`, `extents ...`);
+// the graphs themselves are read by the IR parser, from the cursor on.
 class Scanner {
  public:
   Scanner(std::string_view text, std::string_view filename) : text_(text), filename_(filename) {}
@@ -25,8 +25,14 @@ class Scanner {
     skip_blanks();
     return pos_ >= text_.size();
   }
-  std::string where() const { return fmt::format("{}:{}:{}", filename_, line_, column_); }
-  int line() const { return line_; }
+  // "FILE:LINE:COLUMN" of the cursor.
+  std::string where() const {
+    const std::string_view before = text_.substr(0, pos_);
+    const size_t line_start = before.rfind('\n');
+    return fmt::format("{}:{}:{}", filename_, std::ranges::count(before, '\n') + 1,
+                       pos_ - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1);
+  }
+  int line() const { return static_cast<int>(std::ranges::count(text_.substr(0, pos_), '\n')) + 1; }
 
   // Whether the next word is `word`, consuming it if so.
   bool accept(std::string_view word) {
@@ -36,14 +42,14 @@ class Scanner {
         (end < text_.size() && !std::isspace(static_cast<unsigned char>(text_[end])))) {
       return false;
     }
-    while (pos_ < end) advance();
+    pos_ = end;
     return true;
   }
 
   // The rest of the line, without its comment.
   std::string rest_of_line() {
     const size_t begin = pos_;
-    while (pos_ < text_.size() && text_[pos_] != '\n' && text_.substr(pos_, 2) != "//") advance();
+    while (pos_ < text_.size() && text_[pos_] != '\n' && text_.substr(pos_, 2) != "//") ++pos_;
     return std::string(text_.substr(begin, pos_ - begin));
   }
 
@@ -51,67 +57,20 @@ class Scanner {
   std::string word() {
     skip_blanks();
     const size_t begin = pos_;
-    while (pos_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[pos_]))) advance();
+    while (pos_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
     return std::string(text_.substr(begin, pos_ - begin));
   }
 
-  // The text of one `graph ... { ... }`, from the keyword to its closing brace, padded with
-  // newlines and spaces so that the IR parser's positions are the file's.
-  Expected<std::string> graph_text() {
-    skip_blanks();
-    if (text_.substr(pos_, 5) != "graph") {
-      return Status::errorf("{}: expected 'graph' (each rule is a source and a target graph)",
-                            where());
-    }
-    std::string padded(static_cast<size_t>(line_ - 1), '\n');
-    padded.append(static_cast<size_t>(column_ - 1), ' ');
-    const size_t begin = pos_;
-    const std::string start = where();
-    int depth = 0;
-    bool opened = false;
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/') {
-        while (pos_ < text_.size() && text_[pos_] != '\n') advance();
-        continue;
-      }
-      if (c == '"') {
-        advance();
-        while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\n') {
-          if (text_[pos_] == '\\') advance();
-          advance();
-        }
-        if (pos_ < text_.size()) advance();
-        continue;
-      }
-      advance();
-      if (c == '{') {
-        ++depth;
-        opened = true;
-      } else if (c == '}' && --depth == 0 && opened) {
-        padded += text_.substr(begin, pos_ - begin);
-        return padded;
-      }
-    }
-    return Status::errorf("{}: this graph's '{{' is never closed", start);
-  }
+  // One graph in IR text, read by the IR parser from the cursor, which moves past it.
+  Expected<Graph> graph() { return parse_graph_at(text_, pos_, filename_); }
 
  private:
-  void advance() {
-    if (text_[pos_] == '\n') {
-      ++line_;
-      column_ = 1;
-    } else {
-      ++column_;
-    }
-    ++pos_;
-  }
   void skip_blanks() {
     while (pos_ < text_.size()) {
       if (std::isspace(static_cast<unsigned char>(text_[pos_]))) {
-        advance();
+        ++pos_;
       } else if (text_.substr(pos_, 2) == "//") {
-        while (pos_ < text_.size() && text_[pos_] != '\n') advance();
+        while (pos_ < text_.size() && text_[pos_] != '\n') ++pos_;
       } else {
         break;
       }
@@ -121,8 +80,6 @@ class Scanner {
   std::string_view text_;
   std::string_view filename_;
   size_t pos_ = 0;
-  int line_ = 1;
-  int column_ = 1;
 };
 
 bool valid_rule_name(std::string_view name) {
@@ -274,8 +231,7 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
       extents = scanner.rest_of_line();
     }
     for (Graph* graph : {&rule.source, &rule.target}) {
-      KILN_ASSIGN_OR_RETURN(const std::string graph_text, scanner.graph_text());
-      KILN_ASSIGN_OR_RETURN(*graph, parse_graph(graph_text, filename));
+      KILN_ASSIGN_OR_RETURN(*graph, scanner.graph());
     }
     KILN_RETURN_IF_ERROR(check_rule_shape(rule));
     if (!extents_where.empty()) KILN_RETURN_IF_ERROR(parse_extents(extents, extents_where, rule));

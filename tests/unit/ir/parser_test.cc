@@ -224,6 +224,30 @@ INSTANTIATE_TEST_SUITE_P(Errors, ParseError, ::testing::ValuesIn(kParseErrors),
                            return test.param.name;
                          });
 
+TEST(Parser, ReadsGraphsOneAfterAnotherFromAnOffset) {
+  // A string holding a brace does not end the graph; the offset moves past each graph, and an
+  // error in the second counts lines from the start of the whole text.
+  const std::string text =
+      "// two graphs\n"
+      "graph @a(%x: f32[2]) {\n  %y = neg(%x) : f32[2]\n  return %y\n}\n"
+      "graph @\"b}\"(%x: f32[2]) {\n  return %x\n}\n"
+      "graph @c(%x: f32[2]) {\n  %y = nope(%x) : f32[2]\n  return %y\n}\n";
+  size_t offset = 0;
+  Expected<Graph> a = parse_graph_at(text, offset, "two.kiln");
+  ASSERT_TRUE(a.has_value()) << a.status().message();
+  EXPECT_EQ(a->name(), "a");
+  EXPECT_EQ(text[offset - 1], '}');
+  Expected<Graph> b = parse_graph_at(text, offset, "two.kiln");
+  ASSERT_TRUE(b.has_value()) << b.status().message();
+  EXPECT_EQ(b->name(), "b}");
+  Expected<Graph> c = parse_graph_at(text, offset, "two.kiln");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_THAT(c.status().message(), StartsWith("two.kiln:10:"));
+  // The whole-text reader still refuses text after its graph.
+  EXPECT_THAT(parse_graph(text.substr(14), "one.kiln").status().message(),
+              HasSubstr("unexpected text after the graph"));
+}
+
 TEST(Parser, ErrorsNameTheDefaultFileWhenNoneIsGiven) {
   Expected<Graph> graph = parse_graph("graph");
   ASSERT_FALSE(graph.has_value());
