@@ -143,4 +143,21 @@ std::vector<Match> find_matches(const Graph& graph, const Rule& rule, size_t lim
   return Matcher(graph, rule, limit).run();
 }
 
+Match match_in_copy(const Graph& graph, const Match& match, const Graph& copy) {
+  std::map<const Node*, size_t> position;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) position.emplace(graph.nodes()[i], i);
+  const auto node_in_copy = [&](const Node* node) { return copy.nodes()[position.at(node)]; };
+  Match copied;
+  for (const Value* variable : match.variables) {
+    if (variable->producer() != nullptr) {
+      copied.variables.push_back(node_in_copy(variable->producer())->output(variable->output_index()));
+    } else {
+      const auto input = std::ranges::find(graph.inputs(), variable) - graph.inputs().begin();
+      copied.variables.push_back(copy.inputs()[static_cast<size_t>(input)]);
+    }
+  }
+  for (const Node* node : match.nodes) copied.nodes.push_back(node_in_copy(node));
+  return copied;
+}
+
 }  // namespace kiln::subst

@@ -32,4 +32,8 @@ struct Match {
 std::vector<Match> find_matches(const Graph& graph, const Rule& rule,
                                 size_t limit = std::numeric_limits<size_t>::max());
 
+// `match`, found in `graph`, as the same match in `copy`, a clone of `graph` (Graph::clone keeps
+// the order of nodes and inputs): to apply it to a copy without matching again.
+Match match_in_copy(const Graph& graph, const Match& match, const Graph& copy);
+
 }  // namespace kiln::subst

@@ -318,38 +318,42 @@ std::vector<int64_t> example_extents(const Rule& rule) {
   return {extents.begin(), extents.end()};
 }
 
+// The rule's source built in `graph` at the extents `map` gives, as a match of the rule there;
+// nullopt where a node does not build.
+std::optional<Match> build_source(const Rule& rule, const std::map<int64_t, int64_t>& map,
+                                  Graph& graph) {
+  Match match;
+  std::map<const Value*, Value*> copied;
+  for (const Value* param : rule.source.inputs()) {
+    std::vector<int64_t> dims;
+    for (int64_t d : param->shape().dims()) dims.push_back(map.contains(d) ? map.at(d) : d);
+    Value* input = graph.add_input({param->dtype(), Shape(dims)}, param->name());
+    copied.emplace(param, input);
+    match.variables.push_back(input);
+  }
+  for (const Node* node : rule.source.nodes()) {
+    std::vector<Value*> inputs;
+    for (const Value* input : node->inputs()) inputs.push_back(copied.at(input));
+    Expected<Node*> made = graph.add_node(node->op(), std::move(inputs), node->attrs());
+    if (!made) return std::nullopt;
+    match.nodes.push_back(*made);
+    for (int k = 0; k < node->num_outputs(); ++k) copied.emplace(node->output(k), (*made)->output(k));
+  }
+  std::vector<Value*> outputs;
+  for (const Value* result : rule.source.outputs()) outputs.push_back(copied.at(result));
+  graph.set_outputs(outputs);
+  return match;
+}
+
 // The source at the extents `map` gives, and its rewrite by the rule; nullopt where either
 // does not build.
 std::optional<std::pair<Graph, Graph>> instantiate(const Rule& rule,
                                                    const std::map<int64_t, int64_t>& map) {
-  const auto build_source = [&](Graph& graph) -> std::optional<Match> {
-    Match match;
-    std::map<const Value*, Value*> copied;
-    for (const Value* param : rule.source.inputs()) {
-      std::vector<int64_t> dims;
-      for (int64_t d : param->shape().dims()) dims.push_back(map.contains(d) ? map.at(d) : d);
-      Value* input = graph.add_input({param->dtype(), Shape(dims)}, param->name());
-      copied.emplace(param, input);
-      match.variables.push_back(input);
-    }
-    for (const Node* node : rule.source.nodes()) {
-      std::vector<Value*> inputs;
-      for (const Value* input : node->inputs()) inputs.push_back(copied.at(input));
-      Expected<Node*> made = graph.add_node(node->op(), std::move(inputs), node->attrs());
-      if (!made) return std::nullopt;
-      match.nodes.push_back(*made);
-      for (int k = 0; k < node->num_outputs(); ++k) copied.emplace(node->output(k), (*made)->output(k));
-    }
-    std::vector<Value*> outputs;
-    for (const Value* result : rule.source.outputs()) outputs.push_back(copied.at(result));
-    graph.set_outputs(outputs);
-    return match;
-  };
   Graph source("source");
-  Graph target("target");
-  if (!build_source(source)) return std::nullopt;
-  const std::optional<Match> match = build_source(target);
-  if (!match || !apply_match(target, rule, *match)) return std::nullopt;
+  const std::optional<Match> match = build_source(rule, map, source);
+  if (!match) return std::nullopt;
+  Graph target = source.clone();
+  if (!apply_match(target, rule, match_in_copy(source, *match, target))) return std::nullopt;
   eliminate_dead_code(target);
   return std::pair{std::move(source), std::move(target)};
 }

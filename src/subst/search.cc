@@ -41,12 +41,9 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
     queue.erase(queue.begin());
     ++result.expanded;
     for (const Rule& rule : rules) {
-      const size_t matches = find_matches(current.graph, rule, options.max_matches_per_rule).size();
-      for (size_t m = 0; m < matches; ++m) {
-        // The copy's matches come in the same order as the original's.
+      for (const Match& match : find_matches(current.graph, rule, options.max_matches_per_rule)) {
         Graph next = current.graph.clone();
-        const std::vector<Match> again = find_matches(next, rule, options.max_matches_per_rule);
-        if (m >= again.size() || !apply_match(next, rule, again[m])) continue;
+        if (!apply_match(next, rule, match_in_copy(current.graph, match, next))) continue;
         eliminate_dead_code(next);
         if (!seen.insert(print_graph(next)).second) continue;
         KILN_ASSIGN_OR_RETURN(const double next_cost, cost(next));

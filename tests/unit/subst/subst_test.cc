@@ -176,6 +176,30 @@ TEST(Match, SharedLhsMatmulsAreMatchedAndMerged) {
   }
 }
 
+TEST(Match, AMatchCarriesOverToACopyOfItsGraph) {
+  // Applying the carried-over match to a copy gives what applying the original gives.
+  const std::vector<Rule> rules = shipped_rules();
+  const Rule& rule = rule_named(rules, "matmul-shared-lhs-distributes");
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {6, 7});
+  graph.set_outputs({b.add(b.matmul(x, b.input("w1", DType::f32, {7, 8})),
+                           b.matmul(x, b.input("w2", DType::f32, {7, 8})))});
+  const std::vector<Match> matches = find_matches(graph, rule);
+  ASSERT_EQ(matches.size(), 1u);
+  Graph copy = graph.clone();
+  const Match carried = match_in_copy(graph, matches[0], copy);
+  ASSERT_EQ(carried.nodes.size(), matches[0].nodes.size());
+  for (size_t n = 0; n < carried.nodes.size(); ++n) {
+    EXPECT_NE(carried.nodes[n], matches[0].nodes[n]);
+    EXPECT_EQ(print_node(*carried.nodes[n]), print_node(*matches[0].nodes[n]));
+  }
+  EXPECT_EQ(carried.variables[0], copy.inputs()[0]);
+  ASSERT_TRUE(apply_match(copy, rule, carried));
+  ASSERT_TRUE(apply_match(graph, rule, matches[0]));
+  EXPECT_EQ(print_graph(copy), print_graph(graph));
+}
+
 TEST(Match, ValuesReadOutsideTheMatchOrOfAnotherRankAreNotMatched) {
   const std::vector<Rule> rules = shipped_rules();
   const Rule& rule = rule_named(rules, "matmul-shared-lhs-distributes");
