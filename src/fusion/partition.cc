@@ -236,7 +236,9 @@ Status check_partition(const Graph& graph, const Partition& partition) {
 }
 
 std::string explain_partition(const Graph& graph, const Partition& partition) {
+  // A context only to price nodes alone: with fusion off it cuts no tied edges.
   FusionOptions options;
+  options.mode = FusionMode::off;
   options.profile = partition.profile;
   PartitionContext context(graph, options);
   double alone_seconds = 0;
