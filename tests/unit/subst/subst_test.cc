@@ -62,17 +62,8 @@ graph @target(%x: f32[2,3]) {
 }
 )";
 
-TEST(Rules, ShippedRulesParseAndPassTheirNumericCheck) {
-  const std::vector<Rule> rules = shipped_rules();
-  EXPECT_GE(rules.size(), 9u);
-  for (const Rule& rule : rules) {
-    const Status checked = check_rule_numerically(rule);
-    EXPECT_TRUE(checked.is_ok()) << checked.message();
-  }
-}
-
-TEST(Rules, AWrongRuleFailsItsNumericCheck) {
-  Expected<std::vector<Rule>> rules = parse_rules(R"(
+// A wrong rule whose two sides agree in types: exp(a) exp(b) is exp(a + b), not exp(a b).
+constexpr std::string_view kExpOfProduct = R"(
 rule exp-of-product  // wrong: exp(a) exp(b) is exp(a + b)
 graph @source(%a: f32[2,3], %b: f32[2,3]) {
   %x = exp(%a) : f32[2,3]
@@ -85,7 +76,19 @@ graph @target(%a: f32[2,3], %b: f32[2,3]) {
   %p = exp(%s) : f32[2,3]
   return %p
 }
-)", "wrong.rules");
+)";
+
+TEST(Rules, ShippedRulesParseAndPassTheirNumericCheck) {
+  const std::vector<Rule> rules = shipped_rules();
+  EXPECT_GE(rules.size(), 9u);
+  for (const Rule& rule : rules) {
+    const Status checked = check_rule_numerically(rule);
+    EXPECT_TRUE(checked.is_ok()) << checked.message();
+  }
+}
+
+TEST(Rules, AWrongRuleFailsItsNumericCheck) {
+  Expected<std::vector<Rule>> rules = parse_rules(kExpOfProduct, "wrong.rules");
   ASSERT_TRUE(rules.has_value()) << rules.status().message();
   const Status checked = check_rule_numerically(rules->front());
   EXPECT_NE(checked.message().find("wrong.rules:2: rule 'exp-of-product' is wrong"),
@@ -331,20 +334,7 @@ TEST(Prove, ShippedRulesAreProved) {
 }
 
 TEST(Prove, WrongAndUnprovableRulesAreRejected) {
-  Expected<std::vector<Rule>> rules = parse_rules(R"(
-rule exp-of-product  // wrong: exp(a) exp(b) is exp(a + b)
-graph @source(%a: f32[2,3], %b: f32[2,3]) {
-  %x = exp(%a) : f32[2,3]
-  %y = exp(%b) : f32[2,3]
-  %p = mul(%x, %y) : f32[2,3]
-  return %p
-}
-graph @target(%a: f32[2,3], %b: f32[2,3]) {
-  %s = mul(%a, %b) : f32[2,3]
-  %p = exp(%s) : f32[2,3]
-  return %p
-}
-
+  Expected<std::vector<Rule>> rules = parse_rules(std::string(kExpOfProduct) + R"(
 rule relu-of-neg-is-neg  // wrong: relu(-x) is not -x
 graph @source(%x: f32[2,3]) {
   %n = neg(%x) : f32[2,3]
