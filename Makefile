@@ -8,6 +8,10 @@
 #   make bench       build and run the benchmarks in bench/ (elementwise bandwidth, matmul)
 #                    and the fusion table and graph-rewrite ablation over five zoo models
 #                    (bench/zoo_fusion.sh, long)
+#   make bench-peers Kiln against ONNX Runtime, PyTorch eager and torch.compile on five zoo
+#                    models, inference and training step (bench/peers; installs the pinned
+#                    peers into .venv-peers from PyPI; long). PEERS_ARGS passes options, e.g.
+#                    PEERS_ARGS="--models gcn-cora,xml-cnn --quick"
 #   make rules       regenerate the generated substitution rules (src/subst/rules/generated.rules)
 #                    and prove them with Z3
 #   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
@@ -24,7 +28,10 @@ DEMO_MODEL ?= bert-tiny
 
 KILN := $(BUILD_DIR)/tools/kiln/kiln
 
-.PHONY: all deps build build-asan demo test test-asan test-models bench rules clean
+PEERS_VENV ?= .venv-peers
+PEERS_ARGS ?=
+
+.PHONY: all deps build build-asan demo test test-asan test-models bench bench-peers rules clean
 
 all: build
 
@@ -56,6 +63,12 @@ test-asan: build-asan
 # a time: two at once would only fight over the cores and memory.
 test-models: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 -L models
+
+# Peers run from a project-local virtual environment, so nothing is installed system-wide; the
+# results go to bench/results/ (peers.md, peers.json, peers.png).
+bench-peers: build
+	bench/peers/setup-venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python bench/peers/bench_peers.py --kiln $(KILN) $(PEERS_ARGS)
 
 # The generator's rules, written where the tests expect them (a test fails when the file is
 # not what the generator writes), then proved.

@@ -172,6 +172,12 @@ expect zoo-export-imports 0 '%adjacency: f32\[32,32\], %features: f32\[32,16\]' 
   -- bash -c "'$kiln' print '$work/gcn.onnx' | grep '^graph'"
 expect zoo-dump 0 "wrote $work/mlp.npz: mlp-tiny loss-graph inputs and outputs; loss [0-9.]+" \
   -- "$kiln" zoo dump mlp-tiny -o "$work/mlp.npz"
+# kiln zoo bench: the protocol bench/peers drives (compile, "ready", then "seconds" per count).
+expect zoo-bench 0 '^seconds [0-9.]+ [0-9.]+ [0-9.]+$' \
+  -- bash -c "printf '2\\n3\\n' | '$kiln' zoo bench mlp-tiny --train -o '$work/bench.npz'"
+expect zoo-bench-writes-step 0 'output/layer0.w.next' -- python3 -m zipfile -l "$work/bench.npz"
+expect zoo-bench-bad-count 1 "expected a positive run count, read 'many'" \
+  -- bash -c "echo many | '$kiln' zoo bench mlp-tiny -o '$work/bench.npz'"
 # kiln zoo run / compile: a preset compiled, checked kernel by kernel, timed; its code written.
 expect zoo-run-train 0 'check: all [0-9]+ kernels agree with the reference' \
   -- "$kiln" zoo run mlp-tiny --train --check

@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -21,6 +23,7 @@
 #include <fmt/ranges.h>
 
 #include "compiler/decompose_by_cost.h"
+#include "cost/device_profile.h"
 #include "compiler/tensor_bytes.h"
 #include "compiler/training_loop.h"
 #include "driver/compare.h"
@@ -1140,6 +1143,84 @@ int run_zoo_run(const ZooOptions& options) {
   return 0;
 }
 
+// The protocol of `kiln zoo bench`, for a harness that times Kiln beside other systems in one
+// process tree (bench/peers): compile once, run once, write the inputs and outputs, print
+// "ready"; then each line read from standard input is a count N, answered by one line
+// "seconds T1 ... TN" of N timed runs. End of input ends the command.
+int run_zoo_bench(const ZooOptions& options) {
+  Expected<ModelInstance> model = build_model(options.name, options.model);
+  if (!model) return report(model.status());
+  Expected<Graph> graph = zoo_graph(options, *model);
+  if (!graph) return report(graph.status());
+  announce(options, *model, *graph);
+  Expected<std::vector<Array>> inputs = zoo_inputs(options, *model, *graph);
+  if (!inputs) return report(inputs.status());
+  Expected<CompileOptions> compile_options = compile_options_from(options.run.fusion);
+  if (!compile_options) return report(compile_options.status());
+  std::vector<NamedArray> saved;
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    saved.push_back({graph->inputs()[i]->name(), (*inputs)[i]});
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Expected<CompiledModel> compiled = Compiler(*compile_options).compile(graph->clone());
+  if (!compiled) return report(compiled.status());
+  const double compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  print_compile_summary(*compiled);
+  Expected<std::vector<Array>> outputs = compiled->run(*inputs);
+  if (!outputs) return report(outputs.status());
+  // The first output (the loss, or the logits) and each updated parameter: enough to check the
+  // step against another implementation. The optimizer's state follows from the same gradients
+  // and would double the file.
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const std::string& name = graph->outputs()[i]->name();
+    const bool updated_parameter =
+        name.ends_with(".next") &&
+        model->inputs.contains(name.substr(0, name.size() - std::string_view(".next").size()));
+    if (i == 0 || updated_parameter) {
+      saved.push_back({"output/" + name, std::move((*outputs)[i])});
+    }
+  }
+  outputs->clear();
+  if (Status written = write_npz(options.output_file, saved); !written) return report(written);
+  saved.clear();
+  RunBuffers buffers(*graph, *inputs);
+  inputs->clear();
+  TimedRun run(*compiled, buffers);
+  // The roofline's inputs: the graph's flops, the bytes it cannot avoid moving (each input
+  // read once, each output written once) and this machine's measured peaks.
+  Expected<cost::DeviceProfile> device = cost::host_device_profile();
+  if (!device) return report(device.status());
+  int64_t io_bytes = 0;
+  for (const auto* values : {&graph->inputs(), &graph->outputs()}) {
+    for (const Value* value : *values) {
+      io_bytes += value->shape().num_elements() * dtype_size_bytes(value->dtype());
+    }
+  }
+  fmt::print("graph flops {:.6g}\ngraph io bytes {}\n", graph_flops(*graph), io_bytes);
+  fmt::print("device matmul flops {:.6g}\ndevice bandwidth {:.6g}\n", device->matmul_flops,
+             device->memory_bandwidth);
+  fmt::print("compile seconds {:.6f}\nready\n", compile_seconds);
+  std::fflush(stdout);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    int count = 0;
+    const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), count);
+    if (error != std::errc() || end != line.data() + line.size() || count < 1) {
+      return report(Status::errorf("zoo bench: expected a positive run count, read '{}'", line));
+    }
+    std::string times = "seconds";
+    for (int r = 0; r < count; ++r) {
+      Expected<double> seconds = run.time_one(nullptr);
+      if (!seconds) return report(seconds.status());
+      times += fmt::format(" {:.9f}", *seconds);
+    }
+    fmt::print("{}\n", times);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 // Compiles a preset's training step with and without its loss and runs a training loop over it
 // (compiler/training_loop.h) on the preset's fixed batch: the loss printed on the steps that
 // compute it, then the time of the steps with and without the loss.
@@ -1531,6 +1612,15 @@ int run(int argc, char** argv) {
       "export", "Write a preset's inference graph as ONNX, parameters as initializers.");
   add_model_options(zoo_export_cmd, zoo);
   zoo_export_cmd->add_option("--output,-o", zoo.output_file, "ONNX file to write")->required();
+  CLI::App* zoo_bench_cmd = zoo_cmd->add_subcommand(
+      "bench", "For benchmark harnesses (bench/peers): compile a preset's graph once, run it, "
+               "write its inputs by name and its first output and updated parameters as "
+               "output/NAME to an .npz file, and print 'ready'; then answer each line N read "
+               "from standard input with 'seconds' and the times of N runs.");
+  add_model_options(zoo_bench_cmd, zoo);
+  add_graph_choice(zoo_bench_cmd, zoo);
+  zoo_bench_cmd->add_option("--output,-o", zoo.output_file, ".npz file to write")->required();
+  add_fusion_options(zoo_bench_cmd, zoo.run.fusion);
   CLI::App* zoo_dump_cmd = zoo_cmd->add_subcommand(
       "dump", "Write a preset's loss-graph inputs (parameters and data, by name) and its outputs "
               "(output/loss, output/logits from the reference interpreter) to an .npz file, for "
@@ -1564,6 +1654,7 @@ int run(int argc, char** argv) {
   if (zoo_compare_cmd->parsed()) return run_zoo_compare(zoo);
   if (zoo_train_cmd->parsed()) return run_zoo_train(zoo);
   if (zoo_dump_cmd->parsed()) return run_zoo_dump(zoo);
+  if (zoo_bench_cmd->parsed()) return run_zoo_bench(zoo);
   if (zoo_cmd->parsed()) return run_zoo_list();
   if (conformance_cmd->parsed()) {
     return run_conformance(conformance_dir, conformance_filter, conformance_verbose,
