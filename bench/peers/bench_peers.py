@@ -18,8 +18,12 @@ For each zoo model and mode (inference; training step = forward, backward and Ad
 Before any timing, every system's output is checked against Kiln's: the logits within a
 relative error of 1e-3 (of the largest logit); for the training step the loss within 1e-3 and
 the updated parameters, whose first Adam update is about +-lr per element, within 0.1 lr on all
-but 1e-3 of the elements (Adam's first step turns a gradient's sign into a whole step, so an
-element whose gradient is rounding noise may step either way). A system that fails its check is
+but max(1e-3, twice the share by which eager and torch.compile differ from each other) of the
+elements, and on all but a tenth of any one tensor. Adam's first step turns a
+gradient's sign into a whole step, so an element whose gradient is rounding noise (below 1e-6
+of the model's largest, in torch's gradient; an attention key bias's gradient is mathematically
+zero) may step either way: those elements are left out. So may one whose f32 gradient is a sum
+that nearly cancels (a batch norm bias over 25,088 positions), hence the allowances. A system that fails its check is
 reported and not timed.
 
 Timing: all systems use the same thread count. After a warm-up, the systems take turns in
@@ -59,7 +63,9 @@ SYSTEMS = ["Kiln", "ONNX Runtime", "PyTorch eager", "torch.compile"]
 LOGIT_RTOL = 1e-3
 LOSS_RTOL = 1e-3
 UPDATE_TOL = 0.1          # of the learning rate
-UPDATE_OUTLIERS = 1e-3    # fraction of elements allowed beyond UPDATE_TOL
+UPDATE_OUTLIERS = 1e-3    # fraction of all elements allowed beyond UPDATE_TOL
+UPDATE_OUTLIERS_PER_TENSOR = 0.1  # the same, in any one parameter tensor
+NOISE_GRADIENT = 1e-6     # of the largest gradient: below it, a gradient is rounding noise
 TURN_SECONDS = 0.25
 
 
@@ -243,6 +249,26 @@ def inference_systems(args, torch, torch_zoo, model, inputs, expected, work):
     return systems
 
 
+def update_disagreement(inputs, trainable, updated_a, updated_b, gradients, lr):
+    """How often two first Adam steps differ by more than UPDATE_TOL * lr: over all elements
+    and in the worst tensor (with its name). Elements whose gradient (`gradients`, torch's) is
+    rounding noise, below NOISE_GRADIENT of the largest, are left out: a gradient that is
+    mathematically zero (an attention key bias's) steps by the sign of its noise."""
+    largest_gradient = max(float(np.abs(g).max()) for g in gradients.values())
+    worst, worst_name, beyond_count, meaningful_count = 0.0, "", 0, 0
+    for n in trainable:
+        meaningful = np.abs(gradients[n]) >= NOISE_GRADIENT * largest_gradient
+        if not meaningful.any():
+            continue
+        difference = updated_a[n].astype(np.float64) - updated_b[n].astype(np.float64)
+        beyond = (np.abs(difference) > UPDATE_TOL * lr)[meaningful]
+        beyond_count += int(beyond.sum())
+        meaningful_count += int(beyond.size)
+        if float(beyond.mean()) > worst:
+            worst, worst_name = float(beyond.mean()), n
+    return beyond_count / max(meaningful_count, 1), worst, worst_name
+
+
 def training_systems(args, torch, torch_zoo, model, inputs, outputs):
     """(name, compile seconds, check, run) for PyTorch eager and torch.compile."""
     trainable = [n[len("output/"):-len(".next")] for n in outputs if n.endswith(".next")]
@@ -255,7 +281,8 @@ def training_systems(args, torch, torch_zoo, model, inputs, outputs):
         raise RuntimeError("kiln's step is not a first Adam step")
     loss_name = next(n for n in outputs if not n.endswith(".next"))
     expected_loss = float(outputs[loss_name])
-    systems = []
+    kiln_updated = {n: outputs[f"output/{n}.next"] for n in trainable}
+    steps = {}
     for name in ("PyTorch eager", "torch.compile"):
         params = {n: torch.from_numpy(np.array(inputs[n])).requires_grad_() for n in trainable}
         optimizer = torch.optim.Adam(list(params.values()), lr=lr, betas=(0.9, 0.999), eps=1e-8)
@@ -278,19 +305,27 @@ def training_systems(args, torch, torch_zoo, model, inputs, outputs):
         start = time.perf_counter()
         loss = float(step())
         compile_seconds = time.perf_counter() - start if name == "torch.compile" else 0.0
+        updated = {n: p.detach().numpy().copy() for n, p in params.items()}
+        gradients = {n: p.grad.numpy().copy() for n, p in params.items()}
+        steps[name] = (step, compile_seconds, loss, updated, gradients)
+    # The two PyTorch systems' disagreement is the f32 noise floor of this comparison: Kiln may
+    # differ from each by up to twice as much (and by UPDATE_OUTLIERS in any case).
+    eager_gradients = steps["PyTorch eager"][4]
+    noise, _, _ = update_disagreement(inputs, trainable, steps["PyTorch eager"][3],
+                                      steps["torch.compile"][3], eager_gradients, lr)
+    allowed = max(UPDATE_OUTLIERS, 2 * noise)
+    systems = []
+    for name, (step, compile_seconds, loss, updated, gradients) in steps.items():
         loss_error = abs(loss - expected_loss) / max(abs(expected_loss), 1e-30)
-        worst_fraction, worst_name = 0.0, ""
-        for n in trainable:
-            before = inputs[n].astype(np.float64)
-            kiln_update = outputs[f"output/{n}.next"].astype(np.float64) - before
-            torch_update = params[n].detach().numpy().astype(np.float64) - before
-            fraction = float(np.mean(np.abs(kiln_update - torch_update) > UPDATE_TOL * lr))
-            if fraction > worst_fraction:
-                worst_fraction, worst_name = fraction, n
-        ok = loss_error <= LOSS_RTOL and worst_fraction <= UPDATE_OUTLIERS
-        text = (f"loss rel. error {loss_error:.1e}; updates beyond 0.1 lr: "
-                f"{worst_fraction:.1e} at most" + (f" ({worst_name})" if worst_name else ""))
+        fraction, worst, worst_name = update_disagreement(inputs, trainable, kiln_updated,
+                                                          updated, gradients, lr)
+        ok = (loss_error <= LOSS_RTOL and fraction <= allowed
+              and worst <= UPDATE_OUTLIERS_PER_TENSOR)
+        text = (f"loss rel. error {loss_error:.1e}; updates beyond 0.1 lr: {fraction:.1e} of "
+                f"all (allowed {allowed:.1e}; eager vs compile {noise:.1e}), {worst:.1e} at "
+                f"most in one tensor" + (f" ({worst_name})" if worst_name else ""))
         systems.append((name, compile_seconds, (ok, text), timed(step)))
+    del steps
     return systems
 
 

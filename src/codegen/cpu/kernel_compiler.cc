@@ -90,6 +90,9 @@ std::vector<std::string> default_compile_flags() {
     flags.push_back(fmt::format("-Wl,-rpath,{}", folder));
   }
   flags.insert(flags.end(), {"-Wl,--no-as-needed", "-lopenblas"});
+#if defined(__x86_64__) && defined(__GLIBC__)
+  flags.push_back("-lmvec");  // the prelude's vector math functions
+#endif
   return flags;
 }
 
