@@ -27,8 +27,9 @@ that nearly cancels (a batch norm bias over 25,088 positions), hence the allowan
 reported and not timed.
 
 Timing: all systems use the same thread count. After a warm-up, the systems take turns in
-rounds (their order rotating), each turn running as many runs as fill about a quarter second;
-each run is timed alone. The tables give medians with min and max; compile times are apart.
+rounds (their order rotating), each turn running as many runs as fill about a quarter second,
+after a 0.2 s pause in which the previous system's threads stop spinning; each run is timed
+alone. The tables give medians with min and max; compile times are apart.
 The roofline floor of a model is max(flops / measured matmul peak, unavoidable bytes / measured
 copy bandwidth), from Kiln's device profile of this machine; unavoidable bytes are each graph
 input read once and each output written once.
@@ -67,6 +68,7 @@ UPDATE_OUTLIERS = 1e-3    # fraction of all elements allowed beyond UPDATE_TOL
 UPDATE_OUTLIERS_PER_TENSOR = 0.1  # the same, in any one parameter tensor
 NOISE_GRADIENT = 1e-6     # of the largest gradient: below it, a gradient is rounding noise
 TURN_SECONDS = 0.25
+SETTLE_SECONDS = 0.2
 
 
 def parse_args():
@@ -340,6 +342,9 @@ def time_in_turns(runners, rounds, warmup):
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
+            # A pause between turns lets the last system's worker threads stop spinning (ONNX
+            # Runtime's pool and OpenMP's spin after their work) before the next one's runs.
+            time.sleep(SETTLE_SECONDS)
             times[name] += runners[name](per_turn[name])
     return times
 
