@@ -215,6 +215,9 @@ class GroupLowerer {
                             : lowers_conv_to_gemm(producer)    ? conv_nest(*value)
                             : is_scatter(producer)             ? scatter_nest(*value)
                             : producer.op() == Op::max_pool_grad ? max_pool_grad_nest(*value)
+                            : producer.op() == Op::max_pool &&
+                                    lowering::max_pool_is_separable(producer.attrs())
+                                ? max_pool_nest(*value)
                             : is_transposed_spmm(producer)     ? spmm_scatter_nest(*value)
                                                                : store_nest(*value);
       if (!nest) return nest.status();
@@ -606,6 +609,42 @@ class GroupLowerer {
                         Stmt body) {
     for (size_t d = vars.size(); d-- > 0;) body = for_loop(vars[d], 0, dims[d], body);
     return body;
+  }
+
+  // max_pool in two steps per output row (loop/lowering/pooling.cc), the first into a local
+  // row the length of x's last dim, private to each iteration of the loops around it:
+  //
+  //   for (n, c, q0 ... q[s-2]) allocate row[W] {
+  //     for (w) row[w] = max over the leading dims' taps of x[n, c, ..., w]
+  //     for (q[s-1]) y[n, c, q...] = max over the last dim's taps of row[...] }
+  Expected<Stmt> max_pool_nest(const Value& value) {
+    const Node& node = *value.producer();
+    const std::vector<TensorType> input_types = node.input_types();
+    const std::vector<TensorType> output_types = node.output_types();
+    const std::vector<int64_t>& out_dims = value.shape().dims();
+    const int64_t width = node.input(0)->shape().dims().back();
+    const Buffer row = Buffer::local(names_.fresh("row"), value.dtype(), width);
+    const InputAccessor input = accessor(node);
+
+    std::vector<std::string> vars;
+    const std::vector<Expr> index = fresh_index(out_dims, vars);
+    const std::string w = names_.fresh("i");
+    std::vector<Expr> partial(index.begin(), index.end() - 1);
+    partial.push_back(var(w));
+    const ComputeArgs row_args{node.attrs(), input_types, output_types, 0, partial, input, names_};
+    const Stmt fill =
+        for_loop(w, 0, width,
+                 store(row, var(w), lowering::max_pool_leading_max(row_args, partial)));
+
+    const ComputeArgs args{node.attrs(), input_types, output_types, 0, index, input, names_};
+    const Expr element = lowering::max_pool_last_max(
+        args, [&](const std::vector<Expr>& at) { return load(row, at.back()); });
+    KILN_RETURN_IF_ERROR(error_);
+    const Stmt reduce =
+        for_loop(vars.back(), 0, out_dims.back(), store_element(value, index, element));
+    const std::vector<std::string> outer_vars(vars.begin(), vars.end() - 1);
+    const std::vector<int64_t> outer_dims(out_dims.begin(), out_dims.end() - 1);
+    return loop_nest(outer_vars, outer_dims, allocate(row, block({fill, reduce})));
   }
 
   // max_pool_grad in two passes: the argmax of every window of dy into a local buffer, then

@@ -73,6 +73,17 @@ Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& ta
 // other two outputs), so that lower_group can read statistics computed once per channel.
 Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr& variance);
 
+// max_pool in two steps (loop/lowering/pooling.cc), for the attrs max_pool_is_separable
+// accepts (two or more spatial dims, windows wider than 1 along the last and some other dim).
+// max_pool_leading_max is the maximum over the taps of every spatial dim but the last at
+// `partial`, an index [n, c, *pooled but the last, position in x's last dim]; args are
+// max_pool's. max_pool_last_max is the output element at args.index, the maximum over the
+// last dim's taps of `partial_of` (the first step's value at such an index).
+using PartialOf = std::function<Expr(const std::vector<Expr>& partial)>;
+bool max_pool_is_separable(const Attrs& attrs);
+Expr max_pool_leading_max(const ComputeArgs& args, const std::vector<Expr>& partial);
+Expr max_pool_last_max(const ComputeArgs& args, const PartialOf& partial_of);
+
 // max_pool_grad in two steps (loop/lowering/pooling.cc). max_pool_window_argmax is the
 // row-major number of the tap the interpreter routes the gradient of window `window` ([n, c,
 // *pooled] of dy) to: args are max_pool_grad's, read at that window. max_pool_grad_gather is

@@ -8,6 +8,14 @@
 // dims of the in-range taps. avg_pool_grad sums, for each input element, over the taps whose
 // window start (x + pad - tap) / stride is integral and in range.
 //
+// A max_pool over two or more spatial dims runs in two steps when lower_group stores it
+// (max_pool_leading_max, max_pool_last_max): for each output row, the maximum over the taps of
+// every spatial dim but the last, at every position of the last dim (a row that loads x
+// contiguously, so it vectorizes), then the maximum over the last dim's taps of that row.
+// max is exact and order-free (NaN propagates either way), so the result is the one-step
+// definition's bit for bit; the work per output falls from the kernel volume (9 for ResNet's
+// 3x3 pool) to about its sum, and the strided scalar part reads a row that sits in L1.
+//
 // max_pool_grad is the gather form of the interpreter's scatter: each dx element sums, over
 // the windows that contain it, dy of the window where the window's first maximum is this
 // element. Along a spatial dim the windows containing position p are q in
@@ -50,36 +58,66 @@ Window window_of(const Attrs& attrs) {
   return win;
 }
 
-// The value of one tap of a window: its kernel index k, whether it is a real element (not
-// padding) and x's element there (its read clamped into range, so a padding tap reads some
-// real element).
+// The value of one tap of a window: its kernel index k (over the dims reduced), whether it is
+// a real element (not padding) and the source's element there (its read clamped into range,
+// so a padding tap reads some real element).
 using TapFn =
     std::function<Expr(const std::vector<Expr>& k, const Expr& inside, const Expr& element)>;
+// The element of the tensor a window reads at a full index [n, c, *spatial].
+using ReadFn = std::function<Expr(const std::vector<Expr>& index)>;
 
-// op over the taps of the window of output element `out` ([n, c, *pooled]) of tap(...).
+// op over the taps, along the spatial dims marked in `reduced`, of the window at `at`
+// ([n, c, *spatial]), of tap(...): a reduced dim reads position at * stride - pad + k (x's
+// extent bounds it), any other dim reads `at` itself. `read` gives the element at an index.
 Expr window_reduce(const ComputeArgs& args, ReduceOp op, const Window& win,
-                   const std::vector<Expr>& out, const TapFn& tap) {
+                   const std::vector<Expr>& at, const std::vector<bool>& reduced,
+                   const ReadFn& read, const TapFn& tap) {
   const Shape& x = args.inputs[0].shape;
-  return reduce_nest(op, win.kernel, args.names, [&](const std::vector<Expr>& k) {
+  std::vector<int64_t> extents;
+  for (size_t d = 0; d < win.kernel.size(); ++d) {
+    if (reduced[d]) extents.push_back(win.kernel[d]);
+  }
+  return reduce_nest(op, extents, args.names, [&](const std::vector<Expr>& k) {
     Expr inside = make_bool(true);
-    std::vector<Expr> index = {out[0], out[1]};
-    for (size_t d = 0; d < k.size(); ++d) {
-      const Expr pos = out[d + 2] * win.strides[d] - win.pads_begin[d] + k[d];
+    std::vector<Expr> index = {at[0], at[1]};
+    size_t tap_dim = 0;
+    for (size_t d = 0; d < win.kernel.size(); ++d) {
+      if (!reduced[d]) {
+        index.push_back(at[d + 2]);
+        continue;
+      }
+      const Expr pos = at[d + 2] * win.strides[d] - win.pads_begin[d] + k[tap_dim++];
       const int64_t extent = x.dim(static_cast<int>(d) + 2);
       inside = inside && pos >= 0 && pos < extent;
       index.push_back(clamp_index(pos, extent));
     }
-    return tap(k, inside, args.input(0, index));
+    return tap(k, inside, read(index));
   });
 }
 
-// The maximum of the window of `out`; padding taps are -inf, so they never win.
-Expr window_max(const ComputeArgs& args, const Window& win, const std::vector<Expr>& out) {
+// op over all the taps of the window of output element `out` ([n, c, *pooled]) of x.
+Expr window_reduce(const ComputeArgs& args, ReduceOp op, const Window& win,
+                   const std::vector<Expr>& out, const TapFn& tap) {
+  return window_reduce(
+      args, op, win, out, std::vector<bool>(win.kernel.size(), true),
+      [&](const std::vector<Expr>& index) { return args.input(0, index); }, tap);
+}
+
+// The maximum over the taps of the dims in `reduced`; padding taps are -inf, so they never
+// win.
+Expr window_max(const ComputeArgs& args, const Window& win, const std::vector<Expr>& at,
+                const std::vector<bool>& reduced, const ReadFn& read) {
   const Expr lowest = make_float(-std::numeric_limits<double>::infinity(), args.inputs[0].dtype);
-  return window_reduce(args, ReduceOp::max, win, out,
+  return window_reduce(args, ReduceOp::max, win, at, reduced, read,
                        [&](const std::vector<Expr>&, const Expr& inside, const Expr& element) {
                          return select(inside, element, lowest);
                        });
+}
+
+// The maximum of the window of `out`.
+Expr window_max(const ComputeArgs& args, const Window& win, const std::vector<Expr>& out) {
+  return window_max(args, win, out, std::vector<bool>(win.kernel.size(), true),
+                    [&](const std::vector<Expr>& index) { return args.input(0, index); });
 }
 
 // The row-major number of kernel tap k.
@@ -181,6 +219,29 @@ Expected<Expr> lower_max_pool_grad(const ComputeArgs& args) {
 }
 
 }  // namespace
+
+bool max_pool_is_separable(const Attrs& attrs) {
+  const std::vector<int64_t>& kernel = attrs.get_ints("kernel");
+  if (kernel.size() < 2 || kernel.back() < 2) return false;
+  int64_t leading = 1;
+  for (size_t d = 0; d + 1 < kernel.size(); ++d) leading *= kernel[d];
+  return leading > 1;
+}
+
+Expr max_pool_leading_max(const ComputeArgs& args, const std::vector<Expr>& partial) {
+  const Window win = window_of(args.attrs);
+  std::vector<bool> reduced(win.kernel.size(), true);
+  reduced.back() = false;
+  return window_max(args, win, partial, reduced,
+                    [&](const std::vector<Expr>& index) { return args.input(0, index); });
+}
+
+Expr max_pool_last_max(const ComputeArgs& args, const PartialOf& partial_of) {
+  const Window win = window_of(args.attrs);
+  std::vector<bool> reduced(win.kernel.size(), false);
+  reduced.back() = true;
+  return window_max(args, win, args.index, reduced, partial_of);
+}
 
 Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& window) {
   return window_first_argmax(args, window_of(args.attrs), window);

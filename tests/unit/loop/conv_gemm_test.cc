@@ -71,6 +71,9 @@ std::vector<ConvCase> conv_cases() {
       {{1, 4, 5}, {4, 2, 1}, {{"groups", 2}}},                                // grouped pointwise
       {{3, 4, 6, 6}, {2, 4, 1, 1}, {{"strides", {2, 2}}}},                    // strided 1x1
       {{0, 2, 4}, {3, 2, 3}, {}},                                             // no images
+      // Wide padding and stride 3: the last tap of a row sees only padding (an empty range
+      // of the column copy), the first sees x only at the second output position.
+      {{1, 2, 3, 2}, {2, 2, 1, 3}, {{"strides", {1, 3}}, {"pads", {0, 3, 0, 3}}}},
   };
 }
 

@@ -237,6 +237,42 @@ TEST(LowerGroup, MaxPoolGradFindsEachWindowMaximumOnce) {
   EXPECT_EQ(in_dx.count(ReduceOp::min), 0u) << print(lowered->kernel);
 }
 
+// A max_pool over two spatial dims takes the maximum over the rows of each window into a
+// local row first; the output's store then reduces over the last dim's taps only. Windows
+// that overlap the padding on every side, and a 3-d pool; a pool whose window is 1 wide along
+// the last dim keeps the one-step definition.
+TEST(LowerGroup, MaxPoolReducesEachWindowsRowsFirst) {
+  struct Case {
+    std::vector<int64_t> x, kernel, strides, pads;
+    bool two_steps;
+  };
+  const Case cases[] = {
+      {{2, 3, 9, 8}, {3, 3}, {2, 2}, {1, 1, 1, 1}, true},
+      {{1, 2, 5, 7}, {2, 4}, {1, 3}, {1, 2, 0, 3}, true},
+      {{1, 2, 4, 5, 6}, {2, 3, 2}, {2, 1, 2}, {0, 1, 1, 1, 0, 0}, true},
+      {{1, 2, 5, 7}, {3, 1}, {1, 1}, {}, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("x {} kernel {}", Shape(c.x).to_string(), fmt::join(c.kernel, "x")));
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* x = b.input("x", DType::f32, Shape(c.x));
+    graph.set_outputs({b.max_pool(x, c.kernel, c.strides, c.pads)});
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 0));
+    Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    EXPECT_EQ(count(lowered->kernel).allocations, c.two_steps ? 1 : 0) << print(lowered->kernel);
+    // Reductions in the output's store: one (the last dim's taps) in two steps, else one per
+    // spatial dim wider than 1 (the simplifier drops a reduction over one tap).
+    const auto wide =
+        std::count_if(c.kernel.begin(), c.kernel.end(), [](int64_t k) { return k > 1; });
+    const std::map<ReduceOp, int> in_y = reductions_in_output_stores(lowered->kernel);
+    ASSERT_EQ(in_y.count(ReduceOp::max), 1u) << print(lowered->kernel);
+    EXPECT_EQ(in_y.at(ReduceOp::max), c.two_steps ? 1 : static_cast<int>(wide))
+        << print(lowered->kernel);
+  }
+}
+
 // spmm with the sparse matrix transposed scatters each non-zero once: no reduction computes
 // an output element, which the gather definition would do over every non-zero.
 TEST(LowerGroup, TransposedSpmmScattersEachNonZeroOnce) {
