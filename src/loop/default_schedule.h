@@ -39,10 +39,14 @@ namespace kiln::loop {
 struct ScheduleTarget {
   int cores = 2;
   int vector_bytes = 32;  // AVX2
+  // exp, log, erf, tanh, sin, cos (and sigmoid, through exp) have vector bodies: glibc's
+  // libmvec, which the generated code's prelude declares (codegen/cpu/prelude.cc).
+  bool vector_math = false;
 };
 
 // The machine this process runs on: its hardware threads, 64-byte vectors with AVX-512F,
-// 32 with AVX2, 16 otherwise.
+// 32 with AVX2, 16 otherwise; vector math on x86-64 with glibc 2.35 or later, the prelude's
+// condition.
 ScheduleTarget host_target();
 
 Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target = {});

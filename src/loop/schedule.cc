@@ -11,6 +11,7 @@
 
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
+#include "loop/scalar.h"
 #include "loop/schedule_analysis.h"
 #include "loop/simplify.h"
 #include "loop/substitute.h"
@@ -62,12 +63,14 @@ class LineParser {
 
   Expected<Directive> parse() {
     const std::string_view kind = tokens_[0].text;
-    static constexpr std::string_view kKinds[] = {"split",  "reorder", "fuse",
+    static constexpr std::string_view kKinds[] = {"split",  "reorder",  "fuse",
                                                   "vectorize", "parallel", "unroll",
-                                                  "hoist",  "cache",   "merge"};
+                                                  "hoist",  "cache",    "merge",
+                                                  "accumulate"};
     if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
       return error(0, fmt::format("unknown directive '{}' (expected split, reorder, fuse, "
-                                  "vectorize, parallel, unroll, hoist, cache or merge)",
+                                  "vectorize, parallel, unroll, hoist, cache, merge or "
+                                  "accumulate)",
                                   kind));
     }
     KILN_RETURN_IF_ERROR(check_names());
@@ -94,6 +97,10 @@ class LineParser {
     if (kind == "merge") {
       KILN_RETURN_IF_ERROR(expect_count(2, "merge FIRST SECOND"));
       return Directive(Merge{name(1), name(2)});
+    }
+    if (kind == "accumulate") {
+      KILN_RETURN_IF_ERROR(expect_count(2, "accumulate VAR TERMS"));
+      return Directive(Accumulate{name(1), name(2)});
     }
     // The rest take one loop.
     KILN_RETURN_IF_ERROR(expect_count(1, fmt::format("{} VAR", kind)));
@@ -753,6 +760,77 @@ class LoopMerger : public IRMutator {
   bool merged_ = false;
 };
 
+// --- accumulate ------------------------------------------------------------------------------
+
+// for (v) { b[i] = reduce(op, k, m, n, e(k)); ...; rest } -> the accumulators' initial
+// values, then for (terms, m, n) for (v) b[i] = b[i] op e(terms), then for (v) rest (see the
+// header for what makes it legal).
+Expected<Stmt> accumulate_loop(const For& loop, const BoundsScope& scope, const Accumulate& d) {
+  const std::vector<Stmt> stmts = flatten_blocks(loop.body);
+  std::vector<const Store*> reductions;
+  for (const Stmt& stmt : stmts) {
+    const auto* store_stmt = stmt.as<Store>();
+    const auto* reduction = store_stmt != nullptr ? store_stmt->value.as<Reduce>() : nullptr;
+    if (reduction == nullptr || reduction->vectorized) break;
+    reductions.push_back(store_stmt);
+  }
+  if (reductions.empty()) {
+    return Status::errorf("loop {} does not begin with a store of a serial reduction", loop.var);
+  }
+  const auto* first = reductions[0]->value.as<Reduce>();
+  for (const Store* store_stmt : reductions) {
+    const auto* reduction = store_stmt->value.as<Reduce>();
+    if (print(reduction->min) != print(first->min) ||
+        print(reduction->extent) != print(first->extent)) {
+      return Status::errorf("the reductions at the top of loop {} run over different ranges",
+                            loop.var);
+    }
+  }
+  for (const Expr* bound : {&first->min, &first->extent}) {
+    if (free_vars(*bound).count(loop.var) != 0) {
+      return Status::errorf("the reductions' range depends on loop {}", loop.var);
+    }
+  }
+  KILN_RETURN_IF_ERROR(check_independent(loop, scope));
+  std::set<std::string, std::less<>> written;
+  for (const Access& access : collect_accesses(loop.body, {}).list) {
+    if (access.is_store) written.insert(access.buffer.name());
+  }
+  std::set<std::string, std::less<>> targets;
+  for (const Store* store_stmt : reductions) {
+    if (!targets.insert(store_stmt->buffer.name()).second) {
+      return Status::errorf("two reductions in loop {} store into {}", loop.var,
+                            store_stmt->buffer.name());
+    }
+    for (const std::string& name : buffers_used(store_stmt->value)) {
+      if (written.count(name) != 0) {
+        return Status::errorf("a reduction in loop {} reads {}, which the loop writes", loop.var,
+                              name);
+      }
+    }
+  }
+  std::vector<Stmt> initial, advance;
+  for (const Store* store_stmt : reductions) {
+    const auto* reduction = store_stmt->value.as<Reduce>();
+    const DType type = reduction->type;
+    initial.push_back(store(store_stmt->buffer, store_stmt->index,
+                            make_scalar(type, reduce_identity(reduction->op, type))));
+    const Expr term = substitute(reduction->body, reduction->var, var(d.terms));
+    advance.push_back(store(store_stmt->buffer, store_stmt->index,
+                            binary(reduce_combiner(reduction->op),
+                                   load(store_stmt->buffer, store_stmt->index), term)));
+  }
+  const auto over_v = [&](std::vector<Stmt> body) {
+    return for_loop(loop.var, loop.min, loop.extent, loop.for_kind, block(std::move(body)));
+  };
+  std::vector<Stmt> result = {over_v(std::move(initial)),
+                              for_loop(d.terms, first->min, first->extent, over_v(advance))};
+  const std::vector<Stmt> rest(stmts.begin() + static_cast<ptrdiff_t>(reductions.size()),
+                               stmts.end());
+  if (!rest.empty()) result.push_back(over_v(rest));
+  return block(std::move(result));
+}
+
 // --- Dispatch --------------------------------------------------------------------------------
 
 Status check_fresh(const NameSet& used, std::initializer_list<const std::string*> names) {
@@ -831,6 +909,13 @@ class Applier {
                          });
   }
   Expected<Stmt> operator()(const Merge& d) { return LoopMerger(d).run(kernel_.body); }
+  Expected<Stmt> operator()(const Accumulate& d) {
+    KILN_RETURN_IF_ERROR(check_fresh(names_.vars, {&d.terms}));
+    return rewrite_loops(kernel_.body, d.var,
+                         [&](const For& loop, const Stmt&, const BoundsScope& scope) {
+                           return accumulate_loop(loop, scope, d);
+                         });
+  }
   Expected<Stmt> operator()(const Cache& d) {
     const auto source = std::find_if(kernel_.params.begin(), kernel_.params.end(),
                                      [&](const Buffer& b) { return b.name() == d.buffer; });
@@ -873,6 +958,9 @@ std::string print(const Directive& directive) {
     }
     std::string operator()(const Merge& d) const {
       return fmt::format("merge {} {}", d.first, d.second);
+    }
+    std::string operator()(const Accumulate& d) const {
+      return fmt::format("accumulate {} {}", d.var, d.terms);
     }
   };
   return std::visit(Printer{}, directive);

@@ -35,6 +35,14 @@
 //                          them (neither writes what the other reads or writes), else where
 //                          i6 was when i0 does. A row reduction and the nests that read it
 //                          row by row become one pass over the rows, each row hot in cache.
+//   accumulate i9.i k      a loop whose body begins with stores of reductions over one range,
+//                          for (i9.i) { t[i] = sum(k3, 0, R, e(k3)); rest }, becomes
+//                          for (i9.i) t[i] = 0;
+//                          for (k, 0, R) for (i9.i) t[i] = t[i] + e(k);
+//                          for (i9.i) rest: each reduction an accumulator that all of i9.i's
+//                          iterations advance term by term, in the same order of terms, so
+//                          it rounds exactly as before. A column sum then reads rows, which
+//                          vectorize and stream, instead of walking each column down.
 //
 // Legality. A directive never changes what the kernel computes (up to the rounding of a
 // vectorized reduction, which reassociates: the one liberty a schedule takes, as every
@@ -43,7 +51,8 @@
 // vectorize, parallel and merge need iterations that touch disjoint elements of every buffer
 // they write (loop/schedule_analysis.h proves it from the indices; for merge, of the merged
 // loop, so that running the two bodies iteration by iteration equals running one loop after
-// the other); hoist needs the hoisted value
+// the other); accumulate needs them too, reductions that read nothing the loop writes and
+// store into different buffers; hoist needs the hoisted value
 // to read no buffer the loop writes, and only lifts values out of loops of positive constant
 // extent (so it never evaluates what the original would not); cache needs the staged region
 // provably inside the buffer. Statement kinds the scheduler does not know are opaque: loops
@@ -113,8 +122,13 @@ struct Merge {
   bool operator==(const Merge&) const = default;
 };
 
-using Directive =
-    std::variant<Split, Reorder, Fuse, Vectorize, Parallel, Unroll, Hoist, Cache, Merge>;
+struct Accumulate {
+  std::string var, terms;  // the loop, the loop over the reductions' terms to make
+  bool operator==(const Accumulate&) const = default;
+};
+
+using Directive = std::variant<Split, Reorder, Fuse, Vectorize, Parallel, Unroll, Hoist, Cache,
+                               Merge, Accumulate>;
 
 struct Schedule {
   std::vector<Directive> directives;

@@ -52,6 +52,17 @@ Stmt block(std::vector<Stmt> stmts) {
   return Stmt(std::make_shared<const Block>(std::move(stmts)));
 }
 
+std::vector<Stmt> flatten_blocks(const Stmt& stmt) {
+  const auto* seq = stmt.as<Block>();
+  if (seq == nullptr) return {stmt};
+  std::vector<Stmt> flat;
+  for (const Stmt& child : seq->stmts) {
+    std::vector<Stmt> inner = flatten_blocks(child);
+    flat.insert(flat.end(), inner.begin(), inner.end());
+  }
+  return flat;
+}
+
 Stmt gemm(GemmArgs args) {
   for (const MatrixRegion* region : {&args.a, &args.b, &args.c}) {
     KILN_CHECK(region->buffer.defined() && region->offset.defined(),

@@ -168,6 +168,8 @@ Stmt block(std::vector<Stmt> stmts);
 Stmt gemm(GemmArgs args);
 Stmt no_op();  // the empty block
 bool is_no_op(const Stmt& stmt);
+// The statements of `stmt` in order, nested blocks opened: {a, {b, c}} -> a, b, c.
+std::vector<Stmt> flatten_blocks(const Stmt& stmt);
 
 struct Kernel {
   std::string name;

@@ -144,11 +144,17 @@ TEST(DefaultSchedule, ContiguousReductionsRunInVectorLanes) {
   // Layer norm: the row mean and variance, hoisted, both vectorized.
   const Kernel norm = schedule_and_check(layer_norm(8, 203), kAvx2);
   EXPECT_EQ(reductions_by_kind(norm), std::make_pair(2, 0)) << print(norm);
-  // Column sums read with a stride of 64: serial.
+  // Column sums, read with a stride of 64 along the reduction: blocks of columns accumulate
+  // row by row in vector lanes instead (no reduction expression left), each block a parallel
+  // iteration.
   const Kernel columns = schedule_and_check(lower([](GraphBuilder& b) {
     return b.sum(b.input("x", DType::f32, {300, 64}), {0});
   }), kAvx2);
-  EXPECT_EQ(reductions_by_kind(columns), std::make_pair(0, 1)) << print(columns);
+  EXPECT_EQ(reductions_by_kind(columns), std::make_pair(0, 0)) << print(columns);
+  EXPECT_EQ(print(default_schedule(lower([](GraphBuilder& b) {
+              return b.sum(b.input("x", DType::f32, {300, 64}), {0});
+            }), kAvx2)),
+            "split i0 8 i0.o i0.i\naccumulate i0.i i0.i.k\nvectorize i0.i\nparallel i0.o\n");
   // Eight terms leave most of 16 lanes idle: serial.
   const Kernel short_rows = schedule_and_check(lower([](GraphBuilder& b) {
     return b.sum(b.input("x", DType::f32, {300, 8}), {1});
@@ -235,8 +241,9 @@ TEST(DefaultSchedule, MatmulVectorizesColumnsAndParallelisesRows) {
   const Kernel matmul = lower([](GraphBuilder& b) {
     return b.matmul(b.input("a", DType::f16, {16, 64}), b.input("b", DType::f16, {64, 36}));
   });
+  // Each row of the product accumulates a's row times b's rows, in vector lanes along b's.
   EXPECT_EQ(print(default_schedule(matmul, kAvx2)),
-            "split i1 8 i1.o i1.i\nvectorize i1.i\nparallel i0\n");
+            "split i1 8 i1.o i1.i\naccumulate i1.i i1.i.k\nvectorize i1.i\nparallel i0\n");
   schedule_and_check(matmul, kAvx2);
   // Batched f32 matmuls are loops around gemm statements, which the scheduler leaves alone.
   const Kernel batched = lower([](GraphBuilder& b) {

@@ -565,6 +565,66 @@ TEST(Merge, RefusesWhatWouldChangeResults) {
                             {"serial loops"}));
 }
 
+TEST(Accumulate, ColumnReductionsAdvanceRowByRow) {
+  // Column sums and maxima of x [7, 5], then a value that reads both: every reduction's
+  // terms in the same order, so the results are exactly the original's.
+  const Kernel kernel = lower_outputs([](GraphBuilder& b) {
+    Value* x = b.input("x", DType::f32, {7, 5});
+    Value* sums = b.sum(x, {0});
+    Value* maxima = b.reduce_max(x, {0});
+    return std::vector<Value*>{sums, maxima, b.mul(sums, maxima)};
+  });
+  Expected<Kernel> merged = apply_text(kernel, "merge i0 i2\nmerge i0 i4");
+  ASSERT_TRUE(merged.has_value()) << merged.status().message() << "\n" << print(kernel);
+  Expected<Kernel> accumulated = apply_text(*merged, "accumulate i0 r\nvectorize i0");
+  ASSERT_TRUE(accumulated.has_value()) << accumulated.status().message() << "\n"
+                                       << print(*merged);
+  // The accumulators' start, the loop over rows around the columns, the rest: no reduction
+  // expression is left.
+  const std::vector<testing::LoopInfo> loops = loops_of(accumulated->body);
+  for (const testing::LoopInfo& loop : loops) EXPECT_FALSE(loop.has_reduce) << print(*accumulated);
+  const testing::LoopInfo* rows = find(loops, "r");
+  ASSERT_NE(rows, nullptr) << print(*accumulated);
+  EXPECT_TRUE(rows->has_loop) << print(*accumulated);
+  EXPECT_TRUE(same_results(kernel, *accumulated));
+  EXPECT_TRUE(schedules_equivalently(
+      kernel, "merge i0 i2\nmerge i0 i4\nsplit i0 2 o c\naccumulate c r\nvectorize c\nparallel o"));
+}
+
+TEST(Accumulate, RefusesWhatWouldChangeResults) {
+  const Buffer x = Buffer::param("x", DType::f32, {3, 4});
+  const Buffer a = Buffer::param("a", DType::f32, {4}), c = Buffer::param("c", DType::f32, {4});
+  const Expr i = var("i");
+  const auto column = [&](std::string k, int64_t rows) {
+    return sum(k, 0, rows, load(x, var(k) * 4 + i));
+  };
+  const auto kernel = [&](std::vector<Stmt> body) {
+    return Kernel{"k", {x, a, c}, for_loop("i", 0, 4, block(std::move(body)))};
+  };
+  // c's reduction reads a[i], which the first reduction writes in the same iteration: it
+  // would read a partial sum.
+  const Kernel reads_written =
+      kernel({store(a, i, column("k0", 3)),
+              store(c, i, sum("k1", 0, 3, load(a, i) * load(x, var("k1") * 4 + i)))});
+  EXPECT_TRUE(is_error_with(apply_text(reads_written, "accumulate i r").status(),
+                            {"reads a, which the loop writes"}));
+  const Kernel same_target = kernel({store(a, i, column("k0", 3)), store(a, i, column("k1", 3))});
+  EXPECT_TRUE(is_error_with(apply_text(same_target, "accumulate i r").status(),
+                            {"two reductions", "store into a"}));
+  const Kernel ranges = kernel({store(a, i, column("k0", 3)), store(c, i, column("k1", 2))});
+  EXPECT_TRUE(is_error_with(apply_text(ranges, "accumulate i r").status(), {"different ranges"}));
+  const Kernel no_reduction = kernel({store(a, i, load(x, i))});
+  EXPECT_TRUE(is_error_with(apply_text(no_reduction, "accumulate i r").status(),
+                            {"does not begin with a store of a serial reduction"}));
+  const Kernel fine = kernel({store(a, i, column("k0", 3)), store(c, i, load(a, i) * 2.0)});
+  EXPECT_TRUE(is_error_with(apply_text(fine, "accumulate i k0").status(), {"already used"}));
+  EXPECT_TRUE(schedules_equivalently(fine, "accumulate i r\nvectorize i"));
+  // A reduction over a range that depends on the loop.
+  const Kernel triangle = kernel({store(a, i, sum("k0", 0, i, load(x, var("k0") * 4 + i)))});
+  EXPECT_TRUE(is_error_with(apply_text(triangle, "accumulate i r").status(),
+                            {"range depends on loop i"}));
+}
+
 // --- Statements the scheduler does not know ----------------------------------------------
 
 TEST(OpaqueStatements, AreCarriedButNeverAnalysed) {
@@ -636,7 +696,7 @@ Directive random_directive(const Kernel& kernel, std::mt19937_64& rng, int& fres
   vars.push_back("nowhere");
   auto pick = [&] { return vars[rng() % vars.size()]; };
   auto name = [&] { return "n" + std::to_string(fresh++); };
-  switch (rng() % 9) {
+  switch (rng() % 10) {
     case 7: {  // usually two top-level nests, in order
       std::vector<std::string> outer;
       const std::function<void(const Stmt&)> collect = [&](const Stmt& s) {
@@ -669,6 +729,8 @@ Directive random_directive(const Kernel& kernel, std::mt19937_64& rng, int& fres
       return Unroll{pick()};
     case 6:
       return Hoist{pick()};
+    case 8:
+      return Accumulate{pick(), name()};
     default: {
       const Buffer& param = kernel.params[rng() % kernel.params.size()];
       return Cache{param.name(), pick(), name()};
