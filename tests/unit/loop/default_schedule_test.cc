@@ -160,9 +160,19 @@ TEST(DefaultSchedule, ContiguousReductionsRunInVectorLanes) {
     return b.sum(b.input("x", DType::f32, {300, 8}), {1});
   }), kAvx2);
   EXPECT_EQ(reductions_by_kind(short_rows), std::make_pair(0, 1)) << print(short_rows);
-  // Softmax: the maximum is vectorized, the sum of exponentials calls libm and is not.
+  // Softmax: the maximum is vectorized, the sum of exponentials calls libm and is not,
+  // unless the target has vector math (glibc's libmvec), which gives exp a vector body.
   const Kernel soft = schedule_and_check(softmax(4, 100), kAvx2);
   EXPECT_EQ(reductions_by_kind(soft), std::make_pair(1, 1)) << print(soft);
+  const ScheduleTarget vector_math{2, 32, /*vector_math=*/true};
+  const Kernel soft_vector = schedule_and_check(softmax(4, 100), vector_math);
+  EXPECT_EQ(reductions_by_kind(soft_vector), std::make_pair(2, 0)) << print(soft_vector);
+  // pow has no vector body: its sum stays serial either way.
+  const Kernel powers = schedule_and_check(lower([](GraphBuilder& b) {
+    Value* x = b.input("x", DType::f32, {4, 100});
+    return b.sum(b.pow(x, x), {1});
+  }), vector_math);
+  EXPECT_EQ(reductions_by_kind(powers), std::make_pair(0, 1)) << print(powers);
 }
 
 TEST(DefaultSchedule, SmallNestsStaySerial) {
