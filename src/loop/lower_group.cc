@@ -301,6 +301,23 @@ class GroupLowerer {
       locals_.push_back(Buffer::local(name, value->dtype(), size));
       buffers_.emplace(value, locals_.back());
     }
+    place_products_in_epilogues();
+  }
+
+  // A product that only its epilogues read is written by its gemm into the buffer of its last
+  // epilogue, when the types agree, instead of a scratch block: the epilogues run element by
+  // element in order and read the product only at their own element, so every one of them
+  // has read an element before the last overwrites it. The kernel then needs no scratch (a
+  // ViT-base matmul + bias + gelu needed 14 MiB, which the memory bound refused, so the gelu
+  // ran as a kernel of its own) and moves the product through memory once less.
+  void place_products_in_epilogues() {
+    for (auto& [product, plan] : gemms_) {
+      if (!plan.block_local || plan.epilogues.empty()) continue;
+      const Value* last = plan.epilogues.back();
+      if (last->dtype() != product->dtype()) continue;
+      buffers_.emplace(product, buffers_.at(last));
+      plan.block_local = false;
+    }
   }
 
   // An inlined value is evaluated wherever a definition reads it. One whose own definition
