@@ -74,6 +74,8 @@ std::vector<ConvCase> conv_cases() {
       // Wide padding and stride 3: the last tap of a row sees only padding (an empty range
       // of the column copy), the first sees x only at the second output position.
       {{1, 2, 3, 2}, {2, 2, 1, 3}, {{"strides", {1, 3}}, {"pads", {0, 3, 0, 3}}}},
+      // 272 output positions per image: a gemm per image (fewer share one gemm).
+      {{2, 2, 17, 16}, {3, 2, 3, 3}, {{"pads", {1, 1, 1, 1}}}},
   };
 }
 
@@ -96,13 +98,33 @@ TEST(LowerConv, EveryConvolutionIsGemmsThatMatchTheInterpreter) {
 }
 
 TEST(LowerConv, PointwiseConvolutionsNeedNoColumnBuffer) {
-  for (const Graph& graph : conv_graphs(DType::f32, {{2, 5, 3, 4}, {7, 5, 1, 1}, {}})) {
+  // One image (several would share one gemm, their columns copied side by side).
+  for (const Graph& graph : conv_graphs(DType::f32, {{1, 5, 3, 4}, {7, 5, 1, 1}, {}})) {
     Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
     ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
     Counts counts;
     counts.visit(lowered->kernel.body);
     EXPECT_EQ(counts.allocations, 0) << print(lowered->kernel);
     EXPECT_EQ(counts.reductions, 0) << print(lowered->kernel);
+  }
+}
+
+TEST(LowerConv, ImagesWithFewPositionsShareOneGemm) {
+  // 3 images of 3 x 4 positions: each op is one gemm over the batch's 36 columns, outside any
+  // loop over images; so is a pointwise convolution, which then copies x into the columns.
+  for (const ConvCase& c : {ConvCase{{3, 2, 3, 4}, {5, 2, 3, 3}, {{"pads", {1, 1, 1, 1}}}},
+                            ConvCase{{3, 2, 3, 4}, {5, 2, 1, 1}, {}}}) {
+    for (const Graph& graph : conv_graphs(DType::f64, c)) {
+      Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+      ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+      const std::string text = print(lowered->kernel);
+      // The gemm's n (conv, data gradient) or k (weight gradient).
+      EXPECT_TRUE(text.find(", 36, ") != std::string::npos ||
+                  text.find(", 36) ") != std::string::npos)
+          << text;
+      EXPECT_EQ(text.find("  for (i0, 0, 3) {\n    gemm"), std::string::npos) << text;
+      EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8)) << text;
+    }
   }
 }
 
