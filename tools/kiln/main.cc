@@ -966,16 +966,32 @@ void announce(const ZooOptions& options, const ModelInstance& model, const Graph
              count_noun(static_cast<size_t>(graph.num_nodes()), "node"));
 }
 
+// What most zoo commands start from: the preset, its graph (announced) and, when asked, the
+// graph's inputs.
+struct ZooWork {
+  ModelInstance model;
+  Graph graph;
+  std::vector<Array> inputs;
+};
+
+Expected<ZooWork> prepare_zoo_work(const ZooOptions& options, bool with_inputs) {
+  KILN_ASSIGN_OR_RETURN(ModelInstance model, build_model(options.name, options.model));
+  KILN_ASSIGN_OR_RETURN(Graph graph, zoo_graph(options, model));
+  announce(options, model, graph);
+  std::vector<Array> inputs;
+  if (with_inputs) {
+    KILN_ASSIGN_OR_RETURN(inputs, zoo_inputs(options, model, graph));
+  }
+  return ZooWork{std::move(model), std::move(graph), std::move(inputs)};
+}
+
 // Compiles a preset's graph and writes what `kiln compile` writes when -o is given.
 int run_zoo_compile(const ZooOptions& options) {
-  Expected<ModelInstance> model = build_model(options.name, options.model);
-  if (!model) return report(model.status());
-  Expected<Graph> graph = zoo_graph(options, *model);
-  if (!graph) return report(graph.status());
-  announce(options, *model, *graph);
+  Expected<ZooWork> work = prepare_zoo_work(options, /*with_inputs=*/false);
+  if (!work) return report(work.status());
   Expected<CompileOptions> compile_options = compile_options_from(options.run.fusion);
   if (!compile_options) return report(compile_options.status());
-  Expected<CompiledModel> compiled = Compiler(*compile_options).compile(std::move(*graph));
+  Expected<CompiledModel> compiled = Compiler(*compile_options).compile(std::move(work->graph));
   if (!compiled) return report(compiled.status());
   print_compile_summary(*compiled);
   if (options.output_file.empty()) return 0;
@@ -987,12 +1003,9 @@ int run_zoo_compile(const ZooOptions& options) {
 }
 
 int run_zoo_explain(const ZooOptions& options) {
-  Expected<ModelInstance> model = build_model(options.name, options.model);
-  if (!model) return report(model.status());
-  Expected<Graph> graph = zoo_graph(options, *model);
-  if (!graph) return report(graph.status());
-  announce(options, *model, *graph);
-  return explain_graph(*graph, options.run.fusion);
+  Expected<ZooWork> work = prepare_zoo_work(options, /*with_inputs=*/false);
+  if (!work) return report(work.status());
+  return explain_graph(work->graph, options.run.fusion);
 }
 
 // Compiles a preset's graph unfused, fused greedily and fused by the ILP, checks each against
@@ -1127,15 +1140,11 @@ int run_zoo_compare(const ZooOptions& options) {
 // Compiles a preset (loss graph, inference graph or training step) and runs it on the preset's
 // deterministic inputs.
 int run_zoo_run(const ZooOptions& options) {
-  Expected<ModelInstance> model = build_model(options.name, options.model);
-  if (!model) return report(model.status());
-  Expected<Graph> graph = zoo_graph(options, *model);
-  if (!graph) return report(graph.status());
-  announce(options, *model, *graph);
-  Expected<std::vector<Array>> inputs = zoo_inputs(options, *model, *graph);
-  if (!inputs) return report(inputs.status());
-  const std::string first_output = graph->outputs()[0]->name();
-  Expected<std::vector<Array>> outputs = run_compiled_model(std::move(*graph), *inputs, options.run);
+  Expected<ZooWork> work = prepare_zoo_work(options, /*with_inputs=*/true);
+  if (!work) return report(work.status());
+  const std::string first_output = work->graph.outputs()[0]->name();
+  Expected<std::vector<Array>> outputs =
+      run_compiled_model(std::move(work->graph), work->inputs, options.run);
   if (!outputs) return report(outputs.status());
   // The loss (or the logits) says whether the run is sane; the other outputs are many.
   fmt::print("output %{} {}: {}\n", first_output, (*outputs)[0].type().to_string(),
@@ -1148,35 +1157,32 @@ int run_zoo_run(const ZooOptions& options) {
 // "ready"; then each line read from standard input is a count N, answered by one line
 // "seconds T1 ... TN" of N timed runs. End of input ends the command.
 int run_zoo_bench(const ZooOptions& options) {
-  Expected<ModelInstance> model = build_model(options.name, options.model);
-  if (!model) return report(model.status());
-  Expected<Graph> graph = zoo_graph(options, *model);
-  if (!graph) return report(graph.status());
-  announce(options, *model, *graph);
-  Expected<std::vector<Array>> inputs = zoo_inputs(options, *model, *graph);
-  if (!inputs) return report(inputs.status());
+  Expected<ZooWork> work = prepare_zoo_work(options, /*with_inputs=*/true);
+  if (!work) return report(work.status());
+  const Graph& graph = work->graph;
+  std::vector<Array>& inputs = work->inputs;
   Expected<CompileOptions> compile_options = compile_options_from(options.run.fusion);
   if (!compile_options) return report(compile_options.status());
   std::vector<NamedArray> saved;
-  for (size_t i = 0; i < inputs->size(); ++i) {
-    saved.push_back({graph->inputs()[i]->name(), (*inputs)[i]});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    saved.push_back({graph.inputs()[i]->name(), inputs[i]});
   }
   const auto start = std::chrono::steady_clock::now();
-  Expected<CompiledModel> compiled = Compiler(*compile_options).compile(graph->clone());
+  Expected<CompiledModel> compiled = Compiler(*compile_options).compile(graph.clone());
   if (!compiled) return report(compiled.status());
   const double compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_compile_summary(*compiled);
-  Expected<std::vector<Array>> outputs = compiled->run(*inputs);
+  Expected<std::vector<Array>> outputs = compiled->run(inputs);
   if (!outputs) return report(outputs.status());
   // The first output (the loss, or the logits) and each updated parameter: enough to check the
   // step against another implementation. The optimizer's state follows from the same gradients
   // and would double the file.
   for (size_t i = 0; i < outputs->size(); ++i) {
-    const std::string& name = graph->outputs()[i]->name();
+    const std::string& name = graph.outputs()[i]->name();
     const bool updated_parameter =
         name.ends_with(".next") &&
-        model->inputs.contains(name.substr(0, name.size() - std::string_view(".next").size()));
+        work->model.inputs.contains(name.substr(0, name.size() - std::string_view(".next").size()));
     if (i == 0 || updated_parameter) {
       saved.push_back({"output/" + name, std::move((*outputs)[i])});
     }
@@ -1184,20 +1190,20 @@ int run_zoo_bench(const ZooOptions& options) {
   outputs->clear();
   if (Status written = write_npz(options.output_file, saved); !written) return report(written);
   saved.clear();
-  RunBuffers buffers(*graph, *inputs);
-  inputs->clear();
+  RunBuffers buffers(graph, inputs);
+  inputs.clear();
   TimedRun run(*compiled, buffers);
   // The roofline's inputs: the graph's flops, the bytes it cannot avoid moving (each input
   // read once, each output written once) and this machine's measured peaks.
   Expected<cost::DeviceProfile> device = cost::host_device_profile();
   if (!device) return report(device.status());
   int64_t io_bytes = 0;
-  for (const auto* values : {&graph->inputs(), &graph->outputs()}) {
+  for (const auto* values : {&graph.inputs(), &graph.outputs()}) {
     for (const Value* value : *values) {
       io_bytes += value->shape().num_elements() * dtype_size_bytes(value->dtype());
     }
   }
-  fmt::print("graph flops {:.6g}\ngraph io bytes {}\n", graph_flops(*graph), io_bytes);
+  fmt::print("graph flops {:.6g}\ngraph io bytes {}\n", graph_flops(graph), io_bytes);
   fmt::print("device matmul flops {:.6g}\ndevice bandwidth {:.6g}\n", device->matmul_flops,
              device->memory_bandwidth);
   fmt::print("compile seconds {:.6f}\nready\n", compile_seconds);
