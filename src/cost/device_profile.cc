@@ -1,6 +1,6 @@
 #include "cost/device_profile.h"
 
-#include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -54,12 +54,12 @@ int64_t cache_bytes(int name, int64_t fallback) {
   return bytes > 0 ? bytes : fallback;
 }
 
+// The library the generated kernels' f32 gemm calls (codegen/cpu/prelude.cc): oneDNN's sgemm.
 double measure_matmul_flops() {
   constexpr int n = 512;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   const double seconds = best_seconds(5, [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
-                n, 0.0f, c.data(), n);
+    (void)dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   });
   return 2.0 * n * n * n / seconds;
 }
@@ -116,9 +116,11 @@ double measure_kernel_overhead() {
 }
 
 std::filesystem::path cache_path(const std::filesystem::path& root, const DeviceProfile& identity) {
-  // FNV-1a of the CPU model and core count: one file per kind of machine.
+  // FNV-1a of the CPU model, the core count and the gemm library measured (profiles taken
+  // with OpenBLAS's sgemm, before oneDNN's, hash without it and are measured again): one file
+  // per kind of machine.
   uint64_t hash = 1469598103934665603ull;
-  for (char c : fmt::format("{}/{}", identity.cpu, identity.cores)) {
+  for (char c : fmt::format("{}/{}/onednn-sgemm", identity.cpu, identity.cores)) {
     hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   }
   return root / "device" / fmt::format("{:016x}.json", hash);

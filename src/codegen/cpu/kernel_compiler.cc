@@ -89,7 +89,11 @@ std::vector<std::string> default_compile_flags() {
     flags.push_back(fmt::format("-L{}", folder));
     flags.push_back(fmt::format("-Wl,-rpath,{}", folder));
   }
-  flags.insert(flags.end(), {"-Wl,--no-as-needed", "-lopenblas"});
+  // oneDNN's folders (the same CMakeLists.txt), for the f32 gemm.
+  flags.push_back(fmt::format("-I{}", KILN_DNNL_INCLUDE_DIR));
+  flags.push_back(fmt::format("-L{}", KILN_DNNL_LIBRARY_DIR));
+  flags.push_back(fmt::format("-Wl,-rpath,{}", KILN_DNNL_LIBRARY_DIR));
+  flags.insert(flags.end(), {"-Wl,--no-as-needed", "-lopenblas", "-ldnnl"});
 #if defined(__x86_64__) && defined(__GLIBC__)
   flags.push_back("-lmvec");  // the prelude's vector math functions
 #endif
