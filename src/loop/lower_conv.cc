@@ -193,7 +193,7 @@ class ConvLowerer {
           const auto [lo, hi] = inside_range(last, kx);
           std::vector<int64_t> row_dims = {s_.cg};
           row_dims.insert(row_dims.end(), taps.begin(), taps.end());
-          const auto split = static_cast<ptrdiff_t>(row_dims.size());
+          const size_t split = row_dims.size();
           const Expr zero = make_zero(x.dtype());
           // col[..., ox] for ox in [begin, end): x's element there, or zero.
           const auto segment = [&](int64_t begin, int64_t end, bool reads_x) {
@@ -204,9 +204,9 @@ class ConvLowerer {
             x_at.push_back(lowering::tap_position(s_.params, last, var(ox), kx));
             const Expr value =
                 load(x, x_block(n, g) + ck[0] * s_.inputs + flat(x_at, s_.x_spatial()));
-            const Expr at = flat(std::span(col_at).first(static_cast<size_t>(split)), row_dims) *
-                                columns +
-                            offset + flat(std::span(col_at).subspan(static_cast<size_t>(split)), outs);
+            const std::span<const Expr> at_row = std::span(col_at).first(split);
+            const std::span<const Expr> at_position = std::span(col_at).subspan(split);
+            const Expr at = flat(at_row, row_dims) * columns + offset + flat(at_position, outs);
             return for_loop(ox, begin, end - begin,
                             store(col_, at, reads_x ? select(inside, value, zero) : zero));
           };
@@ -325,7 +325,7 @@ class ConvLowerer {
   //                      pointwise convolution copies col back instead)
   Stmt batched_conv(const Buffer& x, const Buffer& w, const Buffer& y) {
     const int64_t columns = s_.x.dim(0) * s_.positions;
-    return block({each_image([&](const Expr& n) { return im2col(x, n, 0, columns, n * s_.positions); }),
+    return block({batch_im2col(x),
                   gemm({.a = {w, 0, ld(s_.col_rows())},
                         .b = {col_, 0, ld(columns)},
                         .c = {rows_, 0, ld(columns)},
@@ -338,7 +338,7 @@ class ConvLowerer {
   Stmt batched_grad_weight(const Buffer& x, const Buffer& dy, const Buffer& dw) {
     const int64_t columns = s_.x.dim(0) * s_.positions;
     return block({copy_rows(dy, /*to_rows=*/true),
-                  each_image([&](const Expr& n) { return im2col(x, n, 0, columns, n * s_.positions); }),
+                  batch_im2col(x),
                   gemm({.a = {rows_, 0, ld(columns)},
                         .b = {col_, 0, ld(columns)},
                         .c = {dw, 0, ld(s_.col_rows())},
@@ -357,7 +357,9 @@ class ConvLowerer {
                           return store(dx, (i[0] * s_.x.dim(1) + i[1]) * s_.inputs + i[2],
                                        load(col_, i[1] * columns + i[0] * s_.positions + i[2]));
                         })
-            : each_image([&](const Expr& n) { return col2im(dx, n, 0, columns, n * s_.positions); });
+            : each_image([&](const Expr& n) {
+                return col2im(dx, n, 0, columns, n * s_.positions);
+              });
     return block({copy_rows(dy, /*to_rows=*/true),
                   gemm({.a = {w, 0, ld(s_.col_rows())},
                         .b = {rows_, 0, ld(columns)},
@@ -367,6 +369,12 @@ class ConvLowerer {
                         .n = columns,
                         .k = s_.og}),
                   back});
+  }
+
+  // im2col of every image into its columns of the batch's column buffer.
+  Stmt batch_im2col(const Buffer& x) {
+    const int64_t columns = s_.x.dim(0) * s_.positions;
+    return each_image([&](const Expr& n) { return im2col(x, n, 0, columns, n * s_.positions); });
   }
 
   Stmt each_image(const std::function<Stmt(const Expr&)>& body) {
