@@ -43,10 +43,18 @@ Expected<DeviceProfile> measure_device_profile();
 
 // This machine's profile cached under `cache_root`: read, else measured and written. Errors
 // only when the measurement fails; an unreadable or damaged entry is measured again and
-// replaced, and a cache that cannot be written only costs a measurement next time.
-Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root);
+// replaced, and a cache that cannot be written only costs a measurement next time. A
+// measurement taken while the machine is not `quiet` (other programs keep its cores busy) is
+// returned but not written: it describes the moment, not the machine.
+Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root,
+                                              bool quiet);
 
-// cached_device_profile(kiln_cache_root()), remembered for the life of the process.
+// Whether other programs leave the cores mostly idle: the one-minute load average, less the
+// caller, below half of `cores`. Unknown counts as quiet.
+bool machine_is_quiet(int cores);
+
+// cached_device_profile(kiln_cache_root(), machine_is_quiet(...)), remembered for the life of
+// the process.
 Expected<DeviceProfile> host_device_profile();
 
 std::string profile_to_json(const DeviceProfile& profile);
