@@ -157,10 +157,19 @@ class KilnSession:
 
 def measure_device_profile(kiln, threads, work):
     """Has Kiln measure this machine once (its device profile, under work/kiln-cache), so that
-    every model is partitioned, and its floor computed, with the same peaks."""
+    every model is partitioned, and its floor computed, with the same peaks. Kiln writes a
+    profile only when the machine is quiet (its load average below half the cores), so this
+    waits, up to three minutes, for the load a build or an install leaves behind to fall."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), KILN_CACHE_DIR=str(work / "kiln-cache"))
-    subprocess.run([kiln, "zoo", "explain", "mlp-tiny"], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    device = work / "kiln-cache" / "device"
+    for _ in range(18):
+        subprocess.run([kiln, "zoo", "explain", "mlp-tiny"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        if any(device.glob("*.json")):
+            return
+        time.sleep(10)
+    sys.exit(f"bench_peers: the machine stayed busy (load average {os.getloadavg()[0]:.1f}), "
+             "and Kiln measures its device profile only on a quiet machine")
 
 
 def timed(fn):
