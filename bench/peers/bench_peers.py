@@ -23,8 +23,8 @@ elements, and on all but a tenth of any one tensor. Adam's first step turns a
 gradient's sign into a whole step, so an element whose gradient is rounding noise (below 1e-6
 of the model's largest, in torch's gradient; an attention key bias's gradient is mathematically
 zero) may step either way: those elements are left out. So may one whose f32 gradient is a sum
-that nearly cancels (a batch norm bias over 25,088 positions), hence the allowances. A system that fails its check is
-reported and not timed.
+that nearly cancels (a batch norm bias over 25,088 positions), hence the allowances. A system
+that fails its check is reported and not timed.
 
 Timing: all systems use the same thread count. After a warm-up, the systems take turns in
 rounds (their order rotating), each turn running as many runs as fill about a quarter second,
@@ -260,7 +260,7 @@ def inference_systems(args, torch, torch_zoo, model, inputs, expected, work):
     return systems
 
 
-def update_disagreement(inputs, trainable, updated_a, updated_b, gradients, lr):
+def update_disagreement(trainable, updated_a, updated_b, gradients, lr):
     """How often two first Adam steps differ by more than UPDATE_TOL * lr: over all elements
     and in the worst tensor (with its name). Elements whose gradient (`gradients`, torch's) is
     rounding noise, below NOISE_GRADIENT of the largest, are left out: a gradient that is
@@ -322,14 +322,14 @@ def training_systems(args, torch, torch_zoo, model, inputs, outputs):
     # The two PyTorch systems' disagreement is the f32 noise floor of this comparison: Kiln may
     # differ from each by up to twice as much (and by UPDATE_OUTLIERS in any case).
     eager_gradients = steps["PyTorch eager"][4]
-    noise, _, _ = update_disagreement(inputs, trainable, steps["PyTorch eager"][3],
+    noise, _, _ = update_disagreement(trainable, steps["PyTorch eager"][3],
                                       steps["torch.compile"][3], eager_gradients, lr)
     allowed = max(UPDATE_OUTLIERS, 2 * noise)
     systems = []
     for name, (step, compile_seconds, loss, updated, gradients) in steps.items():
         loss_error = abs(loss - expected_loss) / max(abs(expected_loss), 1e-30)
-        fraction, worst, worst_name = update_disagreement(inputs, trainable, kiln_updated,
-                                                          updated, gradients, lr)
+        fraction, worst, worst_name = update_disagreement(trainable, kiln_updated, updated,
+                                                          gradients, lr)
         ok = (loss_error <= LOSS_RTOL and fraction <= allowed
               and worst <= UPDATE_OUTLIERS_PER_TENSOR)
         text = (f"loss rel. error {loss_error:.1e}; updates beyond 0.1 lr: {fraction:.1e} of "

@@ -116,6 +116,14 @@ double measure_kernel_overhead() {
   return times[20];
 }
 
+// Whether other programs leave the cores mostly idle: the one-minute load average, less the
+// caller, below half of `cores`. Unknown counts as quiet.
+bool machine_is_quiet(int cores) {
+  double load = 0;
+  if (getloadavg(&load, 1) != 1) return true;
+  return load - 1 < 0.5 * cores;
+}
+
 std::filesystem::path cache_path(const std::filesystem::path& root, const DeviceProfile& identity) {
   // FNV-1a of the CPU model, the core count and the gemm library measured (profiles taken
   // with OpenBLAS's sgemm, before oneDNN's, hash without it and are measured again): one file
@@ -154,12 +162,6 @@ Expected<DeviceProfile> measure_device_profile() {
     return Status::errorf("measuring this machine gave unusable rates: {}", profile_to_json(profile));
   }
   return profile;
-}
-
-bool machine_is_quiet(int cores) {
-  double load = 0;
-  if (getloadavg(&load, 1) != 1) return true;
-  return load - 1 < 0.5 * cores;
 }
 
 Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root,

@@ -49,12 +49,8 @@ Expected<DeviceProfile> measure_device_profile();
 Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root,
                                               bool quiet);
 
-// Whether other programs leave the cores mostly idle: the one-minute load average, less the
-// caller, below half of `cores`. Unknown counts as quiet.
-bool machine_is_quiet(int cores);
-
-// cached_device_profile(kiln_cache_root(), machine_is_quiet(...)), remembered for the life of
-// the process.
+// cached_device_profile(kiln_cache_root(), quiet), remembered for the life of the process;
+// quiet when the one-minute load average, less this process, is below half the cores.
 Expected<DeviceProfile> host_device_profile();
 
 std::string profile_to_json(const DeviceProfile& profile);

@@ -214,10 +214,7 @@ bool reduces_columns(const For& leaf) {
   const auto* store_stmt = stmts.empty() ? nullptr : stmts[0].as<Store>();
   const auto* reduction = store_stmt != nullptr ? store_stmt->value.as<Reduce>() : nullptr;
   if (reduction == nullptr || reduction->vectorized) return false;
-  for (const Access& access : collect_accesses(store(store_stmt->buffer, store_stmt->index,
-                                                     reduction->body),
-                                               {})
-                                  .list) {
+  for (const Access& access : collect_accesses(stmts[0], {}).list) {
     if (access.is_store) continue;
     const std::optional<int64_t> along_terms = stride_of(access.index, reduction->var);
     if (along_terms != 0 && along_terms != 1 && stride_of(access.index, leaf.var) == 1) {

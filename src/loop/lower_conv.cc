@@ -101,27 +101,26 @@ class ConvLowerer {
 
   Stmt lower(const Buffer& in0, const Buffer& in1, const Buffer& out) {
     const DType dtype = node_.output(0)->dtype();
-    const int64_t images = batched_ ? s_.x.dim(0) : 1;
     col_ = Buffer::local(names_.fresh("col"), dtype,
-                         std::max<int64_t>(s_.col_rows() * images * s_.positions, 1));
+                         std::max<int64_t>(s_.col_rows() * col_length(), 1));
     if (batched_) {
       // The batch's output (conv) or output gradient (the other two) as [Og, N*Y].
       rows_ = Buffer::local(names_.fresh("rows"), dtype,
-                            std::max<int64_t>(s_.og * images * s_.positions, 1));
-      Stmt body;
-      switch (node_.op()) {
-        case Op::conv: body = batched_conv(in0, in1, out); break;
-        case Op::conv_grad_data: body = batched_grad_data(in0, in1, out); break;
-        default: body = batched_grad_weight(in0, in1, out); break;
-      }
-      return allocate(col_, allocate(rows_, body));
+                            std::max<int64_t>(s_.og * col_length(), 1));
     }
     Stmt body;
     switch (node_.op()) {
-      case Op::conv: body = conv(in0, in1, out); break;
-      case Op::conv_grad_data: body = grad_data(in0, in1, out); break;
-      default: body = grad_weight(in0, in1, out); break;
+      case Op::conv:
+        body = batched_ ? batched_conv(in0, in1, out) : conv(in0, in1, out);
+        break;
+      case Op::conv_grad_data:
+        body = batched_ ? batched_grad_data(in0, in1, out) : grad_data(in0, in1, out);
+        break;
+      default:
+        body = batched_ ? batched_grad_weight(in0, in1, out) : grad_weight(in0, in1, out);
+        break;
     }
+    if (batched_) return allocate(col_, allocate(rows_, body));
     return s_.pointwise ? body : allocate(col_, body);
   }
 
@@ -144,6 +143,11 @@ class ConvLowerer {
 
   static int64_t ld(int64_t columns) { return std::max<int64_t>(columns, 1); }
 
+  // The length of col's rows: Y for one image at a time, N*Y when the batch's columns lie side
+  // by side; and the column of image n's output position 0.
+  int64_t col_length() const { return batched_ ? s_.x.dim(0) * s_.positions : s_.positions; }
+  Expr col_offset(const Expr& n) const { return batched_ ? n * s_.positions : Expr(0); }
+
   // The column matrix of (n, g): col itself, or x's channel block when pointwise.
   MatrixRegion columns(const Buffer& x, const Expr& n, const Expr& g) const {
     if (s_.pointwise) return {x, x_block(n, g), ld(s_.inputs)};
@@ -163,10 +167,9 @@ class ConvLowerer {
   //                                                x[..., ox*stride - pad + kx*dilation], 0)
   //       for (ox, hi, OX - hi) col[...] = 0 } }
   //
-  // `columns` is the length of col's rows and `offset` the column of output position 0: Y
-  // and 0 for one image, N*Y and n*Y when the batch's columns lie side by side (then even a
-  // pointwise convolution copies x, into that layout).
-  Stmt im2col(const Buffer& x, const Expr& n, const Expr& g, int64_t columns, const Expr& offset) {
+  // Image n's columns start at col_offset(n) in rows of col_length() (when the batch's columns
+  // lie side by side, even a pointwise convolution copies x, into that layout).
+  Stmt im2col(const Buffer& x, const Expr& n, const Expr& g) {
     if (s_.pointwise && !batched_) return no_op();
     const auto spatial = static_cast<size_t>(s_.spatial);
     const size_t last = spatial - 1;
@@ -206,7 +209,8 @@ class ConvLowerer {
                 load(x, x_block(n, g) + ck[0] * s_.inputs + flat(x_at, s_.x_spatial()));
             const std::span<const Expr> at_row = std::span(col_at).first(split);
             const std::span<const Expr> at_position = std::span(col_at).subspan(split);
-            const Expr at = flat(at_row, row_dims) * columns + offset + flat(at_position, outs);
+            const Expr at = flat(at_row, row_dims) * col_length() + col_offset(n) +
+                            flat(at_position, outs);
             return for_loop(ox, begin, end - begin,
                             store(col_, at, reads_x ? select(inside, value, zero) : zero));
           };
@@ -238,9 +242,8 @@ class ConvLowerer {
 
   // dx[n, g*Cg + c, d...] = sum over the taps whose output position q = (d + pad - tap *
   // dilation) / stride is integral and in range of col[(c, tap), q].
-  // `columns` and `offset` as for im2col.
-  Stmt col2im(const Buffer& dx, const Expr& n, const Expr& g, int64_t columns,
-              const Expr& offset) {
+  // Image n's columns as for im2col.
+  Stmt col2im(const Buffer& dx, const Expr& n, const Expr& g) {
     std::vector<int64_t> extents = {s_.cg};
     for (int64_t d : s_.x_spatial()) extents.push_back(d);
     return loop_nest(names_, extents, [&](const std::vector<Expr>& i) {
@@ -258,7 +261,8 @@ class ConvLowerer {
               q.push_back(lowering::clamp_index(shifted / stride, extent));
             }
             const Expr row = i[0] * s_.taps + flat(tap, s_.w_spatial());
-            const Expr value = load(col_, row * columns + offset + flat(q, s_.y_spatial()));
+            const Expr value =
+                load(col_, row * col_length() + col_offset(n) + flat(q, s_.y_spatial()));
             return select(inside, value, make_zero(dx.dtype()));
           });
       return store(dx, x_block(n, g) + i[0] * s_.inputs + flat(std::span(i).subspan(1),
@@ -269,7 +273,7 @@ class ConvLowerer {
 
   Stmt conv(const Buffer& x, const Buffer& w, const Buffer& y) {
     return per_image_and_group([&](const Expr& n, const Expr& g) {
-      return block({im2col(x, n, g, s_.positions, 0),
+      return block({im2col(x, n, g),
                     gemm({.a = {w, w_block(g), ld(s_.col_rows())},
                           .b = columns(x, n, g),
                           .c = {y, y_block(n, g), ld(s_.positions)},
@@ -291,7 +295,7 @@ class ConvLowerer {
                                  .m = s_.col_rows(),
                                  .n = s_.positions,
                                  .k = s_.og});
-      return s_.pointwise ? product : block({product, col2im(dx, n, g, s_.positions, 0)});
+      return s_.pointwise ? product : block({product, col2im(dx, n, g)});
     });
   }
 
@@ -301,7 +305,7 @@ class ConvLowerer {
       return store(dw, i[0], make_zero(dw.dtype()));
     });
     return block({zero, per_image_and_group([&](const Expr& n, const Expr& g) {
-                    return block({im2col(x, n, g, s_.positions, 0),
+                    return block({im2col(x, n, g),
                                   gemm({.a = {dy, y_block(n, g), ld(s_.positions)},
                                         .b = columns(x, n, g),
                                         .c = {dw, w_block(g), ld(s_.col_rows())},
@@ -324,70 +328,57 @@ class ConvLowerer {
   //   conv_grad_data:    rows as above, col = w^T x rows, then col2im of each image (a
   //                      pointwise convolution copies col back instead)
   Stmt batched_conv(const Buffer& x, const Buffer& w, const Buffer& y) {
-    const int64_t columns = s_.x.dim(0) * s_.positions;
-    return block({batch_im2col(x),
+    return block({each_image([&](const Expr& n) { return im2col(x, n, 0); }),
                   gemm({.a = {w, 0, ld(s_.col_rows())},
-                        .b = {col_, 0, ld(columns)},
-                        .c = {rows_, 0, ld(columns)},
+                        .b = {col_, 0, ld(col_length())},
+                        .c = {rows_, 0, ld(col_length())},
                         .m = s_.og,
-                        .n = columns,
+                        .n = col_length(),
                         .k = s_.col_rows()}),
-                  copy_rows(y, /*to_rows=*/false)});
+                  copy_batch(y, rows_, s_.og, /*into_matrix=*/false)});
   }
 
   Stmt batched_grad_weight(const Buffer& x, const Buffer& dy, const Buffer& dw) {
-    const int64_t columns = s_.x.dim(0) * s_.positions;
-    return block({copy_rows(dy, /*to_rows=*/true),
-                  batch_im2col(x),
-                  gemm({.a = {rows_, 0, ld(columns)},
-                        .b = {col_, 0, ld(columns)},
+    return block({copy_batch(dy, rows_, s_.og, /*into_matrix=*/true),
+                  each_image([&](const Expr& n) { return im2col(x, n, 0); }),
+                  gemm({.a = {rows_, 0, ld(col_length())},
+                        .b = {col_, 0, ld(col_length())},
                         .c = {dw, 0, ld(s_.col_rows())},
                         .transpose_b = true,
                         .m = s_.og,
                         .n = s_.col_rows(),
-                        .k = columns})});
+                        .k = col_length()})});
   }
 
   Stmt batched_grad_data(const Buffer& dy, const Buffer& w, const Buffer& dx) {
-    const int64_t columns = s_.x.dim(0) * s_.positions;
-    const Stmt back =
-        s_.pointwise
-            ? loop_nest(names_, {s_.x.dim(0), s_.cg, s_.positions},
-                        [&](const std::vector<Expr>& i) {
-                          return store(dx, (i[0] * s_.x.dim(1) + i[1]) * s_.inputs + i[2],
-                                       load(col_, i[1] * columns + i[0] * s_.positions + i[2]));
-                        })
-            : each_image([&](const Expr& n) {
-                return col2im(dx, n, 0, columns, n * s_.positions);
-              });
-    return block({copy_rows(dy, /*to_rows=*/true),
+    // A pointwise convolution's columns are dx itself, laid out [C, N*Y].
+    const Stmt back = s_.pointwise
+                          ? copy_batch(dx, col_, s_.cg, /*into_matrix=*/false)
+                          : each_image([&](const Expr& n) { return col2im(dx, n, 0); });
+    return block({copy_batch(dy, rows_, s_.og, /*into_matrix=*/true),
                   gemm({.a = {w, 0, ld(s_.col_rows())},
-                        .b = {rows_, 0, ld(columns)},
-                        .c = {col_, 0, ld(columns)},
+                        .b = {rows_, 0, ld(col_length())},
+                        .c = {col_, 0, ld(col_length())},
                         .transpose_a = true,
                         .m = s_.col_rows(),
-                        .n = columns,
+                        .n = col_length(),
                         .k = s_.og}),
                   back});
-  }
-
-  // im2col of every image into its columns of the batch's column buffer.
-  Stmt batch_im2col(const Buffer& x) {
-    const int64_t columns = s_.x.dim(0) * s_.positions;
-    return each_image([&](const Expr& n) { return im2col(x, n, 0, columns, n * s_.positions); });
   }
 
   Stmt each_image(const std::function<Stmt(const Expr&)>& body) {
     return loop_nest(names_, {s_.x.dim(0)}, [&](const std::vector<Expr>& i) { return body(i[0]); });
   }
 
-  // rows[o, n*Y + p] = t[n, o, p] (to_rows) or the reverse, for t of y's shape [N, Og, Y].
-  Stmt copy_rows(const Buffer& t, bool to_rows) {
-    const int64_t columns = s_.x.dim(0) * s_.positions;
-    return loop_nest(names_, {s_.x.dim(0), s_.og, s_.positions}, [&](const std::vector<Expr>& i) {
-      const Expr in_t = (i[0] * s_.og + i[1]) * s_.positions + i[2];
-      const Expr in_rows = i[1] * columns + i[0] * s_.positions + i[2];
-      return to_rows ? store(rows_, in_rows, load(t, in_t)) : store(t, in_t, load(rows_, in_rows));
+  // matrix[c, n*Y + p] = t[n, c, p] (into_matrix) or the reverse, for t [N, channels, Y] and a
+  // matrix of `channels` rows of col_length().
+  Stmt copy_batch(const Buffer& t, const Buffer& matrix, int64_t channels, bool into_matrix) {
+    const std::vector<int64_t> extents = {s_.x.dim(0), channels, s_.positions};
+    return loop_nest(names_, extents, [&](const std::vector<Expr>& i) {
+      const Expr in_t = (i[0] * channels + i[1]) * s_.positions + i[2];
+      const Expr in_matrix = i[1] * col_length() + i[0] * s_.positions + i[2];
+      return into_matrix ? store(matrix, in_matrix, load(t, in_t))
+                         : store(t, in_t, load(matrix, in_matrix));
     });
   }
 

@@ -1180,9 +1180,10 @@ int run_zoo_bench(const ZooOptions& options) {
   // and would double the file.
   for (size_t i = 0; i < outputs->size(); ++i) {
     const std::string& name = graph.outputs()[i]->name();
+    const std::string_view next = ".next";
     const bool updated_parameter =
-        name.ends_with(".next") &&
-        work->model.inputs.contains(name.substr(0, name.size() - std::string_view(".next").size()));
+        name.ends_with(next) &&
+        work->model.inputs.contains(name.substr(0, name.size() - next.size()));
     if (i == 0 || updated_parameter) {
       saved.push_back({"output/" + name, std::move((*outputs)[i])});
     }

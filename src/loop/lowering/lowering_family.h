@@ -79,10 +79,10 @@ Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr&
 // `partial`, an index [n, c, *pooled but the last, position in x's last dim]; args are
 // max_pool's. max_pool_last_max is the output element at args.index, the maximum over the
 // last dim's taps of `partial_of` (the first step's value at such an index).
-using PartialOf = std::function<Expr(const std::vector<Expr>& partial)>;
+using ElementAt = std::function<Expr(const std::vector<Expr>& index)>;
 bool max_pool_is_separable(const Attrs& attrs);
 Expr max_pool_leading_max(const ComputeArgs& args, const std::vector<Expr>& partial);
-Expr max_pool_last_max(const ComputeArgs& args, const PartialOf& partial_of);
+Expr max_pool_last_max(const ComputeArgs& args, const ElementAt& partial_of);
 
 // max_pool_grad in two steps (loop/lowering/pooling.cc). max_pool_window_argmax is the
 // row-major number of the tap the interpreter routes the gradient of window `window` ([n, c,

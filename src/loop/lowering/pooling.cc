@@ -63,15 +63,18 @@ Window window_of(const Attrs& attrs) {
 // so a padding tap reads some real element).
 using TapFn =
     std::function<Expr(const std::vector<Expr>& k, const Expr& inside, const Expr& element)>;
-// The element of the tensor a window reads at a full index [n, c, *spatial].
-using ReadFn = std::function<Expr(const std::vector<Expr>& index)>;
+
+// The op's input x at a full index [n, c, *spatial].
+ElementAt element_of_x(const ComputeArgs& args) {
+  return [&args](const std::vector<Expr>& index) { return args.input(0, index); };
+}
 
 // op over the taps, along the spatial dims marked in `reduced`, of the window at `at`
 // ([n, c, *spatial]), of tap(...): a reduced dim reads position at * stride - pad + k (x's
 // extent bounds it), any other dim reads `at` itself. `read` gives the element at an index.
 Expr window_reduce(const ComputeArgs& args, ReduceOp op, const Window& win,
                    const std::vector<Expr>& at, const std::vector<bool>& reduced,
-                   const ReadFn& read, const TapFn& tap) {
+                   const ElementAt& read, const TapFn& tap) {
   const Shape& x = args.inputs[0].shape;
   std::vector<int64_t> extents;
   for (size_t d = 0; d < win.kernel.size(); ++d) {
@@ -98,15 +101,14 @@ Expr window_reduce(const ComputeArgs& args, ReduceOp op, const Window& win,
 // op over all the taps of the window of output element `out` ([n, c, *pooled]) of x.
 Expr window_reduce(const ComputeArgs& args, ReduceOp op, const Window& win,
                    const std::vector<Expr>& out, const TapFn& tap) {
-  return window_reduce(
-      args, op, win, out, std::vector<bool>(win.kernel.size(), true),
-      [&](const std::vector<Expr>& index) { return args.input(0, index); }, tap);
+  return window_reduce(args, op, win, out, std::vector<bool>(win.kernel.size(), true),
+                       element_of_x(args), tap);
 }
 
 // The maximum over the taps of the dims in `reduced`; padding taps are -inf, so they never
 // win.
 Expr window_max(const ComputeArgs& args, const Window& win, const std::vector<Expr>& at,
-                const std::vector<bool>& reduced, const ReadFn& read) {
+                const std::vector<bool>& reduced, const ElementAt& read) {
   const Expr lowest = make_float(-std::numeric_limits<double>::infinity(), args.inputs[0].dtype);
   return window_reduce(args, ReduceOp::max, win, at, reduced, read,
                        [&](const std::vector<Expr>&, const Expr& inside, const Expr& element) {
@@ -117,7 +119,7 @@ Expr window_max(const ComputeArgs& args, const Window& win, const std::vector<Ex
 // The maximum of the window of `out`.
 Expr window_max(const ComputeArgs& args, const Window& win, const std::vector<Expr>& out) {
   return window_max(args, win, out, std::vector<bool>(win.kernel.size(), true),
-                    [&](const std::vector<Expr>& index) { return args.input(0, index); });
+                    element_of_x(args));
 }
 
 // The row-major number of kernel tap k.
@@ -232,11 +234,10 @@ Expr max_pool_leading_max(const ComputeArgs& args, const std::vector<Expr>& part
   const Window win = window_of(args.attrs);
   std::vector<bool> reduced(win.kernel.size(), true);
   reduced.back() = false;
-  return window_max(args, win, partial, reduced,
-                    [&](const std::vector<Expr>& index) { return args.input(0, index); });
+  return window_max(args, win, partial, reduced, element_of_x(args));
 }
 
-Expr max_pool_last_max(const ComputeArgs& args, const PartialOf& partial_of) {
+Expr max_pool_last_max(const ComputeArgs& args, const ElementAt& partial_of) {
   const Window win = window_of(args.attrs);
   std::vector<bool> reduced(win.kernel.size(), false);
   reduced.back() = true;
