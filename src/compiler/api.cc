@@ -13,6 +13,14 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
   KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, compile_graph(*owned, options_));
   auto compiled_graph = std::make_unique<CompiledGraph>(std::move(compiled));
   compiled_graph->rewrites = std::move(rewrites);
+  if (compiled_graph->cuda) {
+    // TODO(#9): a GPU runtime (device arena, launches on a stream, graph capture) needs a GPU
+    // to build and test it against.
+    return Status::error("the kernels compiled for CUDA, but Kiln cannot run them yet: it has no "
+                         "GPU runtime (`kiln compile --device cuda` writes the CUDA code, its "
+                         "cubin and launches; --device cuda-mapping-on-cpu runs the GPU mapping "
+                         "on this CPU)");
+  }
   std::vector<runtime::KernelFunction> functions;
   for (size_t k = 0; k < compiled_graph->kernels.size(); ++k) {
     functions.push_back(compiled_graph->kernels.function(k));

@@ -9,9 +9,11 @@
 #include <fmt/format.h>
 
 #include "codegen/cpu/emitter.h"
+#include "codegen/cuda/emitter.h"
 #include "compiler/tensor_bytes.h"
 #include "ir/printer.h"
 #include "loop/default_schedule.h"
+#include "loop/gpu_mapping.h"
 #include "loop/printer.h"
 #include "loop/scratch.h"
 #include "runtime/kernel_abi.h"
@@ -67,7 +69,12 @@ Expected<LoweredGroups> lower_groups(const Graph& graph,
     std::sort(record.nodes.begin(), record.nodes.end(),
               [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
     record.kernel = std::move(lowered->kernel);
-    if (options.schedule) {
+    if (options.device != Device::cpu) {
+      Expected<loop::GpuMapping> mapped = loop::map_to_gpu(record.kernel);
+      if (!mapped) return mapped.status().with_context(label_of(record.nodes));
+      record.kernel = std::move(mapped->kernel);
+      record.scratch_bytes = std::move(mapped->scratch_bytes);
+    } else if (options.schedule) {
       record.schedule = loop::default_schedule(record.kernel, target);
       Expected<loop::Kernel> scheduled = loop::apply_schedule(record.kernel, record.schedule);
       if (!scheduled) {
@@ -80,7 +87,9 @@ Expected<LoweredGroups> lower_groups(const Graph& graph,
       }
       record.kernel = std::move(*scheduled);
     }
-    record.kernel = loop::promote_scratch(record.kernel, record.scratch_bytes);
+    if (options.device == Device::cpu) {
+      record.kernel = loop::promote_scratch(record.kernel, record.scratch_bytes);
+    }
     record.inputs = std::move(lowered->inputs);
     record.outputs = std::move(lowered->outputs);
     records.push_back(std::move(record));
@@ -243,6 +252,13 @@ class ProgramBuilder {
 
 }  // namespace
 
+Expected<Device> parse_device(std::string_view name) {
+  if (name == "cpu") return Device::cpu;
+  if (name == "cuda") return Device::cuda;
+  if (name == "cuda-mapping-on-cpu") return Device::cuda_mapping_on_cpu;
+  return Status::errorf("unknown device '{}' (cpu, cuda, cuda-mapping-on-cpu)", name);
+}
+
 Expected<CompiledGraph> compile_groups(const Graph& graph,
                                        std::span<const std::vector<Node*>> groups,
                                        const CompileOptions& options) {
@@ -265,6 +281,17 @@ Expected<CompiledGraph> compile_groups(const Graph& graph,
       builder.finish(static_cast<int>(kernels.size()), compiled.stats));
 
   const Clock::time_point codegen_start = Clock::now();
+  if (options.device == Device::cuda) {
+    KILN_ASSIGN_OR_RETURN(codegen::cuda::CudaUnit unit, codegen::cuda::emit_cuda_unit(kernels));
+    KILN_ASSIGN_OR_RETURN(codegen::cuda::Cubin cubin,
+                          codegen::cuda::compile_cuda(unit.source, options.cuda));
+    compiled.cuda = CudaCompiled{std::move(unit.source), std::move(cubin.image),
+                                 options.cuda.architecture, std::move(unit.launches)};
+    compiled.stats.codegen_seconds = seconds_since(codegen_start);
+    compiled.stats.units = 1;
+    compiled.stats.units_compiled = cubin.compiled ? 1 : 0;
+    return compiled;
+  }
   KILN_ASSIGN_OR_RETURN(compiled.kernels, codegen::cpu::compile_kernels(kernels, options.cpu));
   compiled.stats.codegen_seconds = seconds_since(codegen_start);
   compiled.stats.units = compiled.kernels.units();
@@ -281,6 +308,7 @@ Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& 
 }
 
 Expected<std::string> kernel_source(const CompiledGraph& compiled) {
+  if (compiled.cuda) return compiled.cuda->source;
   std::vector<loop::Kernel> kernels(static_cast<size_t>(compiled.program->num_kernels));
   for (const KernelRecord& record : compiled.records) {
     kernels[static_cast<size_t>(record.program_kernel)] = record.kernel;

@@ -19,23 +19,43 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "codegen/cpu/kernel_compiler.h"
+#include "codegen/cuda/nvrtc_compiler.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
 #include "loop/lower_group.h"
 #include "loop/schedule.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda_launch.h"
 #include "runtime/program.h"
 #include "support/status.h"
 
 namespace kiln {
 
+// What the kernels are compiled for.
+enum class Device : uint8_t {
+  cpu,   // C++ for this CPU (the default schedule, OpenMP), compiled and loaded
+  // CUDA for an NVIDIA GPU: each group mapped onto the GPU (loop/gpu_mapping.h), emitted as
+  // CUDA C and compiled by NVRTC into a cubin (codegen/cuda). Running it needs a GPU runtime,
+  // which Kiln does not have yet, so such a compilation yields code and launches to read.
+  cuda,
+  // The GPU mapping's loop IR compiled for this CPU (GPU loops run serially): checks the
+  // mapping against the interpreter on a machine without a GPU. Slow; for tests.
+  cuda_mapping_on_cpu,
+};
+
+// "cpu", "cuda", "cuda-mapping-on-cpu".
+Expected<Device> parse_device(std::string_view name);
+
 struct CompileOptions {
+  Device device = Device::cpu;
   codegen::cpu::CpuCompileOptions cpu;
+  codegen::cuda::NvrtcOptions cuda;
   // The graph rewrites (passes/pipeline.h) Compiler::compile runs before partitioning;
   // compile_graph and compile_groups take the graph as it is.
   RewriteOptions rewrites;
@@ -56,8 +76,8 @@ struct CompileOptions {
 // code.
 struct KernelRecord {
   std::vector<const Node*> nodes;
-  loop::Schedule schedule;  // the directives applied to the lowered kernel
-  loop::Kernel kernel;      // lowered, then scheduled
+  loop::Schedule schedule;  // the directives applied to the lowered kernel (on a CPU)
+  loop::Kernel kernel;      // lowered, then scheduled (or mapped onto a GPU)
   int program_kernel = 0;
   std::vector<const Value*> inputs;
   std::vector<const Value*> outputs;
@@ -73,10 +93,20 @@ struct CompileStats {
   int64_t arena_live_bound_bytes = 0;
 };
 
+// A compilation for Device::cuda: the CUDA C of every program kernel, its cubin, and the
+// launches that run program kernel k (launches[k]).
+struct CudaCompiled {
+  std::string source;
+  std::string cubin;
+  std::string architecture;
+  runtime::CudaKernelLaunches launches;
+};
+
 // Everything compiled from one graph. It points into the graph, which must outlive it.
 struct CompiledGraph {
   std::shared_ptr<const runtime::Program> program;
-  codegen::cpu::CompiledKernels kernels;  // program kernel k is kernels.function(k)
+  codegen::cpu::CompiledKernels kernels;  // program kernel k is kernels.function(k) (CPU)
+  std::optional<CudaCompiled> cuda;       // for Device::cuda, instead of `kernels`
   std::vector<KernelRecord> records;      // per group that computes something
   std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
   CompileStats stats;
@@ -93,7 +123,8 @@ Expected<CompiledGraph> compile_groups(const Graph& graph,
 Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& options = {});
 
 // The C++ source of every program kernel in one translation unit, kernel k as kiln_kernel_k
-// (the cache compiles them in smaller units; the code is the same).
+// (the cache compiles them in smaller units; the code is the same); for Device::cuda, the
+// CUDA C NVRTC compiled.
 Expected<std::string> kernel_source(const CompiledGraph& compiled);
 
 }  // namespace kiln

@@ -11,16 +11,32 @@
 namespace kiln::loop {
 namespace {
 
+bool contains_gemm_stmt(const Stmt& stmt) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void visit_gemm(const Gemm&) override { found = true; }
+  } finder;
+  finder.visit(stmt);
+  return finder.found;
+}
+
+// Which loops keep the allocations inside them local: parallel loops on a CPU (one copy per
+// thread), and on a GPU every loop without a gemm (such a loop runs inside one launch).
+enum class LocalLoops : uint8_t { parallel, gemm_free };
+
 class ScratchPromoter : public IRMutator {
  public:
-  explicit ScratchPromoter(int64_t min_bytes) : min_bytes_(min_bytes) {}
+  ScratchPromoter(int64_t min_bytes, LocalLoops local_loops)
+      : min_bytes_(min_bytes), local_loops_(local_loops) {}
 
   std::vector<Buffer> promoted;
 
  protected:
   Stmt visit_for(const For& node, const Stmt& self) override {
     const bool outer = in_parallel_;
-    in_parallel_ = outer || node.for_kind == ForKind::parallel;
+    in_parallel_ = outer || (local_loops_ == LocalLoops::parallel
+                                 ? node.for_kind == ForKind::parallel
+                                 : !contains_gemm_stmt(node.body));
     Stmt result = IRMutator::visit_for(node, self);
     in_parallel_ = outer;
     return result;
@@ -93,14 +109,13 @@ class ScratchPromoter : public IRMutator {
   }
 
   int64_t min_bytes_;
+  LocalLoops local_loops_;
   bool in_parallel_ = false;
   std::map<std::string, Buffer> replacement_;
 };
 
-}  // namespace
-
-Kernel promote_scratch(const Kernel& kernel, std::vector<int64_t>& scratch) {
-  ScratchPromoter promoter(kMaxKernelLocalBytes + 1);
+Kernel promote_with(ScratchPromoter promoter, const Kernel& kernel,
+                    std::vector<int64_t>& scratch) {
   Kernel result{kernel.name, kernel.params, promoter.mutate(kernel.body)};
   for (const Buffer& buffer : promoter.promoted) {
     result.params.push_back(buffer);
@@ -112,10 +127,21 @@ Kernel promote_scratch(const Kernel& kernel, std::vector<int64_t>& scratch) {
   return result;
 }
 
+}  // namespace
+
+Kernel promote_scratch(const Kernel& kernel, std::vector<int64_t>& scratch) {
+  return promote_with(ScratchPromoter(kMaxKernelLocalBytes + 1, LocalLoops::parallel), kernel,
+                      scratch);
+}
+
+Kernel promote_gpu_scratch(const Kernel& kernel, std::vector<int64_t>& scratch) {
+  return promote_with(ScratchPromoter(0, LocalLoops::gemm_free), kernel, scratch);
+}
+
 int64_t scratch_bytes(const Kernel& kernel) {
   // Only the sizes: the partitioner asks this of every candidate group it lowers, so the
   // promoted kernel is neither built into a Kernel nor verified.
-  ScratchPromoter promoter(kMaxKernelLocalBytes + 1);
+  ScratchPromoter promoter(kMaxKernelLocalBytes + 1, LocalLoops::parallel);
   promoter.mutate(kernel.body);
   int64_t total = 0;
   for (const Buffer& buffer : promoter.promoted) {

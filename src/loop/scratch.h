@@ -34,6 +34,11 @@ inline constexpr int64_t kMaxKernelLocalBytes = 16 * 1024;
 // result is verified. `scratch` receives their sizes in bytes.
 Kernel promote_scratch(const Kernel& kernel, std::vector<int64_t>& scratch);
 
+// For a GPU (loop/gpu_mapping.h): every local buffer outside the loops that run inside one
+// launch (those without a gemm) becomes a scratch parameter, whatever its size: the launches
+// that share it reach it in device memory.
+Kernel promote_gpu_scratch(const Kernel& kernel, std::vector<int64_t>& scratch);
+
 // The bytes of scratch promote_scratch would give `kernel` (for the fusion partitioner's
 // memory bound, which counts a kernel's scratch in the arena during its step).
 int64_t scratch_bytes(const Kernel& kernel);

@@ -10,6 +10,8 @@ std::string_view for_kind_name(ForKind kind) {
     case ForKind::parallel: return "parallel";
     case ForKind::vectorized: return "vectorized";
     case ForKind::unrolled: return "unrolled";
+    case ForKind::gpu_block: return "gpu_block";
+    case ForKind::gpu_thread: return "gpu_thread";
   }
   KILN_UNREACHABLE("bad loop kind {}", static_cast<int>(kind));
 }

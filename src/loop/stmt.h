@@ -7,7 +7,12 @@
 //    iteration. The loop's kind changes how code generators run it, never what it computes:
 //    `parallel` and `vectorized` promise that iterations are independent (the scheduler that
 //    sets them proves it), `unrolled` asks for the body to be copied. Vectorized and unrolled
-//    loops have constant extents.
+//    loops have constant extents. `gpu_block` and `gpu_thread` are the GPU mapping
+//    (codegen/cuda/gpu_mapping.h): a gpu_block loop is one kernel launch whose iterations are
+//    thread blocks; a gpu_thread loop inside it spreads its iterations over the block's
+//    threads, and statements of the block's body outside thread loops run once per block, in
+//    order, with a barrier after each. Both promise independent iterations, as `parallel`
+//    does; run serially (as the evaluator and the CPU back end run them), they compute the same.
 //  - `store(b, i, v)` writes v (of b's element type) to element i of buffer b.
 //  - `let_stmt(v, value, body)` binds v in body; `allocate(b, body)` makes a local buffer b,
 //    uninitialised, that lives for body's execution (per iteration of enclosing loops).
@@ -40,7 +45,7 @@
 namespace kiln::loop {
 
 enum class StmtKind : uint8_t { for_loop, store, let_stmt, allocate, if_then_else, block, gemm };
-enum class ForKind : uint8_t { serial, parallel, vectorized, unrolled };
+enum class ForKind : uint8_t { serial, parallel, vectorized, unrolled, gpu_block, gpu_thread };
 
 std::string_view for_kind_name(ForKind kind);
 

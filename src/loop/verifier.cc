@@ -253,11 +253,33 @@ class Verifier {
       return fail(fmt::format("a {} loop inside a vectorized loop", for_kind_name(f.for_kind)),
                   header);
     }
+    KILN_RETURN_IF_ERROR(check_gpu_nesting(f, header));
     const bool outer = inside_vectorized_;
+    const GpuLevel outer_gpu = gpu_level_;
     inside_vectorized_ = outer || vectorized;
+    if (f.for_kind == ForKind::gpu_block) gpu_level_ = GpuLevel::block;
+    if (f.for_kind == ForKind::gpu_thread) gpu_level_ = GpuLevel::thread;
     Status status = in_scope(f.var, DType::i64, header, [&] { return check(f.body); });
     inside_vectorized_ = outer;
+    gpu_level_ = outer_gpu;
     return status;
+  }
+
+  // A gpu_block loop is a launch: not inside another GPU loop or a vectorized one. A
+  // gpu_thread loop spreads over one block's threads: directly in a block's body, not in
+  // another thread loop. Neither has parallel or vectorized loops around it.
+  Status check_gpu_nesting(const For& f, const std::string& header) {
+    if (f.for_kind == ForKind::gpu_block && (gpu_level_ != GpuLevel::none || inside_vectorized_)) {
+      return fail("a gpu_block loop inside a GPU or vectorized loop", header);
+    }
+    if (f.for_kind == ForKind::gpu_thread && gpu_level_ != GpuLevel::block) {
+      return fail("a gpu_thread loop outside a gpu_block loop, or inside another thread loop",
+                  header);
+    }
+    if (gpu_level_ != GpuLevel::none && f.for_kind == ForKind::parallel) {
+      return fail("a parallel loop inside a GPU loop", header);
+    }
+    return Status::ok();
   }
 
   Status check_store(const Stmt& s) {
@@ -281,6 +303,8 @@ class Verifier {
     const Gemm& g = *s.as<Gemm>();
     const std::string line = first_line(s);
     const DType dtype = g.c.buffer.dtype();
+    // A GPU runs a gemm as a launch of its own (codegen/cuda/gpu_mapping.h).
+    if (gpu_level_ != GpuLevel::none) return fail("a gemm inside a GPU loop", line);
     for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
       KILN_RETURN_IF_ERROR(check_buffer_use(region->buffer, line));
       KILN_RETURN_IF_ERROR(check(region->offset));
@@ -386,6 +410,8 @@ class Verifier {
   std::map<std::string, DType, std::less<>> vars_;
   std::map<std::string, Buffer, std::less<>> buffers_;
   bool inside_vectorized_ = false;
+  enum class GpuLevel : uint8_t { none, block, thread };
+  GpuLevel gpu_level_ = GpuLevel::none;
 };
 
 }  // namespace

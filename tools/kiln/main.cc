@@ -182,6 +182,7 @@ int run_opt(const std::string& file, const std::string& passes) {
 // --fusion, --disable-rule, --rewrites and --disable-rewrite, shared by the commands that
 // compile.
 struct FusionCliOptions {
+  std::string device = "cpu";
   std::string mode = "ilp";
   std::vector<std::string> disabled_rules;
   bool rewrites = true;
@@ -206,6 +207,14 @@ void add_fusion_options(CLI::App* command, FusionCliOptions& options) {
       ->check(CLI::IsMember({"off", "greedy", "ilp"}));
   command->add_option("--disable-rule", options.disabled_rules, rule_help)
       ->check(CLI::IsMember(rules));
+  command
+      ->add_option("--device", options.device,
+                   "What the kernels are compiled for: cpu (this machine); cuda (NVIDIA GPUs: "
+                   "CUDA C compiled by NVRTC for sm_90; compile and explain only, Kiln has no "
+                   "GPU runtime yet); cuda-mapping-on-cpu (the GPU mapping run on this CPU, "
+                   "to check it)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda-mapping-on-cpu"}));
   add_rewrite_options(command, options);
 }
 
@@ -230,6 +239,7 @@ void add_rewrite_options(CLI::App* command, FusionCliOptions& options) {
 
 Expected<CompileOptions> compile_options_from(const FusionCliOptions& cli) {
   CompileOptions options;
+  KILN_ASSIGN_OR_RETURN(options.device, parse_device(cli.device));
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(cli.mode));
   options.fusion.disabled_rules.insert(cli.disabled_rules.begin(), cli.disabled_rules.end());
   options.rewrites.enabled = cli.rewrites;
@@ -726,6 +736,62 @@ Status write_compiled(const CompiledModel& model, const std::string& dir) {
   return write_text(path / "plan.txt", describe_plan(model));
 }
 
+// Per program kernel, its GPU launches: the function, grid x block, and its arguments' count.
+std::string format_cuda_launches(const CompiledGraph& compiled) {
+  std::string text = fmt::format("\nCUDA ({}, {} bytes of cubin): launches per kernel\n",
+                                 compiled.cuda->architecture, compiled.cuda->cubin.size());
+  std::vector<bool> printed(compiled.cuda->launches.size(), false);
+  for (const KernelRecord& record : compiled.records) {
+    const auto k = static_cast<size_t>(record.program_kernel);
+    if (printed[k]) continue;
+    printed[k] = true;
+    std::vector<std::string_view> nodes;
+    for (const Node* node : record.nodes) nodes.push_back(node->op_name());
+    text += fmt::format("kernel {} ({}):\n", k, fmt::join(nodes, "+"));
+    for (const runtime::CudaLaunch& launch : compiled.cuda->launches[k]) {
+      text += fmt::format("  {} grid {} x block {}\n", launch.function,
+                          fmt::join(launch.grid, "x"), fmt::join(launch.block, "x"));
+    }
+  }
+  return text;
+}
+
+// Compiles `graph` for CUDA and writes the CUDA C (kernels.cu), the cubin (kernels.cubin), the
+// GPU-mapped loop IR (kernels.loop) and the launches (launches.txt) to `dir`.
+int compile_for_cuda(Graph graph, const CompileOptions& options, const std::string& dir) {
+  Expected<RewriteReport> rewrites = rewrite_for_compile(graph, options);
+  if (!rewrites) return report(rewrites.status());
+  Expected<CompiledGraph> compiled = compile_graph(graph, options);
+  if (!compiled) return report(compiled.status());
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return report(Status::errorf("cannot create {}: {}", dir, error.message()));
+  std::string loop_ir;
+  std::vector<bool> printed(compiled->cuda->launches.size(), false);
+  for (const KernelRecord& record : compiled->records) {
+    const auto k = static_cast<size_t>(record.program_kernel);
+    if (printed[k]) continue;
+    printed[k] = true;
+    loop_ir += fmt::format("// kernel {}, mapped onto the GPU\n{}\n", k,
+                           loop::print(record.kernel));
+  }
+  const std::filesystem::path path(dir);
+  const std::string launches = format_cuda_launches(*compiled);
+  const std::pair<const char*, const std::string*> files[] = {
+      {"kernels.cu", &compiled->cuda->source}, {"kernels.cubin", &compiled->cuda->cubin},
+      {"kernels.loop", &loop_ir}, {"launches.txt", &launches}};
+  for (const auto& [name, text] : files) {
+    if (Status written = write_text(path / name, *text); !written) return report(written);
+  }
+  fmt::print("{} kernels, {} launches, {} bytes of cubin for {}\n",
+             compiled->cuda->launches.size(),
+             std::accumulate(compiled->cuda->launches.begin(), compiled->cuda->launches.end(),
+                             size_t{0}, [](size_t n, const auto& l) { return n + l.size(); }),
+             compiled->cuda->cubin.size(), compiled->cuda->architecture);
+  fmt::print("wrote {}/kernels.cu, kernels.cubin, kernels.loop, launches.txt\n", dir);
+  return 0;
+}
+
 // Rewrites `graph` and partitions it as `cli` says, and prints both.
 int explain_graph(const Graph& graph, const FusionCliOptions& cli) {
   Expected<CompileOptions> options = compile_options_from(cli);
@@ -737,6 +803,12 @@ int explain_graph(const Graph& graph, const FusionCliOptions& cli) {
   Expected<fusion::Partition> partition = fusion::partition_graph(rewritten, options->fusion);
   if (!partition) return report(partition.status());
   fmt::print("{}", fusion::explain_partition(rewritten, *partition));
+  if (options->device == Device::cuda) {
+    Expected<CompiledGraph> compiled =
+        compile_groups(rewritten, partition->node_groups(), *options);
+    if (!compiled) return report(compiled.status());
+    fmt::print("{}", format_cuda_launches(*compiled));
+  }
   return 0;
 }
 
@@ -755,6 +827,9 @@ int run_compile(const CompileCommandOptions& options) {
   if (!loaded) return report(loaded.status());
   Expected<CompileOptions> compile_options = compile_options_from(options.fusion);
   if (!compile_options) return report(compile_options.status());
+  if (compile_options->device == Device::cuda) {
+    return compile_for_cuda(std::move(loaded->graph), *compile_options, options.output_dir);
+  }
   Expected<CompiledModel> model = Compiler(*compile_options).compile(std::move(loaded->graph));
   if (!model) return report(model.status());
   print_compile_summary(*model);
@@ -991,6 +1066,10 @@ int run_zoo_compile(const ZooOptions& options) {
   if (!work) return report(work.status());
   Expected<CompileOptions> compile_options = compile_options_from(options.run.fusion);
   if (!compile_options) return report(compile_options.status());
+  if (compile_options->device == Device::cuda) {
+    if (options.output_file.empty()) return report(Status::error("--device cuda needs -o DIR"));
+    return compile_for_cuda(std::move(work->graph), *compile_options, options.output_file);
+  }
   Expected<CompiledModel> compiled = Compiler(*compile_options).compile(std::move(work->graph));
   if (!compiled) return report(compiled.status());
   print_compile_summary(*compiled);

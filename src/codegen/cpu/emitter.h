@@ -30,7 +30,8 @@
 //    compiler can blend vectors instead of branching;
 //  - `parallel` loops become `#pragma omp parallel for` (only the outermost: nested ones run
 //    serially inside it), `vectorized` ones `#pragma omp simd`, `unrolled` ones
-//    `#pragma GCC unroll N`;
+//    `#pragma GCC unroll N`; `gpu_block` and `gpu_thread` loops (a GPU mapping, which runs on
+//    the CPU for checking it) are plain serial loops;
 //  - a gemm calls the prelude's kiln_gemm, which calls OpenBLAS's cblas_sgemm or cblas_dgemm
 //    on row-major data (the kernel library links OpenBLAS: kernel_compiler.h). Inside a
 //    parallel loop the OpenMP build of OpenBLAS runs each call on the calling thread; outside

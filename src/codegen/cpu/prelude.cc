@@ -39,6 +39,10 @@ __attribute__((simd("notinbranch"))) double cos(double) noexcept;
 
 namespace {
 
+// Infinities and NaNs in generated code (codegen/c_syntax.h), spelled alike for CUDA.
+template <typename T>
+using kiln_limits = std::numeric_limits<T>;
+
 // C(m x n) = op(A) * op(B) (+ C when accumulating) on row-major regions (loop/stmt.h's gemm).
 // The edge cases are settled here rather than left to the library: nothing to do when m or
 // n <= 0, and k <= 0 stores zeros (or leaves C) without calling it.

@@ -6,6 +6,10 @@
 // as C++, compiled, loaded and run by the runtime's executor. Every op is then checked
 // compiled alone, in the same shapes.
 //
+// Built with KILN_LOWERING_CHECK_GPU_MAPPED defined (kiln_gpu_mapped_ops_tests), the lowered
+// group is mapped onto a GPU (loop/gpu_mapping.h) and the mapped kernel runs on the loop
+// evaluator; its CUDA is emitted and, where the toolkit is present, compiled by NVRTC.
+//
 // Inputs are drawn fresh per call from a generator seeded by KILN_LOOP_SEED (default fixed;
 // printed on failure). Tolerances are per dtype: f64 results agree to 1e-12 relative; f32
 // results to 1e-5 relative plus 1e-5 * scale absolute, `scale` covering reductions whose
@@ -30,6 +34,12 @@
 #include "loop/evaluator.h"
 #include "loop/lower_group.h"
 #include "loop/printer.h"
+
+#ifdef KILN_LOWERING_CHECK_GPU_MAPPED
+#include "codegen/cuda/emitter.h"
+#include "codegen/cuda/nvrtc_compiler.h"
+#include "loop/gpu_mapping.h"
+#endif
 
 #ifdef KILN_LOWERING_CHECK_COMPILED
 #include "compiler/compile_graph.h"
@@ -124,7 +134,31 @@ inline Expected<std::vector<std::vector<double>>> run_lowered(const LoweredGroup
                                           args.end());
 }
 
-#ifndef KILN_LOWERING_CHECK_COMPILED
+#if defined(KILN_LOWERING_CHECK_GPU_MAPPED)
+// The outputs of the group mapped onto a GPU, run by the loop evaluator, after its CUDA
+// compiled (the scratch parameters after the outputs are poisoned like them).
+inline Expected<std::vector<std::vector<double>>> run_group(const Graph&,
+                                                            const LoweredGroup& lowered,
+                                                            std::span<Node* const>,
+                                                            const std::vector<Array>& inputs) {
+  KILN_ASSIGN_OR_RETURN(GpuMapping mapping, map_to_gpu(lowered.kernel));
+  KILN_ASSIGN_OR_RETURN(codegen::cuda::CudaUnit unit,
+                        codegen::cuda::emit_cuda_unit({&mapping.kernel, 1}));
+  if (codegen::cuda::nvrtc_available()) {
+    Expected<codegen::cuda::Cubin> cubin = codegen::cuda::compile_cuda(unit.source);
+    if (!cubin) return cubin.status().with_context(print(mapping.kernel));
+  }
+  std::vector<std::vector<double>> args;
+  for (const Array& input : inputs) args.push_back(input.data);
+  for (size_t i = inputs.size(); i < mapping.kernel.params.size(); ++i) {
+    args.emplace_back(static_cast<size_t>(mapping.kernel.params[i].flat_size()), -12345.0);
+  }
+  KILN_RETURN_IF_ERROR(run_kernel(mapping.kernel, args));
+  const auto first_output = args.begin() + static_cast<ptrdiff_t>(inputs.size());
+  return std::vector<std::vector<double>>(
+      first_output, first_output + static_cast<ptrdiff_t>(lowered.outputs.size()));
+}
+#elif !defined(KILN_LOWERING_CHECK_COMPILED)
 // The outputs of `group` of `graph`, lowered as `lowered`, on `inputs`: by the loop evaluator.
 inline Expected<std::vector<std::vector<double>>> run_group(const Graph&,
                                                             const LoweredGroup& lowered,

@@ -1,0 +1,442 @@
+#include "codegen/cuda/emitter.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/c_syntax.h"
+#include "codegen/cuda/prelude.h"
+#include "loop/gpu_mapping.h"
+#include "loop/printer.h"
+#include "loop/scalar.h"
+#include "loop/verifier.h"
+#include "support/check.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+using loop::Expr;
+using loop::Stmt;
+
+constexpr int64_t kGemmTile = 16;
+constexpr int64_t kMaxGridX = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxGridY = 65535;
+
+std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args) {
+  using loop::Intrinsic;
+  if (f == Intrinsic::dropout_bits) {
+    return fmt::format("kiln_dropout_bits({}, {}, {})", args[0], args[1], args[2]);
+  }
+  if (!is_floating(type)) {
+    KILN_CHECK(f == Intrinsic::abs, "{} of an integer passed the verifier", intrinsic_name(f));
+    return fmt::format("kiln_abs<{}>({})", value_type(type), args[0]);
+  }
+  std::string call;
+  switch (f) {
+    case Intrinsic::abs: call = fmt::format("kiln_fabs({})", args[0]); break;
+    case Intrinsic::pow: call = fmt::format("kiln_pow({}, {})", args[0], args[1]); break;
+    default: call = fmt::format("kiln_{}({})", loop::intrinsic_name(f), args[0]); break;
+  }
+  return round_to(type, std::move(call));
+}
+
+// One __global__ function's body for a gpu_block loop.
+class LaunchEmitter {
+ public:
+  LaunchEmitter(const loop::Kernel& kernel, std::span<const std::pair<std::string, int64_t>> host)
+      : kernel_(kernel), host_(host) {}
+
+  // The function with `@SYMBOL@` for its name.
+  std::string emit(const loop::For& launch) {
+    std::vector<std::string> params;
+    for (size_t i = 0; i < kernel_.params.size(); ++i) {
+      const loop::Buffer& param = kernel_.params[i];
+      const std::string ident = fmt::format("b{}", i);
+      params.push_back(fmt::format("{}* __restrict__ {}", storage_type(param.dtype()), ident));
+      buffers_.emplace_back(param.name(), ident);
+    }
+    for (size_t i = 0; i < host_.size(); ++i) {
+      const std::string ident = fmt::format("h{}", i);
+      params.push_back(fmt::format("int64_t {}", ident));
+      vars_.emplace_back(host_[i].first, ident);
+    }
+    out_ = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) @SYMBOL@({}) {{\n",
+                       loop::kGpuThreadsPerBlock, fmt::join(params, ", "));
+    indent_ = 1;
+    const std::string block = bind_var(launch.var);
+    line(fmt::format("const int64_t {} = {} + static_cast<int64_t>(blockIdx.x);", block,
+                     emit_expr(launch.min)));
+    emit_stmt(launch.body);
+    out_ += "}\n";
+    return std::move(out_);
+  }
+
+ private:
+  std::string fresh_name(char prefix) { return fmt::format("{}{}", prefix, next_name_++); }
+  std::string bind_var(const std::string& name) {
+    std::string ident = fresh_name('v');
+    vars_.emplace_back(name, ident);
+    return ident;
+  }
+  void unbind_var() { vars_.pop_back(); }
+
+  static const std::string& lookup(const std::vector<std::pair<std::string, std::string>>& scope,
+                                   const std::string& name) {
+    auto it = std::find_if(scope.rbegin(), scope.rend(),
+                           [&](const auto& entry) { return entry.first == name; });
+    KILN_CHECK(it != scope.rend(), "unbound name passed the verifier");
+    return it->second;
+  }
+
+  // --- Expressions ------------------------------------------------------------------------
+
+  std::string emit_expr(const Expr& e) {
+    switch (e.kind()) {
+      case loop::ExprKind::int_imm: return int_constant(e.as<loop::IntImm>()->value, e.type());
+      case loop::ExprKind::float_imm:
+        return float_constant(e.as<loop::FloatImm>()->value, e.type());
+      case loop::ExprKind::variable: return lookup(vars_, e.as<loop::Variable>()->name);
+      case loop::ExprKind::binary: {
+        const auto* b = e.as<loop::Binary>();
+        return binary(b->op, b->a.type(), emit_expr(b->a), emit_expr(b->b));
+      }
+      case loop::ExprKind::logical_not:
+        return fmt::format("(!{})", emit_expr(e.as<loop::Not>()->a));
+      case loop::ExprKind::select: {
+        const auto* s = e.as<loop::Select>();
+        return fmt::format("kiln_select<{}>({}, {}, {})", value_type(e.type()),
+                           emit_expr(s->condition), emit_expr(s->true_value),
+                           emit_expr(s->false_value));
+      }
+      case loop::ExprKind::cast: {
+        const auto* c = e.as<loop::Cast>();
+        return cast(c->type, c->value.type(), emit_expr(c->value));
+      }
+      case loop::ExprKind::load: {
+        const auto* l = e.as<loop::Load>();
+        return load_value(l->type, element(l->buffer, l->index));
+      }
+      case loop::ExprKind::call: {
+        const auto* c = e.as<loop::Call>();
+        std::vector<std::string> args;
+        for (const Expr& arg : c->args) args.push_back(emit_expr(arg));
+        return intrinsic(c->intrinsic, c->type, args);
+      }
+      case loop::ExprKind::let: {
+        const auto& let = *e.as<loop::Let>();
+        const std::string value = emit_expr(let.value);
+        const std::string ident = bind_var(let.name);
+        const std::string body = emit_expr(let.body);
+        unbind_var();
+        return fmt::format("[&]() -> {} {{ const {} {} = {}; return {}; }}()",
+                           value_type(e.type()), value_type(let.value.type()), ident, value,
+                           body);
+      }
+      case loop::ExprKind::reduce: return emit_reduce(*e.as<loop::Reduce>());
+    }
+    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+  }
+
+  std::string element(const loop::Buffer& buffer, const Expr& index) {
+    return fmt::format("{}[{}]", lookup(buffers_, buffer.name()), emit_expr(index));
+  }
+
+  // In a thread:   [&]() -> T { begin, end; if (end <= begin) return identity;
+  //                             T acc = start; for (v = begin; v < end; ++v) acc = acc op body;
+  //                             return acc; }()
+  // By the block:  each thread folds v = begin + threadIdx.x, ... (stride blockDim.x), then
+  //                kiln_block_reduce combines the threads' results; every thread calls it,
+  //                the empty range included, and gets the total.
+  std::string emit_reduce(const loop::Reduce& r) {
+    const bool by_block = r.vectorized && !in_thread_;
+    const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
+    const std::string acc = fresh_name('r');
+    const std::string v = bind_var(r.var);
+    const std::string body = emit_expr(r.body);
+    unbind_var();
+    const DType type = r.type;
+    const std::string_view t = value_type(type);
+    const std::string identity = scalar_constant(loop::reduce_identity(r.op, type), type);
+    const std::string start = r.op == loop::ReduceOp::sum && is_floating(type)
+                                  ? float_constant(-0.0, type)
+                                  : identity;
+    const loop::BinaryOp op = loop::reduce_combiner(r.op);
+    const std::string update = binary(op, type, acc, body);
+    if (!by_block) {
+      return fmt::format(
+          "[&]() -> {t} {{ const int64_t {v}_begin = {min}, {v}_end = {v}_begin + {extent}; "
+          "if ({v}_end <= {v}_begin) return {identity}; {t} {acc} = {start}; "
+          "for (int64_t {v} = {v}_begin; {v} < {v}_end; ++{v}) {acc} = {update}; "
+          "return {acc}; }}()",
+          fmt::arg("t", t), fmt::arg("v", v), fmt::arg("min", min), fmt::arg("extent", extent),
+          fmt::arg("identity", identity), fmt::arg("acc", acc), fmt::arg("start", start),
+          fmt::arg("update", update));
+    }
+    return fmt::format(
+        "[&]() -> {t} {{ const int64_t {v}_begin = {min}, {v}_end = {v}_begin + {extent}; "
+        "{t} {acc} = {start}; "
+        "for (int64_t {v} = {v}_begin + threadIdx.x; {v} < {v}_end; {v} += blockDim.x) "
+        "{acc} = {update}; "
+        "{acc} = kiln_block_reduce({acc}, []({t} x, {t} y) {{ return {combine}; }}); "
+        "return {v}_end <= {v}_begin ? {identity} : {acc}; }}()",
+        fmt::arg("t", t), fmt::arg("v", v), fmt::arg("min", min), fmt::arg("extent", extent),
+        fmt::arg("identity", identity), fmt::arg("acc", acc), fmt::arg("start", start),
+        fmt::arg("update", update), fmt::arg("combine", binary(op, type, "x", "y")));
+  }
+
+  // --- Statements -------------------------------------------------------------------------
+
+  void line(const std::string& text) {
+    out_.append(static_cast<size_t>(indent_) * 2, ' ');
+    out_ += text;
+    out_ += '\n';
+  }
+
+  void emit_nested(const Stmt& s) {
+    ++indent_;
+    emit_stmt(s);
+    --indent_;
+  }
+
+  void emit_stmt(const Stmt& s) {
+    switch (s.kind()) {
+      case loop::StmtKind::for_loop: emit_for(*s.as<loop::For>()); return;
+      case loop::StmtKind::store: emit_store(*s.as<loop::Store>()); return;
+      case loop::StmtKind::let_stmt: {
+        const auto* let = s.as<loop::LetStmt>();
+        const std::string value = emit_expr(let->value);
+        const std::string ident = bind_var(let->name);
+        line(fmt::format("const {} {} = {};", value_type(let->value.type()), ident, value));
+        emit_stmt(let->body);
+        unbind_var();
+        return;
+      }
+      case loop::StmtKind::allocate: emit_allocate(*s.as<loop::Allocate>()); return;
+      case loop::StmtKind::if_then_else: {
+        const auto* branch = s.as<loop::IfThenElse>();
+        line(fmt::format("if ({}) {{", emit_expr(branch->condition)));
+        emit_nested(branch->then_case);
+        if (branch->else_case.defined() && !loop::is_no_op(branch->else_case)) {
+          line("} else {");
+          emit_nested(branch->else_case);
+        }
+        line("}");
+        return;
+      }
+      case loop::StmtKind::block:
+        for (const Stmt& child : s.as<loop::Block>()->stmts) emit_stmt(child);
+        return;
+      case loop::StmtKind::gemm: break;  // the verifier keeps gemms out of GPU loops
+    }
+    KILN_UNREACHABLE("a {} statement inside a GPU launch", static_cast<int>(s.kind()));
+  }
+
+  // In a thread, a plain store. At block level every thread computes the index and value
+  // (a block reduction needs them all), thread 0 stores, and the block waits for it.
+  void emit_store(const loop::Store& st) {
+    if (in_thread_) {
+      line(fmt::format("{} = {};", element(st.buffer, st.index),
+                       stored_value(st.buffer.dtype(), emit_expr(st.value))));
+      return;
+    }
+    const std::string index = fresh_name('i'), value = fresh_name('s');
+    line("{");
+    ++indent_;
+    line(fmt::format("const int64_t {} = {};", index, emit_expr(st.index)));
+    line(fmt::format("const {} {} = {};", value_type(st.value.type()), value,
+                     emit_expr(st.value)));
+    line(fmt::format("if (threadIdx.x == 0) {}[{}] = {};", lookup(buffers_, st.buffer.name()),
+                     index, stored_value(st.buffer.dtype(), value)));
+    --indent_;
+    line("}");
+    line("__syncthreads();");
+  }
+
+  void emit_for(const loop::For& f) {
+    const std::string min = emit_expr(f.min), extent = emit_expr(f.extent);
+    const std::string bounds = fresh_name('n');
+    line("{");
+    ++indent_;
+    line(fmt::format("const int64_t {0}_begin = {1}, {0}_end = {0}_begin + {2};", bounds, min,
+                     extent));
+    const std::string v = bind_var(f.var);
+    const bool spread = f.for_kind == loop::ForKind::gpu_thread;
+    if (spread) {
+      line(fmt::format("for (int64_t {0} = {1}_begin + threadIdx.x; {0} < {1}_end; {0} += "
+                       "blockDim.x) {{",
+                       v, bounds));
+    } else {
+      line(fmt::format("for (int64_t {0} = {1}_begin; {0} < {1}_end; ++{0}) {{", v, bounds));
+    }
+    const bool outer = in_thread_;
+    in_thread_ = outer || spread;
+    emit_nested(f.body);
+    in_thread_ = outer;
+    line("}");
+    unbind_var();
+    --indent_;
+    line("}");
+    if (spread) line("__syncthreads();");
+  }
+
+  void emit_allocate(const loop::Allocate& a) {
+    const loop::Buffer& buffer = a.buffer;
+    const std::string ident = fresh_name('t');
+    line("{");
+    ++indent_;
+    line(fmt::format("{}{} {}[{}];", in_thread_ ? "" : "__shared__ ",
+                     storage_type(buffer.dtype()), ident, std::max<int64_t>(buffer.flat_size(), 1)));
+    buffers_.emplace_back(buffer.name(), ident);
+    emit_stmt(a.body);
+    buffers_.pop_back();
+    --indent_;
+    line("}");
+  }
+
+  const loop::Kernel& kernel_;
+  std::span<const std::pair<std::string, int64_t>> host_;
+  std::string out_;
+  int indent_ = 0;
+  std::vector<std::pair<std::string, std::string>> vars_;     // loop-IR name, identifier
+  std::vector<std::pair<std::string, std::string>> buffers_;  // innermost last
+  int next_name_ = 0;
+  bool in_thread_ = false;
+};
+
+class UnitEmitter {
+ public:
+  Status add_kernel(const loop::Kernel& kernel) {
+    std::vector<runtime::CudaLaunch> launches;
+    for (const Stmt& launch : loop::flatten_blocks(kernel.body)) {
+      KILN_ASSIGN_OR_RETURN(runtime::CudaLaunch made, emit_launch(kernel, launch));
+      launches.push_back(std::move(made));
+    }
+    unit_.launches.push_back(std::move(launches));
+    return Status::ok();
+  }
+
+  CudaUnit finish() && { return std::move(unit_); }
+
+ private:
+  static Expected<int> param_index(const loop::Kernel& kernel, const loop::Buffer& buffer) {
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      if (kernel.params[i].name() == buffer.name()) return static_cast<int>(i);
+    }
+    return Status::errorf("a gemm on GPU reads '{}', which is not a parameter", buffer.name());
+  }
+
+  static Expected<int64_t> constant(const Expr& e, std::string_view what) {
+    const std::optional<int64_t> value = loop::as_const_int(e);
+    if (!value) return Status::errorf("a GPU launch's {} is not a constant", what);
+    return *value;
+  }
+
+  Expected<runtime::CudaLaunch> emit_launch(const loop::Kernel& kernel, const Stmt& launch) {
+    if (const auto* g = launch.as<loop::Gemm>()) return emit_gemm(kernel, *g);
+    std::vector<std::pair<std::string, int64_t>> host;
+    Stmt inner = launch;
+    while (const auto* let = inner.as<loop::LetStmt>()) {
+      KILN_ASSIGN_OR_RETURN(int64_t value, constant(let->value, "host value"));
+      host.emplace_back(let->name, value);
+      inner = let->body;
+    }
+    const auto* f = inner.as<loop::For>();
+    if (f == nullptr || f->for_kind != loop::ForKind::gpu_block) {
+      return Status::errorf("a GPU kernel's launch is not a gpu_block loop: {}", loop::print(inner));
+    }
+    KILN_ASSIGN_OR_RETURN(int64_t blocks, constant(f->extent, "grid"));
+    if (blocks > kMaxGridX) return Status::errorf("a GPU launch of {} blocks", blocks);
+    const std::string text = LaunchEmitter(kernel, host).emit(*f);
+    auto [it, inserted] =
+        function_of_.emplace(text, fmt::format("kiln_cuda_{}", function_of_.size()));
+    if (inserted) {
+      std::string function = text;
+      function.replace(function.find("@SYMBOL@"), 8, it->second);
+      unit_.source += '\n';
+      unit_.source += function;
+    }
+    runtime::CudaLaunch made{.function = it->second,
+                             .grid = {std::max<int64_t>(blocks, 1), 1, 1},
+                             .block = {loop::kGpuThreadsPerBlock, 1, 1},
+                             .args = {}};
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::buffer,
+                           .param = static_cast<int>(i), .byte_offset = 0, .value = 0});
+    }
+    for (const auto& [name, value] : host) {
+      made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::i64, .param = 0,
+                           .byte_offset = 0, .value = value});
+    }
+    // A launch with no blocks does nothing; CUDA refuses a grid of 0, so run one block of a
+    // loop that is empty.
+    if (blocks <= 0) {
+      made.function = empty_function();
+      made.args.clear();
+    }
+    return made;
+  }
+
+  std::string empty_function() {
+    if (!has_empty_) {
+      unit_.source += "\nextern \"C\" __global__ void kiln_cuda_empty() {}\n";
+      has_empty_ = true;
+    }
+    return "kiln_cuda_empty";
+  }
+
+  Expected<runtime::CudaLaunch> emit_gemm(const loop::Kernel& kernel, const loop::Gemm& g) {
+    const DType dtype = g.c.buffer.dtype();
+    KILN_ASSIGN_OR_RETURN(int64_t m, constant(g.m, "gemm rows"));
+    KILN_ASSIGN_OR_RETURN(int64_t n, constant(g.n, "gemm columns"));
+    KILN_ASSIGN_OR_RETURN(int64_t k, constant(g.k, "gemm depth"));
+    runtime::CudaLaunch made{.function = dtype == DType::f64 ? "kiln_gemm_f64" : "kiln_gemm_f32",
+                             .grid = {(std::max<int64_t>(n, 1) + kGemmTile - 1) / kGemmTile,
+                                      (std::max<int64_t>(m, 1) + kGemmTile - 1) / kGemmTile, 1},
+                             .block = {kGemmTile, kGemmTile, 1},
+                             .args = {}};
+    if (made.grid[0] > kMaxGridX || made.grid[1] > kMaxGridY) {
+      return Status::errorf("a gemm of {} x {} is beyond the GPU template's grid", m, n);
+    }
+    for (const loop::MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+      KILN_ASSIGN_OR_RETURN(int param, param_index(kernel, region->buffer));
+      KILN_ASSIGN_OR_RETURN(int64_t offset, constant(region->offset, "gemm offset"));
+      made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::buffer, .param = param,
+                           .byte_offset = offset * dtype_size_bytes(dtype), .value = 0});
+    }
+    for (const int64_t value : {m, n, k, g.a.leading_dim, g.b.leading_dim, g.c.leading_dim,
+                                int64_t{g.transpose_a}, int64_t{g.transpose_b},
+                                int64_t{g.accumulate}}) {
+      made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::i64, .param = 0,
+                           .byte_offset = 0, .value = value});
+    }
+    if (m <= 0 || n <= 0) {
+      made.function = empty_function();
+      made.args.clear();
+    }
+    return made;
+  }
+
+  CudaUnit unit_{std::string(cuda_prelude()), {}};
+  std::map<std::string, std::string> function_of_;  // function text -> its symbol
+  bool has_empty_ = false;
+};
+
+}  // namespace
+
+Expected<CudaUnit> emit_cuda_unit(std::span<const loop::Kernel> kernels) {
+  UnitEmitter emitter;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    Status verified = loop::verify(kernels[i]);
+    if (!verified) return verified.with_context(fmt::format("kernel {} of the unit", i));
+    Status emitted = emitter.add_kernel(kernels[i]);
+    if (!emitted) return emitted.with_context(fmt::format("kernel {} of the unit", i));
+  }
+  return std::move(emitter).finish();
+}
+
+}  // namespace kiln::codegen::cuda

@@ -1,0 +1,391 @@
+#include "loop/gpu_mapping.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "loop/bounds.h"
+#include "loop/default_schedule.h"
+#include "loop/ir_visitor.h"
+#include "loop/printer.h"
+#include "loop/schedule.h"
+#include "loop/schedule_analysis.h"
+#include "loop/scratch.h"
+#include "loop/simplify.h"
+#include "loop/substitute.h"
+#include "loop/verifier.h"
+
+namespace kiln::loop {
+namespace {
+
+constexpr const char* kBlockVar = "gpu_block";
+constexpr const char* kThreadVar = "gpu_thread";
+constexpr const char* kPointVar = "gpu_point";
+
+bool contains_gemm(const Stmt& stmt) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void visit_gemm(const Gemm&) override { found = true; }
+  } finder;
+  finder.visit(stmt);
+  return finder.found;
+}
+
+// Merges the nests the CPU default schedule merges first (its rule 0): a row reduction and the
+// nests that read its rows become one loop, which the mapping then runs as one launch.
+Kernel merge_row_passes(const Kernel& kernel) {
+  Kernel merged = kernel;
+  for (const Directive& directive : default_schedule(kernel).directives) {
+    if (!std::holds_alternative<Merge>(directive)) break;
+    Expected<Kernel> next = apply_directive(merged, directive);
+    if (!next) break;
+    merged = std::move(next).value();
+  }
+  return merged;
+}
+
+// Loop iterations and reduction terms one band point runs (bounded extents, saturating).
+int64_t work_of(const Stmt& stmt, const BoundsScope& scope);
+
+int64_t extent_bound(const Expr& extent, const BoundsScope& scope) {
+  const Interval bounds = bounds_of(extent, scope);
+  return bounds.max ? std::max<int64_t>(*bounds.max, 0) : kGpuThreadsPerBlock;
+}
+
+int64_t reduction_work(const Expr& value, const BoundsScope& scope) {
+  struct Finder : IRVisitor {
+    const BoundsScope* scope = nullptr;
+    int64_t terms = 0;
+    void visit_reduce(const Reduce& node) override {
+      terms = std::max(terms, extent_bound(node.extent, *scope));
+    }
+  } finder;
+  finder.scope = &scope;
+  finder.visit(value);
+  return finder.terms;
+}
+
+int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
+  constexpr int64_t kCap = int64_t{1} << 40;
+  switch (stmt.kind()) {
+    case StmtKind::for_loop: {
+      const For& f = *stmt.as<For>();
+      BoundsScope inner = scope;
+      inner[f.var] = loop_interval(f, scope);
+      return std::min(kCap, extent_bound(f.extent, scope) * std::max<int64_t>(
+                                                                  work_of(f.body, inner), 1));
+    }
+    case StmtKind::store: return reduction_work(stmt.as<Store>()->value, scope);
+    case StmtKind::let_stmt: return work_of(stmt.as<LetStmt>()->body, scope);
+    case StmtKind::allocate: return work_of(stmt.as<Allocate>()->body, scope);
+    case StmtKind::if_then_else: {
+      const IfThenElse& branch = *stmt.as<IfThenElse>();
+      const int64_t else_work =
+          branch.else_case.defined() ? work_of(branch.else_case, scope) : 0;
+      return std::max(work_of(branch.then_case, scope), else_work);
+    }
+    case StmtKind::block: {
+      int64_t total = 0;
+      for (const Stmt& child : stmt.as<Block>()->stmts) {
+        total = std::min(kCap, total + work_of(child, scope));
+      }
+      return total;
+    }
+    case StmtKind::gemm: return kCap;
+  }
+  return 0;
+}
+
+int64_t allocated_bytes(const Stmt& stmt) {
+  struct Finder : IRVisitor {
+    int64_t bytes = 0;
+    void visit_allocate(const Allocate& node) override {
+      bytes += node.buffer.flat_size() * dtype_size_bytes(node.buffer.dtype());
+      IRVisitor::visit_allocate(node);
+    }
+  } finder;
+  finder.visit(stmt);
+  return finder.bytes;
+}
+
+bool contains_reduce(const Expr& expr) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void visit_reduce(const Reduce&) override { found = true; }
+  } finder;
+  finder.visit(expr);
+  return finder.found;
+}
+
+// Marks the reductions a block-level store computes directly as vectorized: the block's
+// threads compute them together. Not those inside another reduction (a thread computes
+// those), inside a logical operator (C++ may skip its second operand, and every thread must
+// take part in a block's reduction), or with a reduction in their own body.
+class MarkBlockReductions : public IRMutator {
+ protected:
+  Expr visit_binary(const Binary& node, const Expr& self) override {
+    if (is_logical(node.op)) return self;
+    return IRMutator::visit_binary(node, self);
+  }
+  Expr visit_reduce(const Reduce& node, const Expr& self) override {
+    if (node.vectorized || contains_reduce(node.body)) return self;
+    return reduce(node.op, node.var, node.min, node.extent, node.body, /*vectorized=*/true);
+  }
+};
+
+class GpuMapper {
+ public:
+  explicit GpuMapper(const Kernel& lowered) : lowered_(lowered) {}
+
+  Expected<GpuMapping> run() {
+    GpuMapping mapping;
+    const Kernel promoted =
+        promote_gpu_scratch(merge_row_passes(lowered_), mapping.scratch_bytes);
+    KILN_RETURN_IF_ERROR(map_host(promoted.body));
+    mapping.kernel = Kernel{lowered_.name, promoted.params, block(std::move(launches_))};
+    const Status verified = verify(mapping.kernel);
+    if (!verified) {
+      return Status::errorf("internal compiler error: the GPU mapping of a kernel is invalid: "
+                            "{}\n{}",
+                            verified.message(), print(mapping.kernel));
+    }
+    return mapping;
+  }
+
+ private:
+  // --- Host statements: loops, lets and conditions around gemms --------------------------
+
+  Status map_host(const Stmt& stmt) {
+    if (const Block* children = stmt.as<Block>()) {
+      for (const Stmt& child : children->stmts) KILN_RETURN_IF_ERROR(map_host(child));
+      return Status::ok();
+    }
+    if (!contains_gemm(stmt)) return add_launch(stmt);
+    switch (stmt.kind()) {
+      case StmtKind::let_stmt: {
+        const LetStmt& let = *stmt.as<LetStmt>();
+        KILN_ASSIGN_OR_RETURN(int64_t value, host_value(let.value));
+        return with_host_value(let.name, value, [&] { return map_host(let.body); });
+      }
+      case StmtKind::for_loop: {
+        const For& f = *stmt.as<For>();
+        KILN_ASSIGN_OR_RETURN(int64_t min, host_value(f.min));
+        KILN_ASSIGN_OR_RETURN(int64_t extent, host_value(f.extent));
+        for (int64_t i = min; i < min + extent; ++i) {
+          KILN_RETURN_IF_ERROR(with_host_value(f.var, i, [&] { return map_host(f.body); }));
+        }
+        return Status::ok();
+      }
+      case StmtKind::if_then_else: {
+        const IfThenElse& branch = *stmt.as<IfThenElse>();
+        KILN_ASSIGN_OR_RETURN(int64_t condition, host_value(branch.condition));
+        if (condition != 0) return map_host(branch.then_case);
+        return branch.else_case.defined() ? map_host(branch.else_case) : Status::ok();
+      }
+      case StmtKind::gemm: return add_gemm(*stmt.as<Gemm>());
+      default:
+        return Status::errorf("internal compiler error: a {} statement around a gemm on a GPU",
+                              first_line_of(stmt));
+    }
+  }
+
+  static std::string first_line_of(const Stmt& stmt) {
+    const std::string text = print(stmt);
+    return text.substr(0, text.find('\n'));
+  }
+
+  template <typename F>
+  Status with_host_value(const std::string& name, int64_t value, F body) {
+    host_values_.emplace_back(name, value);
+    Status status = body();
+    host_values_.pop_back();
+    return status;
+  }
+
+  Substitution host_substitution() const {
+    Substitution values;
+    for (const auto& [name, value] : host_values_) values[name] = make_int(value);
+    return values;
+  }
+
+  Expected<int64_t> host_value(const Expr& expr) const {
+    const Expr folded = simplify(substitute(expr, host_substitution()));
+    const std::optional<int64_t> value = as_const_int(folded);
+    if (!value) {
+      return Status::errorf("a GPU runs the loops around a gemm on the host, and {} is not "
+                            "known there",
+                            print(expr));
+    }
+    return *value;
+  }
+
+  Status count_launch() {
+    if (static_cast<int64_t>(launches_.size()) >= kMaxGpuLaunchesPerKernel) {
+      return Status::errorf("a kernel needs more than {} GPU launches (a gemm inside loops of "
+                            "that many iterations)",
+                            kMaxGpuLaunchesPerKernel);
+    }
+    return Status::ok();
+  }
+
+  Status add_gemm(const Gemm& g) {
+    KILN_RETURN_IF_ERROR(count_launch());
+    const auto region = [&](const MatrixRegion& r) -> Expected<MatrixRegion> {
+      KILN_ASSIGN_OR_RETURN(int64_t offset, host_value(r.offset));
+      return MatrixRegion{r.buffer, make_int(offset), r.leading_dim};
+    };
+    KILN_ASSIGN_OR_RETURN(MatrixRegion a, region(g.a));
+    KILN_ASSIGN_OR_RETURN(MatrixRegion b, region(g.b));
+    KILN_ASSIGN_OR_RETURN(MatrixRegion c, region(g.c));
+    KILN_ASSIGN_OR_RETURN(int64_t m, host_value(g.m));
+    KILN_ASSIGN_OR_RETURN(int64_t n, host_value(g.n));
+    KILN_ASSIGN_OR_RETURN(int64_t k, host_value(g.k));
+    launches_.push_back(gemm({.a = a, .b = b, .c = c, .transpose_a = g.transpose_a,
+                              .transpose_b = g.transpose_b, .m = make_int(m), .n = make_int(n),
+                              .k = make_int(k), .accumulate = g.accumulate}));
+    return Status::ok();
+  }
+
+  // --- Launches ---------------------------------------------------------------------------
+
+  // One launch for `stmt`, inside lets binding the host values it reads.
+  Status add_launch(const Stmt& stmt) {
+    KILN_RETURN_IF_ERROR(count_launch());
+    BoundsScope scope;
+    for (const auto& [name, value] : host_values_) scope[name] = Interval::point(value);
+    KILN_ASSIGN_OR_RETURN(Stmt launch, map_launch(stmt, scope));
+    for (auto it = host_values_.rbegin(); it != host_values_.rend(); ++it) {
+      if (uses_var(launch, it->first)) launch = let_stmt(it->first, make_int(it->second), launch);
+    }
+    launches_.push_back(std::move(launch));
+    return Status::ok();
+  }
+
+  Expected<Stmt> map_launch(const Stmt& stmt, BoundsScope scope) {
+    std::vector<const For*> band;
+    Stmt inner = stmt;
+    while (const For* f = inner.as<For>()) {
+      const Interval extent = bounds_of(f->extent, scope);
+      if (!extent.is_point() || *extent.min <= 0 || !check_independent(*f, scope).is_ok()) break;
+      band.push_back(f);
+      scope[f->var] = loop_interval(*f, scope);
+      inner = f->body;
+    }
+    if (band.empty()) return one_thread(stmt);
+    int64_t points = 1;
+    for (const For* f : band) {
+      points = std::min<int64_t>(points * *bounds_of(f->extent, scope).min, int64_t{1} << 50);
+    }
+    const bool row_per_block = work_of(inner, scope) >= kGpuThreadsPerBlock &&
+                               allocated_bytes(inner) <= kMaxGpuSharedBytes;
+    if (row_per_block) {
+      KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(inner, scope));
+      return for_loop(kBlockVar, 0, points, ForKind::gpu_block,
+                      bind_band(band, var(kBlockVar), scope, body));
+    }
+    KILN_RETURN_IF_ERROR(check_thread_local(inner));
+    const int64_t blocks = (points + kGpuThreadsPerBlock - 1) / kGpuThreadsPerBlock;
+    const Expr point = var(kPointVar);
+    Stmt body = if_then_else(point < points, bind_band(band, point, scope, inner));
+    body = let_stmt(kPointVar, var(kBlockVar) * kGpuThreadsPerBlock + var(kThreadVar), body);
+    return for_loop(kBlockVar, 0, blocks, ForKind::gpu_block,
+                    for_loop(kThreadVar, 0, kGpuThreadsPerBlock, ForKind::gpu_thread, body));
+  }
+
+  static Stmt one_thread(const Stmt& stmt) {
+    return for_loop(kBlockVar, 0, 1, ForKind::gpu_block,
+                    for_loop(kThreadVar, 0, 1, ForKind::gpu_thread, stmt));
+  }
+
+  // `body` with each band variable bound to its digit of `point` (the band flattened in
+  // row-major order, the innermost loop fastest).
+  static Stmt bind_band(const std::vector<const For*>& band, const Expr& point,
+                        const BoundsScope& scope, Stmt body) {
+    int64_t stride = 1;
+    for (auto it = band.rbegin(); it != band.rend(); ++it) {
+      const For& f = **it;
+      const int64_t extent = *bounds_of(f.extent, scope).min;
+      Expr digit = stride == 1 ? point : point / stride;
+      if (it + 1 != band.rend()) digit = digit % extent;
+      body = let_stmt(f.var, simplify(f.min + digit), body);
+      stride *= extent;
+    }
+    return body;
+  }
+
+  static Status check_thread_local(const Stmt& inner) {
+    const int64_t bytes = allocated_bytes(inner);
+    if (bytes > kMaxGpuThreadLocalBytes) {
+      return Status::errorf("a GPU thread would need {} bytes of local buffers (at most {})",
+                            bytes, kMaxGpuThreadLocalBytes);
+    }
+    return Status::ok();
+  }
+
+  // A block's body: independent loops spread over its threads; reductions stored directly
+  // computed by all of them.
+  Expected<Stmt> map_block_body(const Stmt& stmt, const BoundsScope& scope) {
+    switch (stmt.kind()) {
+      case StmtKind::for_loop: {
+        const For& f = *stmt.as<For>();
+        BoundsScope inner = scope;
+        inner[f.var] = loop_interval(f, scope);
+        if (check_independent(f, scope).is_ok()) {
+          KILN_RETURN_IF_ERROR(check_thread_local(f.body));
+          return for_loop(f.var, f.min, f.extent, ForKind::gpu_thread, f.body);
+        }
+        KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(f.body, inner));
+        return for_loop(f.var, f.min, f.extent, ForKind::serial, body);
+      }
+      case StmtKind::store: {
+        const Store& st = *stmt.as<Store>();
+        return store(st.buffer, st.index, MarkBlockReductions().mutate(st.value));
+      }
+      case StmtKind::let_stmt: {
+        const LetStmt& let = *stmt.as<LetStmt>();
+        BoundsScope inner = scope;
+        if (let.value.type() == DType::i64) inner[let.name] = bounds_of(let.value, scope);
+        KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(let.body, inner));
+        return let_stmt(let.name, MarkBlockReductions().mutate(let.value), body);
+      }
+      case StmtKind::allocate: {
+        const Allocate& a = *stmt.as<Allocate>();
+        KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(a.body, scope));
+        return allocate(a.buffer, body);
+      }
+      case StmtKind::if_then_else: {
+        const IfThenElse& branch = *stmt.as<IfThenElse>();
+        KILN_ASSIGN_OR_RETURN(Stmt then_case, map_block_body(branch.then_case, scope));
+        Stmt else_case;
+        if (branch.else_case.defined()) {
+          KILN_ASSIGN_OR_RETURN(else_case, map_block_body(branch.else_case, scope));
+        }
+        return if_then_else(branch.condition, then_case, else_case);
+      }
+      case StmtKind::block: {
+        std::vector<Stmt> children;
+        for (const Stmt& child : stmt.as<Block>()->stmts) {
+          KILN_ASSIGN_OR_RETURN(Stmt mapped, map_block_body(child, scope));
+          children.push_back(std::move(mapped));
+        }
+        return block(std::move(children));
+      }
+      case StmtKind::gemm: break;
+    }
+    return Status::errorf("internal compiler error: a gemm inside a GPU launch");
+  }
+
+  const Kernel& lowered_;
+  std::vector<std::pair<std::string, int64_t>> host_values_;  // innermost last
+  std::vector<Stmt> launches_;
+};
+
+}  // namespace
+
+Expected<GpuMapping> map_to_gpu(const Kernel& lowered) { return GpuMapper(lowered).run(); }
+
+}  // namespace kiln::loop

@@ -1,0 +1,65 @@
+// Mapping a lowered kernel onto a GPU: which statements become kernel launches, and how each
+// launch spreads its loops over thread blocks and threads.
+//
+// The result is loop IR (so it prints, verifies, and runs on the evaluator and on the CPU back
+// end, which is how the mapping is tested where there is no GPU): a kernel whose body is a
+// sequence of *launches*, each either
+//  - a gemm statement with constant sizes and offsets (a library or template GEMM call), or
+//  - a `gpu_block` loop, possibly inside let statements that bind host values it reads (the
+//    iteration of a loop the mapping unrolled on the host), whose body runs once per thread
+//    block; `gpu_thread` loops inside it spread over the block's kGpuThreadsPerBlock threads
+//    (loop/stmt.h states the semantics).
+// Launches run in order, each after the previous one finished.
+//
+// How statements become launches. A statement that holds a gemm runs on the host: its loops
+// are unrolled (each iteration's launches in turn), its lets and conditions evaluated, and
+// every local buffer outside the launches becomes a scratch parameter in device memory
+// (loop/scratch.h: promote_gpu_scratch). Nests that merge into one pass over their rows (the
+// CPU default schedule's rule 0: a row reduction and the nests that read it) are merged first,
+// so all of a layer norm or softmax is one launch. Each other statement is one launch:
+//  - Its *band* is the perfect nest of outer loops with constant extents whose iterations are
+//    proven independent (loop/schedule_analysis.h).
+//  - When what runs inside the band is a row's worth of work (at least kGpuThreadsPerBlock
+//    loop iterations or reduction terms per band point, and its local buffers fit in shared
+//    memory), each band point is a thread block: the inner loops whose iterations are
+//    independent become thread loops, and every reduction a store computes directly (not
+//    inside another reduction or a logical operator) is marked `vectorized`, which a GPU code
+//    generator computes with all of the block's threads (loop/expr.h: a vectorized reduction
+//    may combine its terms in any order). Local buffers of the row live in shared memory.
+//  - Otherwise each band point is a thread: the band is flattened into blocks of
+//    kGpuThreadsPerBlock threads, and a thread runs everything inside the band serially.
+//  - A statement with no band (a loop that accumulates in order, such as scatter_add) runs on
+//    one thread.
+//
+//   for (i0, 0, 64) for (i1, 0, 128) out0[i0*128 + i1] = exp(in0[i0*128 + i1])
+//     -> for (gpu_block, 0, 32) gpu_block { for (gpu_thread, 0, 256) gpu_thread {
+//          let gpu_point = gpu_block * 256 + gpu_thread; if (gpu_point < 8192) {
+//          let i0 = gpu_point / 128; let i1 = gpu_point % 128; out0[...] = ... } } }
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "loop/stmt.h"
+#include "support/status.h"
+
+namespace kiln::loop {
+
+inline constexpr int64_t kGpuThreadsPerBlock = 256;
+// Static shared memory a block may use (the CUDA limit without opting in to more).
+inline constexpr int64_t kMaxGpuSharedBytes = 48 * 1024;
+// A thread's local buffers above this size are an error rather than slow local memory.
+inline constexpr int64_t kMaxGpuThreadLocalBytes = 16 * 1024;
+// Host loops are unrolled into launches; more than this many for one kernel is an error.
+inline constexpr int64_t kMaxGpuLaunchesPerKernel = 4096;
+
+struct GpuMapping {
+  Kernel kernel;                       // the lowered kernel's parameters, then scratch ones
+  std::vector<int64_t> scratch_bytes;  // per scratch parameter
+};
+
+// `lowered` is an unscheduled kernel (serial loops), as loop/lower_group.h makes it. Errors
+// name what cannot run on a GPU (a local buffer too large for a thread, too many launches).
+Expected<GpuMapping> map_to_gpu(const Kernel& lowered);
+
+}  // namespace kiln::loop
