@@ -1,5 +1,6 @@
 #include "codegen/c_syntax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -117,6 +118,84 @@ std::string binary(loop::BinaryOp op, DType type, const std::string& a, const st
   }
   const std::string result = fmt::format("({} {} {})", a, loop::binary_op_symbol(op), b);
   return is_floating(type) ? round_to(type, result) : result;
+}
+
+std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args,
+                      std::string_view math_prefix) {
+  using loop::Intrinsic;
+  if (f == Intrinsic::dropout_bits) {
+    return fmt::format("kiln_dropout_bits({}, {}, {})", args[0], args[1], args[2]);
+  }
+  if (!is_floating(type)) {
+    KILN_CHECK(f == Intrinsic::abs, "{} of an integer passed the verifier", intrinsic_name(f));
+    return fmt::format("kiln_abs<{}>({})", value_type(type), args[0]);
+  }
+  std::string call;
+  switch (f) {
+    case Intrinsic::abs: call = fmt::format("{}fabs({})", math_prefix, args[0]); break;
+    case Intrinsic::rsqrt: call = fmt::format("kiln_rsqrt({})", args[0]); break;
+    case Intrinsic::sigmoid: call = fmt::format("kiln_sigmoid({})", args[0]); break;
+    case Intrinsic::pow: call = fmt::format("{}pow({}, {})", math_prefix, args[0], args[1]); break;
+    default: call = fmt::format("{}{}({})", math_prefix, loop::intrinsic_name(f), args[0]); break;
+  }
+  return round_to(type, std::move(call));
+}
+
+std::string ExprEmitter::fresh_name(char prefix) {
+  return fmt::format("{}{}", prefix, next_name_++);
+}
+
+std::string ExprEmitter::bind_var(const std::string& name) {
+  std::string ident = fresh_name('v');
+  vars_.emplace_back(name, ident);
+  return ident;
+}
+
+const std::string& ExprEmitter::lookup(const Scope& scope, const std::string& name) {
+  auto it = std::find_if(scope.rbegin(), scope.rend(),
+                         [&](const auto& entry) { return entry.first == name; });
+  KILN_CHECK(it != scope.rend(), "unbound name passed the verifier");
+  return it->second;
+}
+
+std::string ExprEmitter::emit_expr(const loop::Expr& e) {
+  switch (e.kind()) {
+    case loop::ExprKind::int_imm: return int_constant(e.as<loop::IntImm>()->value, e.type());
+    case loop::ExprKind::float_imm: return float_constant(e.as<loop::FloatImm>()->value, e.type());
+    case loop::ExprKind::variable: return lookup(vars_, e.as<loop::Variable>()->name);
+    case loop::ExprKind::binary: {
+      const auto* b = e.as<loop::Binary>();
+      return binary(b->op, b->a.type(), emit_expr(b->a), emit_expr(b->b));
+    }
+    case loop::ExprKind::logical_not: return fmt::format("(!{})", emit_expr(e.as<loop::Not>()->a));
+    case loop::ExprKind::select: {
+      const auto* s = e.as<loop::Select>();
+      return fmt::format("kiln_select<{}>({}, {}, {})", value_type(e.type()),
+                         emit_expr(s->condition), emit_expr(s->true_value),
+                         emit_expr(s->false_value));
+    }
+    case loop::ExprKind::cast: {
+      const auto* c = e.as<loop::Cast>();
+      return cast(c->type, c->value.type(), emit_expr(c->value));
+    }
+    case loop::ExprKind::load: {
+      const auto* l = e.as<loop::Load>();
+      return load_value(l->type, element(l->buffer, l->index));
+    }
+    case loop::ExprKind::call: {
+      const auto* c = e.as<loop::Call>();
+      std::vector<std::string> args;
+      for (const loop::Expr& arg : c->args) args.push_back(emit_expr(arg));
+      return intrinsic(c->intrinsic, c->type, args, math_prefix_);
+    }
+    case loop::ExprKind::let: return emit_let(*e.as<loop::Let>());
+    case loop::ExprKind::reduce: return emit_reduce(*e.as<loop::Reduce>());
+  }
+  KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+}
+
+std::string ExprEmitter::element(const loop::Buffer& buffer, const loop::Expr& index) {
+  return fmt::format("{}[{}]", lookup(buffers_, buffer.name()), emit_expr(index));
 }
 
 }  // namespace kiln::codegen

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "ir/dtype.h"
 #include "loop/expr.h"
@@ -33,5 +35,40 @@ std::string scalar_constant(const loop::Scalar& value, DType dtype);
 std::string cast(DType to, DType from, std::string value);
 // `a op b` for operands of type `type` (op is arithmetic, a comparison or logical).
 std::string binary(loop::BinaryOp op, DType type, const std::string& a, const std::string& b);
+// A math intrinsic of `type`: math functions are `math_prefix` + their C name ("std::exp" on
+// the CPU, the CUDA prelude's "kiln_exp"); rsqrt, sigmoid, integer abs and dropout_bits are
+// the preludes' kiln_ helpers.
+std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args,
+                      std::string_view math_prefix);
+
+// The expression half of a code generator: loop-IR names (never emitted) mapped to fresh
+// identifiers (vN for variables, other letters for the generator's own), and every kind of
+// expression but `let` and `reduce`, which each back end spells its own way.
+class ExprEmitter {
+ public:
+  virtual ~ExprEmitter() = default;
+
+ protected:
+  using Scope = std::vector<std::pair<std::string, std::string>>;  // loop-IR name, identifier
+
+  explicit ExprEmitter(std::string_view math_prefix) : math_prefix_(math_prefix) {}
+
+  std::string fresh_name(char prefix);
+  std::string bind_var(const std::string& name);
+  void unbind_var() { vars_.pop_back(); }
+  static const std::string& lookup(const Scope& scope, const std::string& name);
+
+  std::string emit_expr(const loop::Expr& e);
+  std::string element(const loop::Buffer& buffer, const loop::Expr& index);
+  virtual std::string emit_let(const loop::Let& let) = 0;
+  virtual std::string emit_reduce(const loop::Reduce& reduce) = 0;
+
+  Scope vars_;
+  Scope buffers_;  // innermost last
+
+ private:
+  std::string math_prefix_;
+  int next_name_ = 0;
+};
 
 }  // namespace kiln::codegen

@@ -110,18 +110,6 @@ int64_t stmt_work(const Stmt& s) {
   }
 }
 
-bool contains_gemm(const Stmt& s) {
-  class Finder : public IRVisitor {
-   public:
-    bool found = false;
-
-   protected:
-    void visit_gemm(const Gemm&) override { found = true; }
-  } finder;
-  finder.visit(s);
-  return finder.found;
-}
-
 // The loop nests to schedule: the top-level loops, except that a loop holding a gemm (a
 // matmul's block loop, a convolution's image loop) is left as it is and the nests beside the
 // gemm inside it (epilogues, im2col) are scheduled instead; the analysis treats a gemm as
@@ -271,6 +259,14 @@ class Scheduler {
     roots = merge_nests(std::move(roots));
     for (const std::string& root : roots) schedule_nest(root);
     vectorize_reductions();
+    return std::move(schedule_);
+  }
+
+  // Rule 0 alone.
+  Schedule merges() {
+    std::vector<std::string> roots;
+    top_level_loops(kernel_.body, roots);
+    merge_nests(std::move(roots));
     return std::move(schedule_);
   }
 
@@ -507,5 +503,7 @@ ScheduleTarget host_target() {
 Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target) {
   return Scheduler(kernel, target).run();
 }
+
+Schedule nest_merges(const Kernel& kernel) { return Scheduler(kernel, {}).merges(); }
 
 }  // namespace kiln::loop

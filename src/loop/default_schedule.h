@@ -51,4 +51,8 @@ ScheduleTarget host_target();
 
 Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target = {});
 
+// Rule 0 alone: the merges default_schedule begins with (for the GPU mapping, which takes the
+// merged passes over rows and none of the CPU's tiling or vectorization).
+Schedule nest_merges(const Kernel& kernel);
+
 }  // namespace kiln::loop

@@ -4,9 +4,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <variant>
-
-#include <fmt/format.h>
 
 #include "loop/bounds.h"
 #include "loop/default_schedule.h"
@@ -26,31 +23,20 @@ constexpr const char* kBlockVar = "gpu_block";
 constexpr const char* kThreadVar = "gpu_thread";
 constexpr const char* kPointVar = "gpu_point";
 
-bool contains_gemm(const Stmt& stmt) {
-  struct Finder : IRVisitor {
-    bool found = false;
-    void visit_gemm(const Gemm&) override { found = true; }
-  } finder;
-  finder.visit(stmt);
-  return finder.found;
-}
-
 // Merges the nests the CPU default schedule merges first (its rule 0): a row reduction and the
 // nests that read its rows become one loop, which the mapping then runs as one launch.
-Kernel merge_row_passes(const Kernel& kernel) {
-  Kernel merged = kernel;
-  for (const Directive& directive : default_schedule(kernel).directives) {
-    if (!std::holds_alternative<Merge>(directive)) break;
-    Expected<Kernel> next = apply_directive(merged, directive);
-    if (!next) break;
-    merged = std::move(next).value();
+Expected<Kernel> merge_row_passes(const Kernel& kernel) {
+  Expected<Kernel> merged = apply_schedule(kernel, nest_merges(kernel));
+  if (!merged) {
+    // The merges were applied legally once, so they replay: failing is a bug.
+    return Status::errorf("internal compiler error: the nest merges do not replay: {}\n{}",
+                          merged.status().message(), print(kernel));
   }
   return merged;
 }
 
-// Loop iterations and reduction terms one band point runs (bounded extents, saturating).
-int64_t work_of(const Stmt& stmt, const BoundsScope& scope);
-
+// The most iterations an extent can have; an unbounded one (a data-dependent row, as spmm's)
+// counts as a row's worth.
 int64_t extent_bound(const Expr& extent, const BoundsScope& scope) {
   const Interval bounds = bounds_of(extent, scope);
   return bounds.max ? std::max<int64_t>(*bounds.max, 0) : kGpuThreadsPerBlock;
@@ -69,6 +55,7 @@ int64_t reduction_work(const Expr& value, const BoundsScope& scope) {
   return finder.terms;
 }
 
+// Loop iterations and reduction terms one band point runs (bounded extents, saturating).
 int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
   constexpr int64_t kCap = int64_t{1} << 40;
   switch (stmt.kind()) {
@@ -143,8 +130,8 @@ class GpuMapper {
 
   Expected<GpuMapping> run() {
     GpuMapping mapping;
-    const Kernel promoted =
-        promote_gpu_scratch(merge_row_passes(lowered_), mapping.scratch_bytes);
+    KILN_ASSIGN_OR_RETURN(Kernel merged, merge_row_passes(lowered_));
+    const Kernel promoted = promote_gpu_scratch(merged, mapping.scratch_bytes);
     KILN_RETURN_IF_ERROR(map_host(promoted.body));
     mapping.kernel = Kernel{lowered_.name, promoted.params, block(std::move(launches_))};
     const Status verified = verify(mapping.kernel);
@@ -265,32 +252,36 @@ class GpuMapper {
     return Status::ok();
   }
 
+  // A loop of a launch's band and its constant extent.
+  struct BandLoop {
+    const For* loop;
+    int64_t extent;
+  };
+
   Expected<Stmt> map_launch(const Stmt& stmt, BoundsScope scope) {
-    std::vector<const For*> band;
+    std::vector<BandLoop> band;
+    int64_t points = 1;
     Stmt inner = stmt;
     while (const For* f = inner.as<For>()) {
       const Interval extent = bounds_of(f->extent, scope);
       if (!extent.is_point() || *extent.min <= 0 || !check_independent(*f, scope).is_ok()) break;
-      band.push_back(f);
+      band.push_back({f, *extent.min});
+      points = std::min<int64_t>(points * *extent.min, int64_t{1} << 50);
       scope[f->var] = loop_interval(*f, scope);
       inner = f->body;
     }
     if (band.empty()) return one_thread(stmt);
-    int64_t points = 1;
-    for (const For* f : band) {
-      points = std::min<int64_t>(points * *bounds_of(f->extent, scope).min, int64_t{1} << 50);
-    }
     const bool row_per_block = work_of(inner, scope) >= kGpuThreadsPerBlock &&
                                allocated_bytes(inner) <= kMaxGpuSharedBytes;
     if (row_per_block) {
       KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(inner, scope));
       return for_loop(kBlockVar, 0, points, ForKind::gpu_block,
-                      bind_band(band, var(kBlockVar), scope, body));
+                      bind_band(band, var(kBlockVar), body));
     }
     KILN_RETURN_IF_ERROR(check_thread_local(inner));
     const int64_t blocks = (points + kGpuThreadsPerBlock - 1) / kGpuThreadsPerBlock;
     const Expr point = var(kPointVar);
-    Stmt body = if_then_else(point < points, bind_band(band, point, scope, inner));
+    Stmt body = if_then_else(point < points, bind_band(band, point, inner));
     body = let_stmt(kPointVar, var(kBlockVar) * kGpuThreadsPerBlock + var(kThreadVar), body);
     return for_loop(kBlockVar, 0, blocks, ForKind::gpu_block,
                     for_loop(kThreadVar, 0, kGpuThreadsPerBlock, ForKind::gpu_thread, body));
@@ -303,16 +294,13 @@ class GpuMapper {
 
   // `body` with each band variable bound to its digit of `point` (the band flattened in
   // row-major order, the innermost loop fastest).
-  static Stmt bind_band(const std::vector<const For*>& band, const Expr& point,
-                        const BoundsScope& scope, Stmt body) {
+  static Stmt bind_band(const std::vector<BandLoop>& band, const Expr& point, Stmt body) {
     int64_t stride = 1;
     for (auto it = band.rbegin(); it != band.rend(); ++it) {
-      const For& f = **it;
-      const int64_t extent = *bounds_of(f.extent, scope).min;
       Expr digit = stride == 1 ? point : point / stride;
-      if (it + 1 != band.rend()) digit = digit % extent;
-      body = let_stmt(f.var, simplify(f.min + digit), body);
-      stride *= extent;
+      if (it + 1 != band.rend()) digit = digit % it->extent;
+      body = let_stmt(it->loop->var, simplify(it->loop->min + digit), body);
+      stride *= it->extent;
     }
     return body;
   }

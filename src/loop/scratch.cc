@@ -5,20 +5,12 @@
 
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
+#include "loop/substitute.h"
 #include "loop/verifier.h"
 #include "support/check.h"
 
 namespace kiln::loop {
 namespace {
-
-bool contains_gemm_stmt(const Stmt& stmt) {
-  struct Finder : IRVisitor {
-    bool found = false;
-    void visit_gemm(const Gemm&) override { found = true; }
-  } finder;
-  finder.visit(stmt);
-  return finder.found;
-}
 
 // Which loops keep the allocations inside them local: parallel loops on a CPU (one copy per
 // thread), and on a GPU every loop without a gemm (such a loop runs inside one launch).
@@ -36,7 +28,7 @@ class ScratchPromoter : public IRMutator {
     const bool outer = in_parallel_;
     in_parallel_ = outer || (local_loops_ == LocalLoops::parallel
                                  ? node.for_kind == ForKind::parallel
-                                 : !contains_gemm_stmt(node.body));
+                                 : !contains_gemm(node.body));
     Stmt result = IRMutator::visit_for(node, self);
     in_parallel_ = outer;
     return result;

@@ -207,4 +207,13 @@ bool uses_buffer(const Stmt& stmt, std::string_view name) {
   return collector.buffers.contains(name);
 }
 
+bool contains_gemm(const Stmt& stmt) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void visit_gemm(const Gemm&) override { found = true; }
+  } finder;
+  finder.visit(stmt);
+  return finder.found;
+}
+
 }  // namespace kiln::loop

@@ -36,5 +36,8 @@ bool divides_var(const Expr& expr, std::string_view name);
 bool divides_var(const Stmt& stmt, std::string_view name);
 // Whether `stmt` loads from or stores to a buffer named `name` (a gemm uses all three).
 bool uses_buffer(const Stmt& stmt, std::string_view name);
+// Whether `stmt` holds a gemm statement (code generators run the loops around one on the
+// host, or opaque to scheduling).
+bool contains_gemm(const Stmt& stmt);
 
 }  // namespace kiln::loop

@@ -23,29 +23,11 @@ namespace {
 using loop::Expr;
 using loop::Stmt;
 
-std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args) {
-  using loop::Intrinsic;
-  if (f == Intrinsic::dropout_bits) {
-    return fmt::format("kiln_dropout_bits({}, {}, {})", args[0], args[1], args[2]);
-  }
-  if (!is_floating(type)) {
-    KILN_CHECK(f == Intrinsic::abs, "{} of an integer passed the verifier", intrinsic_name(f));
-    return fmt::format("kiln_abs<{}>({})", value_type(type), args[0]);
-  }
-  std::string call;
-  switch (f) {
-    case Intrinsic::abs: call = fmt::format("std::fabs({})", args[0]); break;
-    case Intrinsic::rsqrt: call = fmt::format("kiln_rsqrt({})", args[0]); break;
-    case Intrinsic::sigmoid: call = fmt::format("kiln_sigmoid({})", args[0]); break;
-    case Intrinsic::pow: call = fmt::format("std::pow({}, {})", args[0], args[1]); break;
-    default: call = fmt::format("std::{}({})", loop::intrinsic_name(f), args[0]); break;
-  }
-  return round_to(type, std::move(call));
-}
-
 // Emits one kernel function. Scopes map loop-IR names (never emitted) to fresh identifiers.
-class KernelEmitter {
+class KernelEmitter : public ExprEmitter {
  public:
+  KernelEmitter() : ExprEmitter("std::") {}
+
   std::string emit(const loop::Kernel& kernel, std::string_view symbol) {
     out_ += fmt::format("extern \"C\" void {}(void* const* buffers) {{\n", symbol);
     indent_ = 1;
@@ -64,73 +46,11 @@ class KernelEmitter {
   }
 
  private:
-  // --- Names ------------------------------------------------------------------------------
-
-  std::string fresh_name(char prefix) { return fmt::format("{}{}", prefix, next_name_++); }
-  std::string bind_var(const std::string& name) {
-    std::string ident = fresh_name('v');
-    vars_.emplace_back(name, ident);
-    return ident;
-  }
-  void unbind_var() { vars_.pop_back(); }
-
-  static const std::string& lookup(const std::vector<std::pair<std::string, std::string>>& scope,
-                                   const std::string& name) {
-    auto it = std::find_if(scope.rbegin(), scope.rend(),
-                           [&](const auto& entry) { return entry.first == name; });
-    KILN_CHECK(it != scope.rend(), "unbound name passed the verifier");
-    return it->second;
-  }
-
-  // --- Expressions ------------------------------------------------------------------------
-
-  std::string emit_expr(const Expr& e) {
-    switch (e.kind()) {
-      case loop::ExprKind::int_imm: return int_constant(e.as<loop::IntImm>()->value, e.type());
-      case loop::ExprKind::float_imm:
-        return float_constant(e.as<loop::FloatImm>()->value, e.type());
-      case loop::ExprKind::variable: return lookup(vars_, e.as<loop::Variable>()->name);
-      case loop::ExprKind::binary: {
-        const auto* b = e.as<loop::Binary>();
-        return binary(b->op, b->a.type(), emit_expr(b->a), emit_expr(b->b));
-      }
-      case loop::ExprKind::logical_not:
-        return fmt::format("(!{})", emit_expr(e.as<loop::Not>()->a));
-      case loop::ExprKind::select: {
-        const auto* s = e.as<loop::Select>();
-        return fmt::format("kiln_select<{}>({}, {}, {})", value_type(e.type()),
-                           emit_expr(s->condition), emit_expr(s->true_value),
-                           emit_expr(s->false_value));
-      }
-      case loop::ExprKind::cast: {
-        const auto* c = e.as<loop::Cast>();
-        return cast(c->type, c->value.type(), emit_expr(c->value));
-      }
-      case loop::ExprKind::load: {
-        const auto* l = e.as<loop::Load>();
-        return load_value(l->type, element(l->buffer, l->index));
-      }
-      case loop::ExprKind::call: {
-        const auto* c = e.as<loop::Call>();
-        std::vector<std::string> args;
-        for (const Expr& arg : c->args) args.push_back(emit_expr(arg));
-        return intrinsic(c->intrinsic, c->type, args);
-      }
-      case loop::ExprKind::let: return emit_let(*e.as<loop::Let>());
-      case loop::ExprKind::reduce: return emit_reduce(*e.as<loop::Reduce>());
-    }
-    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
-  }
-
-  std::string element(const loop::Buffer& buffer, const Expr& index) {
-    return fmt::format("{}[{}]", lookup(buffers_, buffer.name()), emit_expr(index));
-  }
-
   // A GNU statement expression, ({ const T v = value; body; }): unlike a lambda it captures
   // nothing, so a let inside a vectorized loop reads the loop's variables and buffers
   // directly (through a lambda's captures GCC reloads them per lane and vectorizes a
   // contiguous load as a gather).
-  std::string emit_let(const loop::Let& let) {
+  std::string emit_let(const loop::Let& let) override {
     const std::string value = emit_expr(let.value);
     const std::string ident = bind_var(let.name);
     const std::string body = emit_expr(let.body);
@@ -143,7 +63,7 @@ class KernelEmitter {
   //              if (v_end <= v_begin) return identity;
   //              T acc = start; for (v = v_begin; v < v_end; ++v) acc = acc op body;
   //              return acc; }()
-  std::string emit_reduce(const loop::Reduce& r) {
+  std::string emit_reduce(const loop::Reduce& r) override {
     if (r.vectorized) return emit_vectorized_reduce(r);
     const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
     const std::string acc = fresh_name('r');
@@ -367,9 +287,6 @@ class KernelEmitter {
 
   std::string out_;
   int indent_ = 0;
-  std::vector<std::pair<std::string, std::string>> vars_;     // loop-IR name, identifier
-  std::vector<std::pair<std::string, std::string>> buffers_;  // innermost last
-  int next_name_ = 0;
   bool in_parallel_ = false;
 };
 

@@ -27,29 +27,11 @@ constexpr int64_t kGemmTile = 16;
 constexpr int64_t kMaxGridX = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridY = 65535;
 
-std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args) {
-  using loop::Intrinsic;
-  if (f == Intrinsic::dropout_bits) {
-    return fmt::format("kiln_dropout_bits({}, {}, {})", args[0], args[1], args[2]);
-  }
-  if (!is_floating(type)) {
-    KILN_CHECK(f == Intrinsic::abs, "{} of an integer passed the verifier", intrinsic_name(f));
-    return fmt::format("kiln_abs<{}>({})", value_type(type), args[0]);
-  }
-  std::string call;
-  switch (f) {
-    case Intrinsic::abs: call = fmt::format("kiln_fabs({})", args[0]); break;
-    case Intrinsic::pow: call = fmt::format("kiln_pow({}, {})", args[0], args[1]); break;
-    default: call = fmt::format("kiln_{}({})", loop::intrinsic_name(f), args[0]); break;
-  }
-  return round_to(type, std::move(call));
-}
-
 // One __global__ function's body for a gpu_block loop.
-class LaunchEmitter {
+class LaunchEmitter : public ExprEmitter {
  public:
   LaunchEmitter(const loop::Kernel& kernel, std::span<const std::pair<std::string, int64_t>> host)
-      : kernel_(kernel), host_(host) {}
+      : ExprEmitter("kiln_"), kernel_(kernel), host_(host) {}
 
   // The function with `@SYMBOL@` for its name.
   std::string emit(const loop::For& launch) {
@@ -77,73 +59,16 @@ class LaunchEmitter {
   }
 
  private:
-  std::string fresh_name(char prefix) { return fmt::format("{}{}", prefix, next_name_++); }
-  std::string bind_var(const std::string& name) {
-    std::string ident = fresh_name('v');
-    vars_.emplace_back(name, ident);
-    return ident;
-  }
-  void unbind_var() { vars_.pop_back(); }
-
-  static const std::string& lookup(const std::vector<std::pair<std::string, std::string>>& scope,
-                                   const std::string& name) {
-    auto it = std::find_if(scope.rbegin(), scope.rend(),
-                           [&](const auto& entry) { return entry.first == name; });
-    KILN_CHECK(it != scope.rend(), "unbound name passed the verifier");
-    return it->second;
-  }
-
-  // --- Expressions ------------------------------------------------------------------------
-
-  std::string emit_expr(const Expr& e) {
-    switch (e.kind()) {
-      case loop::ExprKind::int_imm: return int_constant(e.as<loop::IntImm>()->value, e.type());
-      case loop::ExprKind::float_imm:
-        return float_constant(e.as<loop::FloatImm>()->value, e.type());
-      case loop::ExprKind::variable: return lookup(vars_, e.as<loop::Variable>()->name);
-      case loop::ExprKind::binary: {
-        const auto* b = e.as<loop::Binary>();
-        return binary(b->op, b->a.type(), emit_expr(b->a), emit_expr(b->b));
-      }
-      case loop::ExprKind::logical_not:
-        return fmt::format("(!{})", emit_expr(e.as<loop::Not>()->a));
-      case loop::ExprKind::select: {
-        const auto* s = e.as<loop::Select>();
-        return fmt::format("kiln_select<{}>({}, {}, {})", value_type(e.type()),
-                           emit_expr(s->condition), emit_expr(s->true_value),
-                           emit_expr(s->false_value));
-      }
-      case loop::ExprKind::cast: {
-        const auto* c = e.as<loop::Cast>();
-        return cast(c->type, c->value.type(), emit_expr(c->value));
-      }
-      case loop::ExprKind::load: {
-        const auto* l = e.as<loop::Load>();
-        return load_value(l->type, element(l->buffer, l->index));
-      }
-      case loop::ExprKind::call: {
-        const auto* c = e.as<loop::Call>();
-        std::vector<std::string> args;
-        for (const Expr& arg : c->args) args.push_back(emit_expr(arg));
-        return intrinsic(c->intrinsic, c->type, args);
-      }
-      case loop::ExprKind::let: {
-        const auto& let = *e.as<loop::Let>();
-        const std::string value = emit_expr(let.value);
-        const std::string ident = bind_var(let.name);
-        const std::string body = emit_expr(let.body);
-        unbind_var();
-        return fmt::format("[&]() -> {} {{ const {} {} = {}; return {}; }}()",
-                           value_type(e.type()), value_type(let.value.type()), ident, value,
-                           body);
-      }
-      case loop::ExprKind::reduce: return emit_reduce(*e.as<loop::Reduce>());
-    }
-    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
-  }
-
-  std::string element(const loop::Buffer& buffer, const Expr& index) {
-    return fmt::format("{}[{}]", lookup(buffers_, buffer.name()), emit_expr(index));
+  // A lambda, [&]() -> T { const T v = value; return body; }(): standard C++, where the CPU
+  // back end uses GCC's statement expressions.
+  std::string emit_let(const loop::Let& let) override {
+    const std::string value = emit_expr(let.value);
+    const std::string ident = bind_var(let.name);
+    const std::string body = emit_expr(let.body);
+    unbind_var();
+    return fmt::format("[&]() -> {} {{ const {} {} = {}; return {}; }}()",
+                       value_type(let.body.type()), value_type(let.value.type()), ident, value,
+                       body);
   }
 
   // In a thread:   [&]() -> T { begin, end; if (end <= begin) return identity;
@@ -152,7 +77,7 @@ class LaunchEmitter {
   // By the block:  each thread folds v = begin + threadIdx.x, ... (stride blockDim.x), then
   //                kiln_block_reduce combines the threads' results; every thread calls it,
   //                the empty range included, and gets the total.
-  std::string emit_reduce(const loop::Reduce& r) {
+  std::string emit_reduce(const loop::Reduce& r) override {
     const bool by_block = r.vectorized && !in_thread_;
     const std::string min = emit_expr(r.min), extent = emit_expr(r.extent);
     const std::string acc = fresh_name('r');
@@ -302,9 +227,6 @@ class LaunchEmitter {
   std::span<const std::pair<std::string, int64_t>> host_;
   std::string out_;
   int indent_ = 0;
-  std::vector<std::pair<std::string, std::string>> vars_;     // loop-IR name, identifier
-  std::vector<std::pair<std::string, std::string>> buffers_;  // innermost last
-  int next_name_ = 0;
   bool in_thread_ = false;
 };
 
