@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "fusion/partition.h"
+#include "compiler/substitute_by_cost.h"
 #include "passes/decompose.h"
 
 namespace kiln {
@@ -53,6 +54,11 @@ Expected<std::vector<DecompositionDecision>> decompose_by_cost(Graph& graph,
 
 Expected<RewriteReport> rewrite_for_compile(Graph& graph, const CompileOptions& options) {
   KILN_ASSIGN_OR_RETURN(RewriteReport report, rewrite_graph(graph, options.rewrites));
+  if (options.rewrites.enabled && options.rewrites.substitute &&
+      options.fusion.mode != fusion::FusionMode::off) {
+    KILN_ASSIGN_OR_RETURN(report.substitution, substitute_by_cost(graph, options));
+    report.nodes_after = graph.num_nodes();
+  }
   if (options.rewrites.runs(kDecomposeRewrite) && options.fusion.mode != fusion::FusionMode::off) {
     KILN_ASSIGN_OR_RETURN(report.decompositions, decompose_by_cost(graph, options));
     report.nodes_after = graph.num_nodes();

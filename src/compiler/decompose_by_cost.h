@@ -26,8 +26,9 @@ Expected<std::vector<DecompositionDecision>> decompose_by_cost(Graph& graph,
                                                                const CompileOptions& options);
 
 // The graph rewrites Compiler::compile runs before partitioning, and `kiln explain` shows: the
-// pipeline (passes/pipeline.h), then, unless disabled or unfused (a composite's pieces would each
-// be a kernel), decomposition by cost.
+// pipeline (passes/pipeline.h), then, when asked and fused, the substitution search
+// (compiler/substitute_by_cost.h), then, unless disabled or unfused (a composite's pieces would
+// each be a kernel), decomposition by cost.
 Expected<RewriteReport> rewrite_for_compile(Graph& graph, const CompileOptions& options);
 
 }  // namespace kiln

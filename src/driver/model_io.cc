@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "ir/parser.h"
+#include "passes/freeze_inputs.h"
 #include "support/files.h"
 
 namespace kiln {
@@ -33,6 +34,16 @@ Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOpti
   KILN_ASSIGN_OR_RETURN(Graph graph, parse_graph(text, path));
   const int inputs = static_cast<int>(graph.inputs().size());
   return ImportedModel{std::move(graph), inputs, {}, 0};
+}
+
+Status freeze_weights(ImportedModel& model) {
+  std::map<std::string, Array> weights;
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    const Value* input = model.graph.inputs()[static_cast<size_t>(model.num_data_inputs) + i];
+    weights.emplace(input->name(), std::move(model.weights[i]));
+  }
+  model.weights.clear();
+  return freeze_inputs(model.graph, weights);
 }
 
 Expected<std::map<std::string, Array>> load_named_tensors(const std::vector<std::string>& specs) {

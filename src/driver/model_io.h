@@ -16,6 +16,10 @@ namespace kiln {
 // graph input is a data input and there are no weights.
 Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOptions& options = {});
 
+// Compiles an imported model's weights in as constants (passes/freeze_inputs.h): the graph's
+// inputs are then its data inputs alone, and `weights` is empty.
+Status freeze_weights(ImportedModel& model);
+
 // Tensors named on the command line: "name=FILE" with FILE a .npy or a TensorProto .pb, or a
 // bare .npz FILE whose members are named. Later entries replace earlier ones of the same name.
 Expected<std::map<std::string, Array>> load_named_tensors(const std::vector<std::string>& specs);

@@ -214,6 +214,16 @@ void Graph::erase_node(Node* node) {
   std::erase_if(nodes_storage_, [node](const std::unique_ptr<Node>& n) { return n.get() == node; });
 }
 
+void Graph::erase_input(Value* input) {
+  KILN_CHECK(std::ranges::find(inputs_, input) != inputs_.end(),
+             "erasing %{}, which is not an input of graph '{}'", input->name(), name_);
+  KILN_CHECK(input->users_.empty(), "erasing input %{}, which is still used", input->name());
+  KILN_CHECK(!is_output(input), "erasing input %{}, which is a graph output", input->name());
+  values_by_name_.erase(input->name());
+  std::erase(inputs_, input);
+  std::erase_if(values_, [input](const std::unique_ptr<Value>& v) { return v.get() == input; });
+}
+
 Status Graph::sort_topologically() {
   // Kahn's algorithm, always taking the earliest ready node in the current order, so an order
   // that is already topological is left unchanged.

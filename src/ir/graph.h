@@ -128,6 +128,8 @@ class Graph {
   void move_computation_after(const Value* value, const Node* anchor);
   // Removes a node whose outputs have no users and are not graph outputs.
   void erase_node(Node* node);
+  // Removes a graph input that has no users and is not a graph output.
+  void erase_input(Value* input);
   // Reorders nodes topologically (stable: keeps the current order where it is already valid).
   // Error if the graph has a cycle.
   Status sort_topologically();

@@ -87,7 +87,7 @@ std::string print_type_list(const std::vector<Value*>& values) {
 
 std::string print_value_ref(const Value& value) { return "%" + print_name(value.name()); }
 
-std::string print_attr_value(const AttrValue& value) {
+std::string print_attr_value(const AttrValue& value, const PrintOptions& options) {
   switch (value.kind()) {
     case AttrKind::integer: return fmt::format("{}", value.as_int());
     case AttrKind::floating: return print_float(value.as_float());
@@ -99,6 +99,10 @@ std::string print_attr_value(const AttrValue& value) {
     case AttrKind::dtype: return std::string(dtype_name(value.as_dtype()));
     case AttrKind::tensor: {
       const Array& array = value.as_tensor();
+      if (options.tensors_by_identity) {
+        return fmt::format("tensor<{}>@{}", array.type().to_string(),
+                           static_cast<const void*>(&array));
+      }
       return fmt::format("tensor<{}>", array.type().to_string()) +
              print_list(array.data, [&](double v) { return print_element(v, array.dtype); });
     }
@@ -106,7 +110,7 @@ std::string print_attr_value(const AttrValue& value) {
   return "?";
 }
 
-std::string print_node(const Node& node) {
+std::string print_node(const Node& node, const PrintOptions& options) {
   std::string out;
   for (int i = 0; i < node.num_outputs(); ++i) {
     if (i > 0) out += ", ";
@@ -120,7 +124,7 @@ std::string print_node(const Node& node) {
   out += ")";
   std::string attrs;
   for (const AttrSpec& spec : node.def().attrs) {
-    const std::string value = print_attr_value(node.attrs().get(spec.name));
+    const std::string value = print_attr_value(node.attrs().get(spec.name), options);
     // Compared as text, not with ==: -0.0 == 0.0, yet leaving out "-0.0" would read back as
     // the default 0.0.
     if (spec.default_value && print_attr_value(*spec.default_value) == value) continue;
@@ -131,7 +135,7 @@ std::string print_node(const Node& node) {
   return out + " : " + print_type_list(node.outputs());
 }
 
-std::string print_graph(const Graph& graph) {
+std::string print_graph(const Graph& graph, const PrintOptions& options) {
   std::string out = fmt::format("graph @{}(", print_name(graph.name()));
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Value& input = *graph.inputs()[i];
@@ -139,7 +143,7 @@ std::string print_graph(const Graph& graph) {
     out += fmt::format("{}: {}", print_value_ref(input), input.type().to_string());
   }
   out += ") {\n";
-  for (const Node* node : graph.nodes()) out += "  " + print_node(*node) + "\n";
+  for (const Node* node : graph.nodes()) out += "  " + print_node(*node, options) + "\n";
   out += "  return ";
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     if (i > 0) out += ", ";

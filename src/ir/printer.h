@@ -19,10 +19,18 @@
 
 namespace kiln {
 
-std::string print_graph(const Graph& graph);
+struct PrintOptions {
+  // Tensor attributes (constants) print as their type and the address of their value, which a
+  // graph's clones share, instead of their elements: cheap for frozen weights, and enough to
+  // tell graphs apart within one process (the substitution search's seen-set, subst/search.h).
+  // Such text does not read back.
+  bool tensors_by_identity = false;
+};
+
+std::string print_graph(const Graph& graph, const PrintOptions& options = {});
 // One node as its statement line, without indentation or newline.
-std::string print_node(const Node& node);
-std::string print_attr_value(const AttrValue& value);
+std::string print_node(const Node& node, const PrintOptions& options = {});
+std::string print_attr_value(const AttrValue& value, const PrintOptions& options = {});
 // "%name", quoted when needed.
 std::string print_value_ref(const Value& value);
 

@@ -11,12 +11,14 @@ namespace {
 
 bool foldable(const Node& node) {
   if (node.op() == Op::constant) return false;
+  int64_t input_elements = 0;
   for (const Value* input : node.inputs()) {
     if (input->producer() == nullptr || input->producer()->op() != Op::constant) return false;
+    input_elements += input->shape().num_elements();
   }
   int64_t elements = 0;
   for (const Value* output : node.outputs()) elements += output->shape().num_elements();
-  return elements <= kMaxFoldedElements;
+  return elements <= std::max(kMaxFoldedElements, input_elements);
 }
 
 // Whether `value` is a constant whose every element is `neutral`.

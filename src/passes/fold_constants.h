@@ -8,9 +8,10 @@
 //
 // Arithmetic with a neutral constant goes too: x * 1, x / 1, x + 0 and x - 0 are x, where
 // the constant does not broadcast x to a larger shape. Training steps are full of these (a loss's 1/n scaling times the seed gradient 1.0), and
-// each would otherwise be a kernel. Results larger than kMaxFoldedElements stay computed: a
-// constant is stored in the program, and a broadcast of a scalar is cheaper to compute than to
-// store. Multi-output nodes fold too.
+// each would otherwise be a kernel. A result larger than kMaxFoldedElements folds only when it
+// is no larger than its constant operands together (weights frozen into an inference graph,
+// passes/freeze_inputs.h, concatenated or transposed): a constant is stored in the program,
+// and a broadcast of a scalar is cheaper to compute than to store. Multi-output nodes fold too.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 
 #include "ir/builder.h"
 #include "passes/rewriting.h"
+#include "support/check.h"
 
 namespace kiln {
 namespace {
@@ -129,12 +130,54 @@ bool fold_broadcast_operand(Graph& graph, Node* node) {
   return true;
 }
 
+int64_t split_axis(const Node& split) {
+  const int64_t axis = split.attrs().get_int("axis");
+  return axis < 0 ? axis + split.input(0)->rank() : axis;
+}
+
+// split(split(x)[i]) along the same axis -> one split of x, when the piece has no other reader
+// (merged linear layers split twice, as Q with K and then with V make them, become one split
+// that the gemm's epilogue can write).
+bool fold_split_of_split(Graph& graph, Node* node) {
+  if (node->op() != Op::split) return false;
+  Value* piece = node->input(0);
+  Node* outer = producer_with_op(piece, Op::split);
+  if (outer == nullptr || split_axis(*outer) != split_axis(*node)) return false;
+  if (piece->users().size() != 1 || graph.is_output(piece)) return false;
+  const std::vector<int64_t>& outer_sizes = outer->attrs().get_ints("sizes");
+  const std::vector<int64_t>& inner_sizes = node->attrs().get_ints("sizes");
+  int piece_index = 0;
+  while (outer->output(piece_index) != piece) ++piece_index;
+  std::vector<int64_t> sizes(outer_sizes.begin(), outer_sizes.begin() + piece_index);
+  sizes.insert(sizes.end(), inner_sizes.begin(), inner_sizes.end());
+  sizes.insert(sizes.end(), outer_sizes.begin() + piece_index + 1, outer_sizes.end());
+  GraphBuilder b(graph);
+  const std::vector<Value*> pieces = b.split(outer->input(0), split_axis(*node), sizes);
+  KILN_CHECK(b.ok(), "fold-layout built an invalid split: {}", b.status().message());
+  // The replaced values: the outer split's pieces, with the inner split's in place of the one
+  // it splits; the new split runs where the outer one did, before any of their readers.
+  std::vector<Value*> replaced;
+  for (int i = 0; i < outer->num_outputs(); ++i) {
+    if (i != piece_index) replaced.push_back(outer->output(i));
+    for (int j = 0; i == piece_index && j < node->num_outputs(); ++j) {
+      replaced.push_back(node->output(j));
+    }
+  }
+  graph.move_computation_after(pieces.front(), outer);
+  for (size_t i = 0; i < replaced.size(); ++i) {
+    const Status status = graph.replace_all_uses(replaced[i], pieces[i]);
+    KILN_CHECK(status.is_ok(), "fold-layout: {}", status.message());
+  }
+  return true;
+}
+
 }  // namespace
 
 bool fold_layout(Graph& graph) {
   return rewrite_each_node(graph, [](Graph& g, Node* node) {
     return fold_reshape(g, node) || fold_transpose(g, node) || fold_identity(g, node) ||
-           fold_matmul_transpose(g, node) || fold_broadcast_operand(g, node);
+           fold_matmul_transpose(g, node) || fold_broadcast_operand(g, node) ||
+           fold_split_of_split(g, node);
   });
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -32,6 +33,12 @@ struct RewriteOptions {
   bool enabled = true;
   // Names from kRewritePipeline, and kDecomposeRewrite.
   std::set<std::string, std::less<>> disabled = {};
+  // The search over the shipped proved substitutions (compiler/substitute_by_cost.h), after
+  // the pipeline and before decomposition. Off by default until its compile time on the
+  // training steps of the large presets is measured and bounded.
+  bool substitute = false;
+  int substitute_max_expansions = 16;
+  double substitute_max_seconds = 60;  // the search's time budget
 
   bool runs(std::string_view name) const { return enabled && !disabled.contains(name); }
 };
@@ -53,11 +60,33 @@ struct RewriteSummary {
   double seconds = 0;
 };
 
+// A step of the substitution search's path (subst/search.h: AppliedRewrite), with the
+// partitioner's estimates before and after.
+struct SubstitutionStep {
+  std::string rule;
+  int applications = 1;
+  double seconds_before = 0;
+  double seconds_after = 0;
+};
+
+// What the substitution search did: its path from the graph to the best one it found.
+struct SubstitutionSummary {
+  std::vector<SubstitutionStep> steps;
+  int applications = 0;  // rewrites in all steps
+  int rules = 0;     // proved rules searched with
+  int expanded = 0;  // graphs expanded
+  int priced = 0;    // graphs partitioned to estimate their cost
+  bool stopped_at_limit = false;  // at the most expansions allowed
+  bool stopped_at_time = false;   // at the time budget
+  double seconds = 0;
+};
+
 struct RewriteReport {
   std::vector<RewriteSummary> rewrites;  // in pipeline order, disabled ones left out
   int nodes_before = 0;
   int nodes_after = 0;
   std::vector<DecompositionDecision> decompositions;  // filled by the compiler
+  std::optional<SubstitutionSummary> substitution;    // filled by the compiler when it searched
 };
 
 // Every rewrite's name: kRewritePipeline's, then kDecomposeRewrite.

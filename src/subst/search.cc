@@ -1,7 +1,14 @@
 #include "subst/search.h"
 
+#include <algorithm>
+#include <chrono>
 #include <map>
+#include <optional>
+#include <string>
+#include <utility>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "ir/printer.h"
 #include "passes/dead_code.h"
@@ -11,17 +18,72 @@
 namespace kiln::subst {
 namespace {
 
+// Graphs are told apart by their text, with constants by identity (frozen weights would
+// otherwise print in full for every graph priced).
+constexpr PrintOptions kSeenKey{.tensors_by_identity = true};
+
 struct Candidate {
   Graph graph;
   double cost = 0;
   std::vector<AppliedRewrite> rewrites;
 };
 
+// A rewrite of the graph being expanded that lowered its cost on its own.
+struct Improvement {
+  double cost = 0;
+  const Rule* rule = nullptr;
+  std::vector<std::string> node_names;  // the match's nodes, by their first output's name
+};
+
+std::vector<std::string> node_names(const Match& match) {
+  std::vector<std::string> names;
+  for (const Node* node : match.nodes) names.push_back(node->output()->name());
+  return names;
+}
+
+// "rule" for one application, "rule (x12)" for twelve, rules joined in order of first use.
+std::string describe(const std::vector<const Rule*>& applied) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const Rule* rule : applied) {
+    auto it = std::ranges::find(counts, rule->name, &std::pair<std::string, int>::first);
+    if (it == counts.end()) {
+      counts.emplace_back(rule->name, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::string text;
+  for (const auto& [name, count] : counts) {
+    if (!text.empty()) text += ", ";
+    text += count == 1 ? name : fmt::format("{} (x{})", name, count);
+  }
+  return text;
+}
+
+// The improvements applied together, best first, each where its match is still a match (an
+// earlier one may have rewritten its nodes): the graph, and the rules applied.
+std::pair<Graph, std::vector<const Rule*>> combine(const Graph& graph,
+                                                   std::vector<Improvement> improvements) {
+  std::ranges::stable_sort(improvements, {}, &Improvement::cost);
+  Graph combined = graph.clone();
+  std::vector<const Rule*> applied;
+  for (const Improvement& improvement : improvements) {
+    for (const Match& match : find_matches(combined, *improvement.rule)) {
+      if (node_names(match) != improvement.node_names) continue;
+      if (apply_match(combined, *improvement.rule, match)) applied.push_back(improvement.rule);
+      break;
+    }
+  }
+  eliminate_dead_code(combined);
+  return {std::move(combined), std::move(applied)};
+}
+
 }  // namespace
 
 Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const Rule> rules,
                                             const CostFunction& cost,
                                             const SearchOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(const double initial, cost(graph));
   SearchResult result;
   result.graph = graph.clone();
@@ -30,37 +92,63 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
   // earliest generated.
   std::map<std::pair<double, int>, Candidate> queue;
   int generated = 0;
-  std::set<std::string> seen = {print_graph(graph)};
+  std::set<std::string> seen = {print_graph(graph, kSeenKey)};
   queue.emplace(std::pair{initial, generated++}, Candidate{graph.clone(), initial, {}});
+  // Prices `next`, reached from `current` by `step`, and keeps it as the result or in the
+  // queue as its cost says; false when it was seen before.
+  const auto consider = [&](Graph next, const Candidate& current,
+                            AppliedRewrite step) -> Expected<std::optional<double>> {
+    if (!seen.insert(print_graph(next, kSeenKey)).second) return std::optional<double>();
+    KILN_ASSIGN_OR_RETURN(const double next_cost, cost(next));
+    ++result.priced;
+    std::vector<AppliedRewrite> rewrites = current.rewrites;
+    step.cost_before = current.cost;
+    step.cost_after = next_cost;
+    rewrites.push_back(std::move(step));
+    if (next_cost < result.cost) {
+      result.graph = next.clone();
+      result.cost = next_cost;
+      result.rewrites = rewrites;
+    }
+    if (next_cost < options.relaxation * result.cost) {
+      queue.emplace(std::pair{next_cost, generated++},
+                    Candidate{std::move(next), next_cost, std::move(rewrites)});
+    }
+    return std::optional<double>(next_cost);
+  };
   while (!queue.empty()) {
     if (result.expanded == options.max_expansions) {
       result.stopped_at_limit = true;
       break;
     }
+    if (options.max_seconds > 0 &&
+        std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(options.max_seconds)) {
+      result.stopped_at_time = true;
+      break;
+    }
     Candidate current = std::move(queue.begin()->second);
     queue.erase(queue.begin());
     ++result.expanded;
+    std::vector<Improvement> improvements;
     for (const Rule& rule : rules) {
       for (const Match& match : find_matches(current.graph, rule, options.max_matches_per_rule)) {
         Graph next = current.graph.clone();
         if (!apply_match(next, rule, match_in_copy(current.graph, match, next))) continue;
         eliminate_dead_code(next);
-        if (!seen.insert(print_graph(next)).second) continue;
-        KILN_ASSIGN_OR_RETURN(const double next_cost, cost(next));
-        ++result.priced;
-        std::vector<AppliedRewrite> rewrites = current.rewrites;
-        rewrites.push_back({rule.name, current.cost, next_cost});
-        if (next_cost < result.cost) {
-          result.graph = next.clone();
-          result.cost = next_cost;
-          result.rewrites = rewrites;
-        }
-        if (next_cost < options.relaxation * result.cost) {
-          queue.emplace(std::pair{next_cost, generated++},
-                        Candidate{std::move(next), next_cost, std::move(rewrites)});
+        KILN_ASSIGN_OR_RETURN(const std::optional<double> next_cost,
+                              consider(std::move(next), current, {.rule = rule.name}));
+        if (next_cost && *next_cost < current.cost) {
+          improvements.push_back({*next_cost, &rule, node_names(match)});
         }
       }
     }
+    if (improvements.size() < 2) continue;
+    auto [combined, applied] = combine(current.graph, std::move(improvements));
+    if (applied.size() < 2) continue;
+    KILN_RETURN_IF_ERROR(
+        consider(std::move(combined), current,
+                 {.rule = describe(applied), .applications = static_cast<int>(applied.size())})
+            .status());
   }
   return result;
 }

@@ -6,10 +6,15 @@
 // can lead to one that gains more. The best graph seen is the result, never costlier than the
 // input.
 //
+// Rewrites that each lower the cost of the graph being expanded are also applied together,
+// best first, each where its match survives the ones before it, and the result is priced as
+// one more candidate: the same merge in every layer of a transformer is then one step instead
+// of one expansion per layer.
+//
 // The cost is a parameter: the compiler's is the fusion partitioner's estimate of the graph
 // (scoring what a graph costs after fusion, where TASO sums unfused op costs), and tests use
-// simpler ones. The search stops when the queue empties or after `max_expansions` graphs; it
-// is deterministic (ties in cost go to the graph generated first). Copies are told apart by
+// simpler ones. The search stops when the queue empties, after `max_expansions` graphs or at
+// its time budget; short of the budget it is deterministic (ties in cost go to the graph generated first). Copies are told apart by
 // their printed text, so two orders of the same rewrites are priced once only when they name
 // their new values alike; pruning sequences that commute (as Fang et al. do) is not built.
 #pragma once
@@ -29,10 +34,15 @@ struct SearchOptions {
   double relaxation = 1.05;
   int max_expansions = 64;
   size_t max_matches_per_rule = 16;
+  // The time budget: no graph is expanded after this many seconds (0: none). A search that
+  // stops at it depends on the machine's speed, so the result says so.
+  double max_seconds = 0;
 };
 
+// One step of the search's path: a rule applied at one match, or several rewrites at once.
 struct AppliedRewrite {
-  std::string rule;
+  std::string rule;  // its name; for several, "name (xN)" per rule, joined by commas
+  int applications = 1;
   double cost_before = 0;
   double cost_after = 0;
 };
@@ -45,6 +55,7 @@ struct SearchResult {
   int expanded = 0;                      // graphs taken from the queue
   int priced = 0;                        // new graphs whose cost was computed
   bool stopped_at_limit = false;         // max_expansions reached with graphs still queued
+  bool stopped_at_time = false;          // max_seconds reached with graphs still queued
 };
 
 using CostFunction = std::function<Expected<double>(const Graph&)>;

@@ -204,6 +204,16 @@ expect zoo-train-zero-steps 2 'steps' -- "$kiln" zoo train mlp-tiny --steps 0
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy
 
+# The substitution search in a compile, on frozen weights: both layers' Q, K and V projections
+# merged, and the result still agrees with the reference. --freeze is for inference graphs.
+expect zoo-substitute 0 'substitutions: 4 rewrites in 2 steps by [0-9]+ proved rules' \
+  -- "$kiln" zoo explain bert-tiny --inference --freeze --substitute
+expect zoo-substitute-checks 0 'check: all [0-9]+ kernels agree' \
+  -- "$kiln" zoo run bert-tiny --inference --freeze --substitute --check
+expect zoo-freeze-needs-inference 2 '--train excludes --freeze' -- "$kiln" zoo compile mlp-tiny --train --freeze
+"$kiln" zoo export mlp-tiny -o "$work/mlp.onnx" >/dev/null
+expect run-onnx-frozen 0 '1 input, 0 weights' -- "$kiln" run "$work/mlp.onnx" --freeze --check
+
 # Substitution rules: the shipped file agrees, a wrong rule is rejected (exit 1) with its place.
 expect subst-check-shipped 0 'rules: ([0-9]+) agree, 0 rejected' -- \
   "$kiln" subst check "$source_dir/src/subst/rules/handwritten.rules"

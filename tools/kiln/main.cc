@@ -40,6 +40,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/eliminate_loss.h"
+#include "passes/freeze_inputs.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "models/model.h"
@@ -187,6 +188,9 @@ struct FusionCliOptions {
   std::vector<std::string> disabled_rules;
   bool rewrites = true;
   std::vector<std::string> disabled_rewrites;
+  bool substitute = false;
+  int substitute_max_expansions = RewriteOptions{}.substitute_max_expansions;
+  double substitute_max_seconds = RewriteOptions{}.substitute_max_seconds;
 };
 
 void add_rewrite_options(CLI::App* command, FusionCliOptions& options);
@@ -235,6 +239,19 @@ void add_rewrite_options(CLI::App* command, FusionCliOptions& options) {
       ->capture_default_str();
   command->add_option("--disable-rewrite", options.disabled_rewrites, rewrite_help)
       ->check(CLI::IsMember(rewrites));
+  command->add_flag("--substitute", options.substitute,
+                    "Search the rewrites by the shipped rules proved at build time that lower "
+                    "the estimated time after fusion (TASO's search; off by default)");
+  command
+      ->add_option("--substitute-max-expansions", options.substitute_max_expansions,
+                   "With --substitute: stop after expanding this many graphs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  command
+      ->add_option("--substitute-max-seconds", options.substitute_max_seconds,
+                   "With --substitute: the search's time budget (expands no graph after it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
 }
 
 Expected<CompileOptions> compile_options_from(const FusionCliOptions& cli) {
@@ -244,6 +261,9 @@ Expected<CompileOptions> compile_options_from(const FusionCliOptions& cli) {
   options.fusion.disabled_rules.insert(cli.disabled_rules.begin(), cli.disabled_rules.end());
   options.rewrites.enabled = cli.rewrites;
   options.rewrites.disabled.insert(cli.disabled_rewrites.begin(), cli.disabled_rewrites.end());
+  options.rewrites.substitute = cli.substitute;
+  options.rewrites.substitute_max_expansions = cli.substitute_max_expansions;
+  options.rewrites.substitute_max_seconds = cli.substitute_max_seconds;
   return options;
 }
 
@@ -257,6 +277,7 @@ struct RunOptions {
   double atol = 1e-5;
   double rtol = 1e-3;
   bool interpret = false;  // the reference interpreter instead of compiled code
+  bool freeze = false;     // the weights compiled in as constants
   bool check = false;
   bool profile = false;
   int repeat = 0;
@@ -305,6 +326,23 @@ Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::st
     import_options.input_shapes[spec.substr(0, equals)] = std::move(*dims);
   }
   return import_options;
+}
+
+// --freeze: an ONNX model's weights compiled in as constants (driver/model_io.h).
+void add_freeze_flag(CLI::App* command, bool& freeze) {
+  command->add_flag("--freeze", freeze,
+                    "Compile an ONNX model's weights in as constants, so that what is computed "
+                    "from them alone (a concatenation of weights made by a substitution) is "
+                    "computed once, when compiling; the model's inputs are then its data");
+}
+
+// The model a run, compile or explain command works on, frozen when asked.
+Expected<ImportedModel> load_command_model(const std::string& path,
+                                           const std::vector<std::string>& shapes, bool freeze) {
+  KILN_ASSIGN_OR_RETURN(const OnnxImportOptions import_options, import_options_from_shapes(shapes));
+  KILN_ASSIGN_OR_RETURN(ImportedModel model, load_model(path, import_options));
+  if (freeze) KILN_RETURN_IF_ERROR(freeze_weights(model));
+  return model;
 }
 
 std::string format_bytes(int64_t bytes) {
@@ -376,8 +414,13 @@ int run_subst_search(const SubstSearchOptions& options) {
              proved.size(), result->expanded, result->priced,
              result->stopped_at_limit ? " (stopped at --max-expansions)" : "",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  fmt::print("estimated {} fused, {} after {}\n", format_seconds(result->initial_cost),
-             format_seconds(result->cost), count_noun(result->rewrites.size(), "rewrite"));
+  size_t applications = 0;
+  for (const subst::AppliedRewrite& rewrite : result->rewrites) {
+    applications += static_cast<size_t>(rewrite.applications);
+  }
+  fmt::print("estimated {} fused, {} after {} in {}\n", format_seconds(result->initial_cost),
+             format_seconds(result->cost), count_noun(applications, "rewrite"),
+             count_noun(result->rewrites.size(), "step"));
   for (const subst::AppliedRewrite& rewrite : result->rewrites) {
     fmt::print("  {}: {} -> {}\n", rewrite.rule, format_seconds(rewrite.cost_before),
                format_seconds(rewrite.cost_after));
@@ -400,6 +443,21 @@ std::string format_rewrites(const RewriteReport& report) {
   std::string text = fmt::format("graph rewrites: {} -> {}; {}\n",
                                  count_noun(static_cast<size_t>(report.nodes_before), "node"),
                                  report.nodes_after, fmt::join(parts, ", "));
+  if (const std::optional<SubstitutionSummary>& search = report.substitution) {
+    text += fmt::format("substitutions: {} in {} by {} proved rules ({} expanded, {} "
+                        "priced{}, {})\n",
+                        count_noun(static_cast<size_t>(search->applications), "rewrite"),
+                        count_noun(search->steps.size(), "step"), search->rules,
+                        count_noun(static_cast<size_t>(search->expanded), "graph"), search->priced,
+                        search->stopped_at_limit  ? ", stopped at --substitute-max-expansions"
+                        : search->stopped_at_time ? ", stopped at --substitute-max-seconds"
+                                                  : "",
+                        format_seconds(search->seconds));
+    for (const SubstitutionStep& step : search->steps) {
+      text += fmt::format("  {}: estimated {} -> {}\n", step.rule,
+                          format_seconds(step.seconds_before), format_seconds(step.seconds_after));
+    }
+  }
   for (const DecompositionDecision& decision : report.decompositions) {
     text += fmt::format("decompose {} ({}): estimated {} whole, {} decomposed: {}\n",
                         decision.unit, count_noun(static_cast<size_t>(decision.nodes), "node"),
@@ -625,9 +683,7 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
 }
 
 int run_run(const RunOptions& options) {
-  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
-  if (!import_options) return report(import_options.status());
-  Expected<ImportedModel> model = load_model(options.model, *import_options);
+  Expected<ImportedModel> model = load_command_model(options.model, options.shapes, options.freeze);
   if (!model) return report(model.status());
   fmt::print("{}: graph @{}: {}, {} weights, {}\n", options.model, model->graph.name(),
              count_noun(static_cast<size_t>(model->num_data_inputs), "input"),
@@ -687,6 +743,7 @@ struct CompileCommandOptions {
   std::string model;
   std::string output_dir;
   std::vector<std::string> shapes;
+  bool freeze = false;
   FusionCliOptions fusion;
 };
 
@@ -813,17 +870,13 @@ int explain_graph(const Graph& graph, const FusionCliOptions& cli) {
 }
 
 int run_explain(const CompileCommandOptions& options) {
-  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
-  if (!import_options) return report(import_options.status());
-  Expected<ImportedModel> loaded = load_model(options.model, *import_options);
+  Expected<ImportedModel> loaded = load_command_model(options.model, options.shapes, options.freeze);
   if (!loaded) return report(loaded.status());
   return explain_graph(loaded->graph, options.fusion);
 }
 
 int run_compile(const CompileCommandOptions& options) {
-  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
-  if (!import_options) return report(import_options.status());
-  Expected<ImportedModel> loaded = load_model(options.model, *import_options);
+  Expected<ImportedModel> loaded = load_command_model(options.model, options.shapes, options.freeze);
   if (!loaded) return report(loaded.status());
   Expected<CompileOptions> compile_options = compile_options_from(options.fusion);
   if (!compile_options) return report(compile_options.status());
@@ -963,6 +1016,7 @@ struct ZooOptions {
   std::string optimizer = "adam";
   bool inference = false;
   bool without_loss = false;  // with --train: the loss-free step (passes/eliminate_loss.h)
+  bool freeze = false;        // parameters and state as constants (passes/freeze_inputs.h)
   std::string output_file;
   RunOptions run;  // for `zoo run`: --check, --profile, --repeat
   int compare_repeat = 5;  // for `zoo compare`
@@ -1012,7 +1066,15 @@ int run_zoo_show(const ZooOptions& options) {
 // The graph a zoo command works on: the loss graph (default), the inference graph, or the
 // training step.
 Expected<Graph> zoo_graph(const ZooOptions& options, const ModelInstance& model) {
-  if (!options.train) return (options.inference ? model.inference : model.loss).graph.clone();
+  if (!options.train) {
+    const ModelGraph& source = options.inference ? model.inference : model.loss;
+    Graph graph = source.graph.clone();
+    if (options.freeze) {
+      KILN_ASSIGN_OR_RETURN(const auto weights, model.weights(source));
+      KILN_RETURN_IF_ERROR(freeze_inputs(graph, weights));
+    }
+    return graph;
+  }
   KILN_ASSIGN_OR_RETURN(std::optional<Optimizer> optimizer, parse_optimizer(options.optimizer));
   KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, optimizer));
   if (options.without_loss) KILN_RETURN_IF_ERROR(eliminate_loss(step.graph).status());
@@ -1023,8 +1085,15 @@ Expected<Graph> zoo_graph(const ZooOptions& options, const ModelInstance& model)
 // first step (models/model.h: first_step_inputs).
 Expected<std::vector<Array>> zoo_inputs(const ZooOptions& options, const ModelInstance& model,
                                         const Graph& graph) {
-  if (!options.train) return model.input_values(options.inference ? model.inference : model.loss);
-  return first_step_inputs(model, graph);
+  if (options.train) return first_step_inputs(model, graph);
+  const ModelGraph& source = options.inference ? model.inference : model.loss;
+  KILN_ASSIGN_OR_RETURN(std::vector<Array> values, model.input_values(source));
+  if (!options.freeze) return values;
+  std::vector<Array> data;  // frozen: the parameters and state are constants now
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (source.input_kinds[i] == InputKind::data) data.push_back(std::move(values[i]));
+  }
+  return data;
 }
 
 std::string zoo_graph_kind(const ZooOptions& options) {
@@ -1032,7 +1101,8 @@ std::string zoo_graph_kind(const ZooOptions& options) {
     return fmt::format("training step ({}{})", options.optimizer,
                        options.without_loss ? ", without the loss" : "");
   }
-  return options.inference ? "inference graph" : "loss graph";
+  return fmt::format("{}{}", options.inference ? "inference graph" : "loss graph",
+                     options.freeze ? " (parameters frozen)" : "");
 }
 
 // "bert-tiny training step (adam): 917 nodes"
@@ -1415,6 +1485,11 @@ void add_graph_choice(CLI::App* command, ZooOptions& zoo) {
                     "With --train: the step without its loss output (loss elimination), as a "
                     "training loop runs it between the steps that log the loss")
       ->needs("--train");
+  command->add_flag("--freeze", zoo.freeze,
+                    "Compile the parameters and state in as constants, so that what is computed "
+                    "from them alone (a concatenation of weights made by a substitution) is "
+                    "computed once, when compiling; the graph's inputs are then its data")
+      ->excludes("--train");
 }
 
 void add_model_options(CLI::App* cmd, ZooOptions& options) {
@@ -1548,6 +1623,7 @@ int run(int argc, char** argv) {
                       "and max time per run (compile time apart)")
       ->check(CLI::NonNegativeNumber);
   add_fusion_options(run_cmd, run.fusion);
+  add_freeze_flag(run_cmd, run.freeze);
 
   CompileCommandOptions compile_options;
   CLI::App* compile_cmd = app.add_subcommand(
@@ -1560,6 +1636,7 @@ int run(int argc, char** argv) {
   compile_cmd->add_option("--shape", compile_options.shapes,
                           "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
   add_fusion_options(compile_cmd, compile_options.fusion);
+  add_freeze_flag(compile_cmd, compile_options.freeze);
 
   CompileCommandOptions explain_options;
   CLI::App* explain_cmd = app.add_subcommand(
@@ -1571,6 +1648,7 @@ int run(int argc, char** argv) {
   explain_cmd->add_option("--shape", explain_options.shapes,
                           "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
   add_fusion_options(explain_cmd, explain_options.fusion);
+  add_freeze_flag(explain_cmd, explain_options.freeze);
 
   ExportOptions export_options;
   CLI::App* export_cmd = app.add_subcommand(

@@ -13,6 +13,7 @@
 #include "passes/eliminate_reductions.h"
 #include "passes/fold_constants.h"
 #include "passes/fold_layout.h"
+#include "passes/freeze_inputs.h"
 #include "passes/pipeline.h"
 #include "unit/passes/pass_test_util.h"
 
@@ -133,6 +134,27 @@ TEST(FoldLayout, ChainsOfReshapesAndTransposesCollapse) {
   EXPECT_TRUE(contains(result, "return %0, %1, %x") || contains(result, ", %x\n")) << result;
 }
 
+TEST(FoldLayout, SplitOfASplitPieceIsOneSplit) {
+  const std::string result = rewritten(R"(graph @g(%x: f32[2,12], %y: f32[2,5]) {
+  %a, %b = split(%x) {axis = 1, sizes = [7, 5]} : f32[2,7], f32[2,5]
+  %p, %q = split(%a) {axis = -1, sizes = [3, 4]} : f32[2,3], f32[2,4]
+  %s = add(%b, %y) : f32[2,5]
+  return %p, %q, %s
+})", fold_layout);
+  EXPECT_TRUE(contains(result, "split(%x) {axis = 1, sizes = [3, 4, 5]}")) << result;
+  EXPECT_EQ(result.find("split(%a)"), std::string::npos) << result;
+}
+
+TEST(FoldLayout, KeepsASplitPieceOthersRead) {
+  Graph graph = parse(R"(graph @g(%x: f32[2,12]) {
+  %a, %b = split(%x) {axis = 1, sizes = [7, 5]} : f32[2,7], f32[2,5]
+  %p, %q = split(%a) {axis = 1, sizes = [3, 4]} : f32[2,3], f32[2,4]
+  %r = relu(%a) : f32[2,7]
+  return %p, %q, %r, %b
+})");
+  EXPECT_FALSE(fold_layout(graph)) << print_graph(graph);
+}
+
 TEST(FoldLayout, BroadcastOperandsOfBroadcastingOpsGo) {
   const std::string result = rewritten(R"(graph @g(%x: f32[2,1], %y: f32[2,8], %z: f32[8]) {
   %b = broadcast_to(%x) {shape = [2, 8]} : f32[2,8]
@@ -178,6 +200,58 @@ TEST(FoldConstants, LeavesLargeResultsComputed) {
   return %b
 })");
   EXPECT_FALSE(fold_constants(graph)) << print_graph(graph);
+}
+
+// Frozen weights concatenated (as a merge of Q, K and V projections makes them): the result is
+// no larger than its operands, so it folds whatever its size.
+TEST(FoldConstants, FoldsLargeResultsNoLargerThanTheirOperands) {
+  Graph graph = parse(R"(graph @g(%x: f32[4,64], %a: f32[64,64], %b: f32[64,64]) {
+  %w = concat(%a, %b) {axis = 1} : f32[64,128]
+  %y = matmul(%x, %w) : f32[4,128]
+  return %y
+})");
+  const std::vector<Array> inputs = random_inputs(graph, {.seed = 7});
+  const std::vector<Array> expected = *interpret(graph, inputs);
+  ASSERT_TRUE(freeze_inputs(graph, {{"a", inputs[1]}, {"b", inputs[2]}}));
+  EXPECT_TRUE(fold_constants(graph));
+  eliminate_dead_code(graph);
+  ASSERT_EQ(graph.num_nodes(), 2) << print_graph(graph);  // the folded weight and the matmul
+  EXPECT_EQ(graph.nodes()[0]->op(), Op::constant);
+  Expected<std::vector<Array>> actual = interpret(graph, std::vector<Array>{inputs[0]});
+  ASSERT_TRUE(actual) << actual.status().message();
+  EXPECT_EQ((*actual)[0], expected[0]);
+}
+
+TEST(FreezeInputs, InputsBecomeNamedConstants) {
+  Graph graph = parse(R"(graph @g(%x: f32[2,3], %w: f32[3,4]) {
+  %y = matmul(%x, %w) : f32[2,4]
+  return %y
+})");
+  const std::vector<Array> inputs = random_inputs(graph, {.seed = 2});
+  const std::vector<Array> expected = *interpret(graph, inputs);
+  ASSERT_TRUE(freeze_inputs(graph, {{"w", inputs[1]}}));
+  ASSERT_EQ(graph.inputs().size(), 1u);
+  EXPECT_EQ(graph.inputs()[0]->name(), "x");
+  ASSERT_EQ(graph.nodes()[0]->op(), Op::constant);
+  EXPECT_EQ(graph.nodes()[0]->output()->name(), "w");
+  EXPECT_EQ((*interpret(graph, std::vector<Array>{inputs[0]}))[0], expected[0]);
+}
+
+TEST(FreezeInputs, RefusesUnknownNamesWrongTypesAndOutputs) {
+  Graph graph = parse(R"(graph @g(%x: f32[2,3], %w: f32[3,4]) {
+  %y = matmul(%x, %w) : f32[2,4]
+  return %y, %w
+})");
+  const std::string before = print_graph(graph);
+  const Array w(DType::f32, Shape{3, 4});
+  Status unknown = freeze_inputs(graph, {{"v", w}});
+  EXPECT_NE(unknown.message().find("no input of that name"), std::string::npos) << unknown.message();
+  Status wrong_type = freeze_inputs(graph, {{"x", w}});
+  EXPECT_NE(wrong_type.message().find("its value is f32[3,4], the input f32[2,3]"), std::string::npos)
+      << wrong_type.message();
+  Status output = freeze_inputs(graph, {{"w", w}});
+  EXPECT_NE(output.message().find("graph output"), std::string::npos) << output.message();
+  EXPECT_EQ(print_graph(graph), before);
 }
 
 TEST(RewritePipeline, KeepsOutputNamesAndCanBeSwitchedOff) {

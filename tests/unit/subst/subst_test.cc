@@ -389,7 +389,9 @@ TEST(Search, AppliesRulesThatLowerTheCostAndStaysDeterministic) {
   ASSERT_TRUE(first.has_value()) << first.status().message();
   EXPECT_EQ(first->initial_cost, 4);
   EXPECT_EQ(first->cost, 1);
-  ASSERT_EQ(first->rewrites.size(), 2u);
+  // Both rewrites at once: each lowers the input's cost and they do not overlap.
+  ASSERT_EQ(first->rewrites.size(), 1u);
+  EXPECT_EQ(first->rewrites[0].applications, 2);
   EXPECT_EQ(first->graph.num_nodes(), 1);
   EXPECT_EQ(first->graph.nodes()[0]->op(), Op::relu);
   EXPECT_FALSE(first->stopped_at_limit);
@@ -401,12 +403,16 @@ TEST(Search, AppliesRulesThatLowerTheCostAndStaysDeterministic) {
   }
   const std::vector<Array> inputs = random_inputs(graph);
   EXPECT_EQ(interpret(graph, inputs)->front().data, interpret(first->graph, inputs)->front().data);
-  // One expansion: the input's rewrites are priced, then the search stops.
+  // One expansion: the input's rewrites are priced alone and together (they do not overlap),
+  // then the search stops.
   Expected<SearchResult> limited = search_substitutions(graph, rules, node_count, {.max_expansions = 1});
   ASSERT_TRUE(limited.has_value());
   EXPECT_EQ(limited->expanded, 1);
   EXPECT_TRUE(limited->stopped_at_limit);
-  EXPECT_EQ(limited->cost, 2);  // one rewrite, the best of the first expansion's
+  EXPECT_EQ(limited->cost, 1);
+  ASSERT_EQ(limited->rewrites.size(), 1u);
+  EXPECT_EQ(limited->rewrites[0].applications, 2);
+  EXPECT_EQ(limited->rewrites[0].rule, "neg-neg-cancel, relu-idempotent");
 }
 
 TEST(Search, RelaxationExploresCostlierGraphsButNeverReturnsOne) {

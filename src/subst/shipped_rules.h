@@ -1,0 +1,22 @@
+// The rules Kiln's compiler searches with (subst/search.h): the shipped rule files
+// (src/subst/rules/*.rules), proved with Z3 when Kiln is built. The build runs
+// `kiln-prove-rules` (tools/prove_rules) over the files and compiles in only the rules it
+// proves, so an unproved rule cannot be applied; the ones left out are listed with the reason.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "subst/rule.h"
+
+namespace kiln::subst {
+
+// The proved rules, parsed once.
+std::span<const Rule> shipped_rules();
+
+// "NAME: why" for each shipped rule the build could not prove.
+std::span<const std::string_view> shipped_rules_left_out();
+
+}  // namespace kiln::subst
