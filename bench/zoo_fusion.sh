@@ -5,10 +5,12 @@
 # measured time and speedup over unfused. Ends with the geometric mean of the training-step
 # speedups, then the graph-rewrite ablation of each training step (`kiln zoo compare --train
 # --ablate-rewrites`: the ILP's plan with no rewrites, all, and all but one, loss elimination and
-# decomposition included). Long: an hour or more on a 2-core machine; ABLATE=0 skips the
-# ablation.
+# decomposition included), then the substitution ablation of each inference graph with its
+# weights frozen (`kiln zoo compare --inference --freeze --ablate-substitution`: the ILP's plan
+# without and with the substitution search). Long: an hour or more on a 2-core machine;
+# ABLATE=0 skips the rewrite ablation, SUBSTITUTE=0 the substitution one.
 #
-# Usage: [ABLATE=0] bench/zoo_fusion.sh KILN_BINARY [REPEAT]
+# Usage: [ABLATE=0] [SUBSTITUTE=0] bench/zoo_fusion.sh KILN_BINARY [REPEAT]
 set -euo pipefail
 
 kiln=$1
@@ -38,5 +40,12 @@ if [[ ${ABLATE:-1} != 0 ]]; then
   for model in "${models[@]}"; do
     echo
     "$kiln" zoo compare "$model" --train --ablate-rewrites --repeat "$repeat"
+  done
+fi
+
+if [[ ${SUBSTITUTE:-1} != 0 ]]; then
+  for model in "${models[@]}"; do
+    echo
+    "$kiln" zoo compare "$model" --inference --freeze --ablate-substitution --repeat "$repeat"
   done
 fi

@@ -210,6 +210,8 @@ expect zoo-substitute 0 'substitutions: 4 rewrites in 2 steps by [0-9]+ proved r
   -- "$kiln" zoo explain bert-tiny --inference --freeze --substitute
 expect zoo-substitute-checks 0 'check: all [0-9]+ kernels agree' \
   -- "$kiln" zoo run bert-tiny --inference --freeze --substitute --check
+expect zoo-compare-substitution 0 '^substitution +[0-9]+ ' \
+  -- "$kiln" zoo compare mlp-tiny --inference --freeze --ablate-substitution --repeat 1
 expect zoo-freeze-needs-inference 2 '--train excludes --freeze' -- "$kiln" zoo compile mlp-tiny --train --freeze
 "$kiln" zoo export mlp-tiny -o "$work/mlp.onnx" >/dev/null
 expect run-onnx-frozen 0 '1 input, 0 weights' -- "$kiln" run "$work/mlp.onnx" --freeze --check

@@ -1021,6 +1021,7 @@ struct ZooOptions {
   RunOptions run;  // for `zoo run`: --check, --profile, --repeat
   int compare_repeat = 5;  // for `zoo compare`
   bool ablate_rewrites = false;  // for `zoo compare`
+  bool ablate_substitution = false;  // for `zoo compare`
   TrainingLoopOptions loop;      // for `zoo train`
   bool eliminate_loss = true;    // for `zoo train`
 };
@@ -1165,7 +1166,8 @@ int run_zoo_explain(const ZooOptions& options) {
 // measurement touches every mode alike. With --ablate-rewrites the rows are the ILP's plans
 // without graph rewrites, with all of them, and with all but one, each in turn (for a training
 // step, loss elimination is one of them: "all but eliminate-loss" is the full step); the
-// speedup is over no rewrites.
+// speedup is over no rewrites. With --ablate-substitution they are the ILP's plans without and
+// with the substitution search (--freeze makes its merges of weights pay).
 int run_zoo_compare(const ZooOptions& options) {
   Expected<ModelInstance> model = build_model(options.name, options.model);
   if (!model) return report(model.status());
@@ -1216,6 +1218,14 @@ int run_zoo_compare(const ZooOptions& options) {
                        .compile_options = but_one,
                        .graph = &with_all_rewrites});
     }
+  } else if (options.ablate_substitution) {
+    for (const bool substitute : {false, true}) {
+      CompileOptions mode_options = *cli_options;
+      mode_options.rewrites.substitute = substitute;
+      modes.push_back({.label = substitute ? "substitution" : "no substitution",
+                       .compile_options = mode_options,
+                       .graph = &*graph});
+    }
   } else {
     for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::greedy,
                                     fusion::FusionMode::ilp}) {
@@ -1260,7 +1270,7 @@ int run_zoo_compare(const ZooOptions& options) {
   size_t width = 0;
   for (const ModeRun& entry : modes) width = std::max(width, entry.label.size());
   fmt::print("{:<{}} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>23} {:>7}{}\n",
-             options.ablate_rewrites ? "ilp with" : "fusion", width, "kernels", "est. time",
+             options.ablate_rewrites || options.ablate_substitution ? "ilp with" : "fusion", width, "kernels", "est. time",
              "est. bytes", "arena peak", "compile", "median", "(min - max)", "speedup",
              options.run.check ? "  check (largest abs error)" : "");
   double first_median = 0;  // the speedups are over the first row
@@ -1743,6 +1753,12 @@ int run(int argc, char** argv) {
                             "Instead of the fusion modes, compare the ILP's plans with no graph "
                             "rewrites, with all, and with all but one in turn (with --train, "
                             "loss elimination is one of them)")
+      ->excludes(compare_profile);
+  zoo_compare_cmd
+      ->add_flag("--ablate-substitution", zoo.ablate_substitution,
+                 "Instead of the fusion modes, compare the ILP's plans without and with the "
+                 "substitution search (with --freeze, merged weights are folded once)")
+      ->excludes("--ablate-rewrites")
       ->excludes(compare_profile);
   add_rewrite_options(zoo_compare_cmd, zoo.run.fusion);
   CLI::App* zoo_train_cmd = zoo_cmd->add_subcommand(
