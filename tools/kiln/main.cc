@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -454,8 +455,10 @@ std::string format_rewrites(const RewriteReport& report) {
                                                   : "",
                         format_seconds(search->seconds));
     for (const SubstitutionStep& step : search->steps) {
-      text += fmt::format("  {}: estimated {} -> {}\n", step.rule,
-                          format_seconds(step.seconds_before), format_seconds(step.seconds_after));
+      const double saved = step.seconds_before - step.seconds_after;
+      text += fmt::format("  {}: estimated {} -> {} ({} {})\n", step.rule,
+                          format_seconds(step.seconds_before), format_seconds(step.seconds_after),
+                          saved >= 0 ? "saves" : "costs", format_seconds(std::fabs(saved)));
     }
   }
   for (const DecompositionDecision& decision : report.decompositions) {
