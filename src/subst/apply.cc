@@ -62,8 +62,12 @@ bool apply_match(Graph& graph, const Rule& rule, const Match& match) {
   for (const Node* node : rule.target.nodes()) {
     std::vector<Value*> inputs;
     for (const Value* input : node->inputs()) inputs.push_back(built.at(input));
+    Attrs attrs = node->attrs();
+    for (const auto& [name, value] : match.attributes) {
+      if (attrs.contains(name)) attrs.set(name, value);
+    }
     Expected<Node*> made =
-        graph.add_node(node->op(), std::move(inputs), bind_extents(node->attrs(), extents));
+        graph.add_node(node->op(), std::move(inputs), bind_extents(attrs, extents));
     if (!made) {
       erase_nodes(graph, added);
       return false;

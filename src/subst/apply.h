@@ -2,7 +2,8 @@
 // variables and its results replace the source's.
 //
 // The target's nodes are added with Graph::add_node, so attributes are checked and types
-// inferred at the matched shapes, declared extents bound to the matched ones (rule.h). The
+// inferred at the matched shapes, declared extents bound to the matched ones and attributes
+// with a choice set to the matched value (rule.h). The
 // application is refused, leaving the graph as it was, when a target node does not build
 // there or a result's type differs from the value it would replace: the rule does not hold at
 // those extents as written.

@@ -266,7 +266,7 @@ std::optional<Rule> generalise(const Candidate& source, const Candidate& target,
     Expected<Graph> from = build_graph(source, params, dims, DType::f32, "source");
     Expected<Graph> to = build_graph(target, params, dims, DType::f32, "target");
     if (!from || !to || from->outputs()[0]->type() != to->outputs()[0]->type()) continue;
-    Rule rule{name, "generated", {}, std::move(from).value(), std::move(to).value()};
+    Rule rule{name, "generated", {}, {}, std::move(from).value(), std::move(to).value()};
     if (!check_rule_numerically(rule).is_ok()) continue;
     generalised = *std::max_element(partition.begin(), partition.end()) > 0;
     return rule;
@@ -379,6 +379,11 @@ std::string print_rules(const std::vector<Rule>& rules) {
                                       e.axis));
       }
       text += fmt::format("extents {}\n", fmt::join(extents, ", "));
+    }
+    for (const AttributeChoice& choice : rule.attribute_choices) {
+      std::vector<std::string> values;
+      for (const AttrValue& value : choice.values) values.push_back(print_attr_value(value));
+      text += fmt::format("attributes {} = {}\n", choice.name, fmt::join(values, " | "));
     }
     text += print_graph(rule.source);
     text += print_graph(rule.target);

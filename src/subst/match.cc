@@ -22,7 +22,7 @@ class Matcher {
 
   std::vector<Match> run() {
     Match empty{std::vector<Value*>(variable_index_.size(), nullptr),
-                std::vector<Node*>(source_nodes_.size(), nullptr)};
+                std::vector<Node*>(source_nodes_.size(), nullptr), {}};
     search(source_nodes_.size(), empty);
     return std::move(matches_);
   }
@@ -58,7 +58,7 @@ class Matcher {
   // Whether `node` agrees with `pattern` (op, attributes, arity), binding the variables and
   // source nodes its inputs reach.
   bool bind_inputs(const Node& pattern, const Node& node, Match& state) const {
-    if (node.op() != pattern.op() || node.attrs() != pattern.attrs() ||
+    if (node.op() != pattern.op() || !bind_attributes(pattern, node, state) ||
         node.num_inputs() != pattern.num_inputs() || node.num_outputs() != pattern.num_outputs()) {
       return false;
     }
@@ -86,6 +86,24 @@ class Matcher {
       } else if (bound != producer) {
         return false;
       }
+    }
+    return true;
+  }
+
+  // Whether `node`'s attributes are `pattern`'s, those with a choice (rule.h) being one of its
+  // values and the value bound in `state` (binding it if not yet).
+  bool bind_attributes(const Node& pattern, const Node& node, Match& state) const {
+    for (const auto& [name, wanted] : pattern.attrs().entries()) {
+      const AttrValue* actual = node.attrs().find(name);
+      if (actual == nullptr) return false;
+      const auto choice = std::ranges::find(rule_.attribute_choices, name, &AttributeChoice::name);
+      if (choice == rule_.attribute_choices.end()) {
+        if (*actual != wanted) return false;
+        continue;
+      }
+      if (std::ranges::find(choice->values, *actual) == choice->values.end()) return false;
+      const auto [bound, inserted] = state.attributes.emplace(name, *actual);
+      if (!inserted && bound->second != *actual) return false;
     }
     return true;
   }
@@ -157,6 +175,7 @@ Match match_in_copy(const Graph& graph, const Match& match, const Graph& copy) {
     }
   }
   for (const Node* node : match.nodes) copied.nodes.push_back(node_in_copy(node));
+  copied.attributes = match.attributes;
   return copied;
 }
 

@@ -7,6 +7,8 @@
 // consumer's input is bound by it; one that is not (a second result, as in two matmuls sharing
 // an input) is tried against every graph node of its op.
 //
+// An attribute with a choice (rule.h) matches any of its values, one value in the whole match.
+//
 // Only matches a rewrite can replace are returned: a source value that is not a result must
 // have no reader outside the match and not be a graph output (the target would not compute
 // it), and no variable may be computed from the match's values (the target would read what it
@@ -15,6 +17,8 @@
 
 #include <cstddef>
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -25,6 +29,7 @@ namespace kiln::subst {
 struct Match {
   std::vector<Value*> variables;  // by source parameter
   std::vector<Node*> nodes;       // by source node, in the source's order
+  std::map<std::string, AttrValue> attributes;  // the rule's attribute choices, as matched
 };
 
 // Every match of `rule`'s source in `graph`, up to `limit`, in graph order of the node

@@ -2,16 +2,22 @@
 //
 // A rule is instantiated at every assignment of small extents: each distinct example extent of
 // its variables (2 or more; 1 stays 1) takes every value from 1 to ProofOptions::max_extent,
-// equal example extents together, plus the example itself. At an instance the source is built
+// equal example extents together, plus the example itself, and each at every assignment of
+// the rule's attribute choices (rule.h), so a choice is proved at each of its values. At an
+// instance the source is built
 // at those shapes and the target is made from it by the applier (subst/apply.h), so the proof
 // covers exactly what an application does; an instance where the source or the target does
 // not build is skipped, as the applier refuses there. Both graphs are then evaluated element
 // by element over Z3 reals: each variable element is a real unknown; add, sub, mul, div, neg,
-// max, min, relu, abs are arithmetic; matmul (batch axes broadcast), transpose, reshape, broadcast_to,
-// concat, split and reduce_sum are sums and index maps; every other elementwise op (exp,
-// tanh, ...) is an uninterpreted function of its operand, the same in both graphs, about which
-// only the axioms below are known. Each result element of the target must equal the source's
-// for all values of the unknowns (Z3 proves the negation unsatisfiable).
+// max, min, relu, abs are arithmetic; matmul (batch axes broadcast), conv (grouped, strided,
+// dilated, zero-padded), transpose, reshape, broadcast_to, concat, split and reduce_sum are
+// sums and index maps; batch_norm_infer is (x - mean) rsqrt(var + epsilon) scale + bias; every
+// other elementwise op (exp, tanh, rsqrt ...) is an uninterpreted function of its operand, the
+// same in both graphs (batch_norm_infer's rsqrt is rsqrt's), about which only the axioms below
+// are known. Each result element of the target must equal the source's for all values of the
+// unknowns: either their difference, written by Z3's simplifier as a sum of monomials, is 0,
+// or Z3 proves the negation unsatisfiable (the solver alone times out on a convolution with a
+// folded scale).
 //
 // Axioms: exp(x + y) = exp(x) exp(y) and exp(x - y) = exp(x) / exp(y), checked on random
 // reals (prove_axioms_numerically) and given to Z3 instantiated at the exp terms the graphs
@@ -32,7 +38,7 @@ namespace kiln::subst {
 
 struct ProofOptions {
   int max_extent = 3;
-  int max_instances = 256;  // more extent assignments than this: the proof is refused
+  int max_instances = 2048;  // more instances than this: the proof is refused
 };
 
 struct Proof {

@@ -1,8 +1,10 @@
 #include "subst/rule.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -11,6 +13,7 @@
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 
 namespace kiln::subst {
 namespace {
@@ -136,6 +139,77 @@ Status parse_extents(const std::string& text, const std::string& where, Rule& ru
   return Status::ok();
 }
 
+// "[1, 2]" or "3": an integer list or an integer.
+std::optional<AttrValue> parse_attribute_value(std::string text) {
+  const auto trim = [](std::string t) {
+    const size_t first = t.find_first_not_of(" \t");
+    const size_t last = t.find_last_not_of(" \t");
+    return first == std::string::npos ? std::string() : t.substr(first, last - first + 1);
+  };
+  const auto integer = [](const std::string& t) -> std::optional<int64_t> {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() || t.empty()) return std::nullopt;
+    return v;
+  };
+  text = trim(text);
+  if (text.empty() || text.front() != '[') {
+    const std::optional<int64_t> v = integer(text);
+    return v ? std::optional<AttrValue>(AttrValue(*v)) : std::nullopt;
+  }
+  if (text.back() != ']') return std::nullopt;
+  std::vector<int64_t> values;
+  std::stringstream items(text.substr(1, text.size() - 2));
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const std::optional<int64_t> v = integer(trim(item));
+    if (!v) return std::nullopt;
+    values.push_back(*v);
+  }
+  return AttrValue(std::move(values));
+}
+
+// "strides = [1, 1] | [2, 2]": an attribute choice, checked against the source's nodes.
+Status parse_attribute_choice(const std::string& text, const std::string& where, Rule& rule) {
+  const size_t equals = text.find('=');
+  if (equals == std::string::npos) {
+    return Status::errorf("{}: an attribute choice is written NAME = VALUE | VALUE ...", where);
+  }
+  AttributeChoice choice;
+  std::stringstream name(text.substr(0, equals));
+  name >> choice.name;
+  std::stringstream alternatives(text.substr(equals + 1));
+  std::string alternative;
+  while (std::getline(alternatives, alternative, '|')) {
+    std::optional<AttrValue> value = parse_attribute_value(alternative);
+    if (!value) {
+      return Status::errorf("{}: '{}' is not an integer or a list of integers", where,
+                            alternative);
+    }
+    choice.values.push_back(std::move(*value));
+  }
+  for (const AttributeChoice& other : rule.attribute_choices) {
+    if (other.name == choice.name) {
+      return Status::errorf("{}: a second choice for the attribute '{}'", where, choice.name);
+    }
+  }
+  bool found = false;
+  for (const Node* node : rule.source.nodes()) {
+    const AttrValue* value = node->attrs().find(choice.name);
+    if (value == nullptr) continue;
+    found = true;
+    if (std::ranges::find(choice.values, *value) == choice.values.end()) {
+      return Status::errorf("{}: the source's %{} has {} = {}, which is not one of the choices",
+                            where, node->output()->name(), choice.name, print_attr_value(*value));
+    }
+  }
+  if (!found) {
+    return Status::errorf("{}: no node of the source has an attribute '{}'", where, choice.name);
+  }
+  rule.attribute_choices.push_back(std::move(choice));
+  return Status::ok();
+}
+
 // The agreements parse_rules promises (rule.h).
 Status check_rule_shape(const Rule& rule) {
   const Graph& source = rule.source;
@@ -230,11 +304,19 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
       extents_where = scanner.where();
       extents = scanner.rest_of_line();
     }
+    std::vector<std::pair<std::string, std::string>> choices;  // (text, where)
+    while (scanner.accept("attributes")) {
+      const std::string where = scanner.where();
+      choices.emplace_back(scanner.rest_of_line(), where);
+    }
     for (Graph* graph : {&rule.source, &rule.target}) {
       KILN_ASSIGN_OR_RETURN(*graph, scanner.graph());
     }
     KILN_RETURN_IF_ERROR(check_rule_shape(rule));
     if (!extents_where.empty()) KILN_RETURN_IF_ERROR(parse_extents(extents, extents_where, rule));
+    for (const auto& [choice, where] : choices) {
+      KILN_RETURN_IF_ERROR(parse_attribute_choice(choice, where, rule));
+    }
     rules.push_back(std::move(rule));
   }
   return rules;

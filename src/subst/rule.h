@@ -29,7 +29,15 @@
 // declares that in the target's integer attributes the example extent of w1's axis 1 (and of
 // w2's) stands for that extent, so `split(%y) {sizes = [4, 5]}` splits at the matched
 // columns. Declared example extents must be distinct and at least 2. The source's attributes
-// always match literally.
+// match literally, except those given a choice:
+//
+// A source attribute may match one of several values instead of its literal one: a line
+//   attributes strides = [1, 1] | [2, 2]
+// (one per attribute, integer or integer-list values) lets every source node with a `strides`
+// attribute match any listed value, the same in all of them, and gives every target node with
+// that attribute the matched value. The source's own value must be listed. The prover proves
+// the rule at every listed value (subst/prove.h), so a rule never applies at a value it was not
+// proved at.
 //
 // A rule file's rules are checked when read: the two graphs agree in parameters and result
 // types, every variable is used by the source, the source computes each of its results, and
@@ -53,10 +61,17 @@ struct SymbolicExtent {
   int64_t example = 0;  // the extent in the rule's example types
 };
 
+// A source attribute that matches any of several values (see above).
+struct AttributeChoice {
+  std::string name;
+  std::vector<AttrValue> values;
+};
+
 struct Rule {
   std::string name;
   std::string origin;  // "FILE:LINE" of its `rule` line
   std::vector<SymbolicExtent> extents;
+  std::vector<AttributeChoice> attribute_choices;
   Graph source;
   Graph target;
 };
