@@ -116,22 +116,29 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
     }
     return std::optional<double>(next_cost);
   };
+  // The budget is checked before each graph is priced, so a search overruns it by one pricing
+  // at most.
+  const auto out_of_time = [&] {
+    if (options.max_seconds <= 0 ||
+        std::chrono::steady_clock::now() - start < std::chrono::duration<double>(options.max_seconds)) {
+      return false;
+    }
+    result.stopped_at_time = true;
+    return true;
+  };
   while (!queue.empty()) {
     if (result.expanded == options.max_expansions) {
       result.stopped_at_limit = true;
       break;
     }
-    if (options.max_seconds > 0 &&
-        std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(options.max_seconds)) {
-      result.stopped_at_time = true;
-      break;
-    }
+    if (out_of_time()) break;
     Candidate current = std::move(queue.begin()->second);
     queue.erase(queue.begin());
     ++result.expanded;
     std::vector<Improvement> improvements;
     for (const Rule& rule : rules) {
       for (const Match& match : find_matches(current.graph, rule, options.max_matches_per_rule)) {
+        if (out_of_time()) return result;
         Graph next = current.graph.clone();
         if (!apply_match(next, rule, match_in_copy(current.graph, match, next))) continue;
         eliminate_dead_code(next);
@@ -142,7 +149,7 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
         }
       }
     }
-    if (improvements.size() < 2) continue;
+    if (improvements.size() < 2 || out_of_time()) continue;
     auto [combined, applied] = combine(current.graph, std::move(improvements));
     if (applied.size() < 2) continue;
     KILN_RETURN_IF_ERROR(

@@ -34,7 +34,7 @@ struct SearchOptions {
   double relaxation = 1.05;
   int max_expansions = 64;
   size_t max_matches_per_rule = 16;
-  // The time budget: no graph is expanded after this many seconds (0: none). A search that
+  // The time budget: no graph is priced after this many seconds (0: none). A search that
   // stops at it depends on the machine's speed, so the result says so.
   double max_seconds = 0;
 };

@@ -502,6 +502,21 @@ TEST(Search, AppliesRulesThatLowerTheCostAndStaysDeterministic) {
   EXPECT_EQ(limited->rewrites[0].rule, "neg-neg-cancel, relu-idempotent");
 }
 
+TEST(Search, StopsAtItsTimeBudgetWithTheBestSoFar) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* x = b.input("x", DType::f32, {4, 6});
+  graph.set_outputs({b.neg(b.neg(b.relu(b.relu(x))))});
+  const std::vector<Rule> rules = shipped_rules();
+  Expected<SearchResult> result =
+      search_substitutions(graph, rules, node_count, {.max_seconds = 1e-9});
+  ASSERT_TRUE(result.has_value()) << result.status().message();
+  EXPECT_TRUE(result->stopped_at_time);
+  EXPECT_EQ(result->priced, 0);  // the budget was spent before the first candidate
+  EXPECT_EQ(result->cost, result->initial_cost);
+  EXPECT_EQ(print_graph(result->graph), print_graph(graph));
+}
+
 TEST(Search, RelaxationExploresCostlierGraphsButNeverReturnsOne) {
   // Merging two matmuls that share x costs nodes (2 -> 3): explored with a relaxation of 2,
   // not with the default, and never the result under this cost.
