@@ -141,6 +141,47 @@ std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::stri
   return round_to(type, std::move(call));
 }
 
+void ExprEmitter::line(const std::string& text) {
+  out_.append(static_cast<size_t>(indent_) * 2, ' ');
+  out_ += text;
+  out_ += '\n';
+}
+
+void ExprEmitter::emit_nested(const loop::Stmt& s) {
+  ++indent_;
+  emit_stmt(s);
+  --indent_;
+}
+
+bool ExprEmitter::emit_structured(const loop::Stmt& s) {
+  switch (s.kind()) {
+    case loop::StmtKind::let_stmt: {
+      const auto* let = s.as<loop::LetStmt>();
+      const std::string value = emit_expr(let->value);
+      const std::string ident = bind_var(let->name);
+      line(fmt::format("const {} {} = {};", value_type(let->value.type()), ident, value));
+      emit_stmt(let->body);
+      unbind_var();
+      return true;
+    }
+    case loop::StmtKind::if_then_else: {
+      const auto* branch = s.as<loop::IfThenElse>();
+      line(fmt::format("if ({}) {{", emit_expr(branch->condition)));
+      emit_nested(branch->then_case);
+      if (branch->else_case.defined() && !loop::is_no_op(branch->else_case)) {
+        line("} else {");
+        emit_nested(branch->else_case);
+      }
+      line("}");
+      return true;
+    }
+    case loop::StmtKind::block:
+      for (const loop::Stmt& child : s.as<loop::Block>()->stmts) emit_stmt(child);
+      return true;
+    default: return false;
+  }
+}
+
 std::string ExprEmitter::fresh_name(char prefix) {
   return fmt::format("{}{}", prefix, next_name_++);
 }

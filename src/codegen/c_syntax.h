@@ -13,6 +13,7 @@
 #include "ir/dtype.h"
 #include "loop/expr.h"
 #include "loop/scalar.h"
+#include "loop/stmt.h"
 
 namespace kiln::codegen {
 
@@ -41,9 +42,11 @@ std::string binary(loop::BinaryOp op, DType type, const std::string& a, const st
 std::string intrinsic(loop::Intrinsic f, DType type, const std::vector<std::string>& args,
                       std::string_view math_prefix);
 
-// The expression half of a code generator: loop-IR names (never emitted) mapped to fresh
-// identifiers (vN for variables, other letters for the generator's own), and every kind of
-// expression but `let` and `reduce`, which each back end spells its own way.
+// What the two code generators share: loop-IR names (never emitted) mapped to fresh
+// identifiers (vN for variables, other letters for the generator's own); every kind of
+// expression but `let` and `reduce`, which each back end spells its own way; and the indented
+// output with the statements both spell alike (let, if, block), the rest being each back
+// end's emit_stmt.
 class ExprEmitter {
  public:
   virtual ~ExprEmitter() = default;
@@ -63,8 +66,19 @@ class ExprEmitter {
   virtual std::string emit_let(const loop::Let& let) = 0;
   virtual std::string emit_reduce(const loop::Reduce& reduce) = 0;
 
+  // One line of output at the current indentation.
+  void line(const std::string& text);
+  // `s` one level deeper.
+  void emit_nested(const loop::Stmt& s);
+  // Writes `s` when it is a let, an if or a block (their parts through emit_stmt); false for
+  // any other statement.
+  bool emit_structured(const loop::Stmt& s);
+  virtual void emit_stmt(const loop::Stmt& s) = 0;
+
   Scope vars_;
   Scope buffers_;  // innermost last
+  std::string out_;
+  int indent_ = 0;
 
  private:
   std::string math_prefix_;

@@ -34,7 +34,6 @@ Expected<SubstitutionSummary> substitute_by_cost(Graph& graph, const CompileOpti
                              .applications = rewrite.applications,
                              .seconds_before = rewrite.cost_before,
                              .seconds_after = rewrite.cost_after});
-    summary.applications += rewrite.applications;
   }
   if (!result.rewrites.empty()) {
     graph = std::move(result.graph);

@@ -72,7 +72,6 @@ struct SubstitutionStep {
 // What the substitution search did: its path from the graph to the best one it found.
 struct SubstitutionSummary {
   std::vector<SubstitutionStep> steps;
-  int applications = 0;  // rewrites in all steps
   int rules = 0;     // proved rules searched with
   int expanded = 0;  // graphs expanded
   int priced = 0;    // graphs partitioned to estimate their cost

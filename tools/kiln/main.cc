@@ -445,9 +445,13 @@ std::string format_rewrites(const RewriteReport& report) {
                                  count_noun(static_cast<size_t>(report.nodes_before), "node"),
                                  report.nodes_after, fmt::join(parts, ", "));
   if (const std::optional<SubstitutionSummary>& search = report.substitution) {
+    size_t applications = 0;
+    for (const SubstitutionStep& step : search->steps) {
+      applications += static_cast<size_t>(step.applications);
+    }
     text += fmt::format("substitutions: {} in {} by {} proved rules ({} expanded, {} "
                         "priced{}, {})\n",
-                        count_noun(static_cast<size_t>(search->applications), "rewrite"),
+                        count_noun(applications, "rewrite"),
                         count_noun(search->steps.size(), "step"), search->rules,
                         count_noun(static_cast<size_t>(search->expanded), "graph"), search->priced,
                         search->stopped_at_limit  ? ", stopped at --substitute-max-expansions"

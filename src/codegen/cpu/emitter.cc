@@ -157,13 +157,8 @@ class KernelEmitter : public ExprEmitter {
 
   // --- Statements -------------------------------------------------------------------------
 
-  void line(const std::string& text) {
-    out_.append(static_cast<size_t>(indent_) * 2, ' ');
-    out_ += text;
-    out_ += '\n';
-  }
-
-  void emit_stmt(const Stmt& s) {
+  void emit_stmt(const Stmt& s) override {
+    if (emit_structured(s)) return;
     switch (s.kind()) {
       case loop::StmtKind::for_loop: emit_for(*s.as<loop::For>()); return;
       case loop::StmtKind::store: {
@@ -172,39 +167,11 @@ class KernelEmitter : public ExprEmitter {
                          stored_value(st->buffer.dtype(), emit_expr(st->value))));
         return;
       }
-      case loop::StmtKind::let_stmt: {
-        const auto* let = s.as<loop::LetStmt>();
-        const std::string value = emit_expr(let->value);
-        const std::string ident = bind_var(let->name);
-        line(fmt::format("const {} {} = {};", value_type(let->value.type()), ident, value));
-        emit_stmt(let->body);
-        unbind_var();
-        return;
-      }
       case loop::StmtKind::allocate: emit_allocate(*s.as<loop::Allocate>()); return;
-      case loop::StmtKind::if_then_else: {
-        const auto* branch = s.as<loop::IfThenElse>();
-        line(fmt::format("if ({}) {{", emit_expr(branch->condition)));
-        emit_nested(branch->then_case);
-        if (branch->else_case.defined() && !loop::is_no_op(branch->else_case)) {
-          line("} else {");
-          emit_nested(branch->else_case);
-        }
-        line("}");
-        return;
-      }
-      case loop::StmtKind::block:
-        for (const Stmt& child : s.as<loop::Block>()->stmts) emit_stmt(child);
-        return;
       case loop::StmtKind::gemm: emit_gemm(*s.as<loop::Gemm>()); return;
+      default: break;
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
-  }
-
-  void emit_nested(const Stmt& s) {
-    ++indent_;
-    emit_stmt(s);
-    --indent_;
   }
 
   void emit_for(const loop::For& f) {
@@ -285,8 +252,6 @@ class KernelEmitter : public ExprEmitter {
     line("}");
   }
 
-  std::string out_;
-  int indent_ = 0;
   bool in_parallel_ = false;
 };
 

@@ -116,47 +116,13 @@ class LaunchEmitter : public ExprEmitter {
 
   // --- Statements -------------------------------------------------------------------------
 
-  void line(const std::string& text) {
-    out_.append(static_cast<size_t>(indent_) * 2, ' ');
-    out_ += text;
-    out_ += '\n';
-  }
-
-  void emit_nested(const Stmt& s) {
-    ++indent_;
-    emit_stmt(s);
-    --indent_;
-  }
-
-  void emit_stmt(const Stmt& s) {
+  void emit_stmt(const Stmt& s) override {
+    if (emit_structured(s)) return;
     switch (s.kind()) {
       case loop::StmtKind::for_loop: emit_for(*s.as<loop::For>()); return;
       case loop::StmtKind::store: emit_store(*s.as<loop::Store>()); return;
-      case loop::StmtKind::let_stmt: {
-        const auto* let = s.as<loop::LetStmt>();
-        const std::string value = emit_expr(let->value);
-        const std::string ident = bind_var(let->name);
-        line(fmt::format("const {} {} = {};", value_type(let->value.type()), ident, value));
-        emit_stmt(let->body);
-        unbind_var();
-        return;
-      }
       case loop::StmtKind::allocate: emit_allocate(*s.as<loop::Allocate>()); return;
-      case loop::StmtKind::if_then_else: {
-        const auto* branch = s.as<loop::IfThenElse>();
-        line(fmt::format("if ({}) {{", emit_expr(branch->condition)));
-        emit_nested(branch->then_case);
-        if (branch->else_case.defined() && !loop::is_no_op(branch->else_case)) {
-          line("} else {");
-          emit_nested(branch->else_case);
-        }
-        line("}");
-        return;
-      }
-      case loop::StmtKind::block:
-        for (const Stmt& child : s.as<loop::Block>()->stmts) emit_stmt(child);
-        return;
-      case loop::StmtKind::gemm: break;  // the verifier keeps gemms out of GPU loops
+      default: break;  // gemm: the verifier keeps gemms out of GPU loops
     }
     KILN_UNREACHABLE("a {} statement inside a GPU launch", static_cast<int>(s.kind()));
   }
@@ -225,8 +191,6 @@ class LaunchEmitter : public ExprEmitter {
 
   const loop::Kernel& kernel_;
   std::span<const std::pair<std::string, int64_t>> host_;
-  std::string out_;
-  int indent_ = 0;
   bool in_thread_ = false;
 };
 
