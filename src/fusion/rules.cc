@@ -20,6 +20,9 @@ constexpr std::array kRules = {
     FusionRule{"matmul-epilogue",
                "elementwise consumers of an f32/f64 matmul run on each output block after its "
                "gemm"},
+    FusionRule{"conv-epilogue",
+               "elementwise consumers of an f32/f64 conv or conv_grad_data run on each image's "
+               "block after its gemm"},
     FusionRule{"horizontal",
                "independent elementwise groups over the same elements run in one kernel"},
     FusionRule{"cut-tied-edges",
@@ -81,14 +84,21 @@ EdgeVerdict applicable_rule(const Node& producer, const Node& consumer) {
                            consumer.op_name(), producer.op_name()));
   }
   if (from == FusionKind::contraction) {
-    if (!loop::lowers_matmul_to_gemm(producer)) {
-      return cut(fmt::format("epilogues are lowered for f32/f64 matmuls only, not '{}' of {}",
+    const bool conv = loop::conv_takes_epilogue(producer);
+    if (!loop::lowers_matmul_to_gemm(producer) && !conv) {
+      return cut(fmt::format("epilogues are lowered for f32/f64 matmuls, convs and "
+                             "conv_grad_datas only, not '{}' of {}",
                              producer.op_name(), dtype_name(producer.output(0)->dtype())));
     }
     if (!reads_at_own_index(to) || consumer.output(0)->shape() != producer.output(0)->shape()) {
       return cut(fmt::format("'{}' does not read the product element by element in its shape, "
                              "so it cannot run on the product's blocks",
                              consumer.op_name()));
+    }
+    if (conv) {
+      return {true, "conv-epilogue",
+              fmt::format("'{}' runs on each image's block of the '{}'", consumer.op_name(),
+                          producer.op_name())};
     }
     return {true, "matmul-epilogue",
             fmt::format("'{}' runs on each block of the matmul", consumer.op_name())};

@@ -10,6 +10,8 @@
 //                      computed into a local buffer first, in the same kernel
 //   matmul-epilogue    f32/f64 matmul read by an elementwise or broadcast consumer of the
 //                      product's shape: the consumer runs on each output block after its gemm
+//   conv-epilogue      the same for an f32/f64 conv or conv_grad_data: the consumer runs on
+//                      each image's block of the output once it is complete
 //
 // Every other edge is cut, with the reason. The reasons are about the machine, not taste: a
 // BLAS gemm reads its operands from memory, so a producer feeding one is stored in full

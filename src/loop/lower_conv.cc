@@ -93,11 +93,12 @@ bool batches_columns(const ConvShape& s, DType dtype) {
 
 class ConvLowerer {
  public:
-  ConvLowerer(const Node& node, NameGenerator& names)
+  ConvLowerer(const Node& node, NameGenerator& names, const ConvEpilogue& epilogue)
       : node_(node),
         s_(conv_shape(node)),
         names_(names),
-        batched_(batches_columns(s_, node.output(0)->dtype())) {}
+        batched_(batches_columns(s_, node.output(0)->dtype())),
+        epilogue_(epilogue) {}
 
   Stmt lower(const Buffer& in0, const Buffer& in1, const Buffer& out) {
     const DType dtype = node_.output(0)->dtype();
@@ -140,6 +141,12 @@ class ConvLowerer {
     return (n * s_.y.dim(1) + g * s_.og) * s_.positions;
   }
   Expr w_block(const Expr& g) const { return g * s_.og * s_.col_rows(); }
+
+  // `body`, which completes image n, group g of the output, then the epilogue on that block.
+  Stmt then_epilogue(Stmt body, const Expr& n, const Expr& g) const {
+    if (!epilogue_) return body;
+    return block({std::move(body), epilogue_(n, g)});
+  }
 
   static int64_t ld(int64_t columns) { return std::max<int64_t>(columns, 1); }
 
@@ -273,13 +280,14 @@ class ConvLowerer {
 
   Stmt conv(const Buffer& x, const Buffer& w, const Buffer& y) {
     return per_image_and_group([&](const Expr& n, const Expr& g) {
-      return block({im2col(x, n, g),
-                    gemm({.a = {w, w_block(g), ld(s_.col_rows())},
-                          .b = columns(x, n, g),
-                          .c = {y, y_block(n, g), ld(s_.positions)},
-                          .m = s_.og,
-                          .n = s_.positions,
-                          .k = s_.col_rows()})});
+      return then_epilogue(block({im2col(x, n, g),
+                                  gemm({.a = {w, w_block(g), ld(s_.col_rows())},
+                                        .b = columns(x, n, g),
+                                        .c = {y, y_block(n, g), ld(s_.positions)},
+                                        .m = s_.og,
+                                        .n = s_.positions,
+                                        .k = s_.col_rows()})}),
+                           n, g);
     });
   }
 
@@ -295,7 +303,7 @@ class ConvLowerer {
                                  .m = s_.col_rows(),
                                  .n = s_.positions,
                                  .k = s_.og});
-      return s_.pointwise ? product : block({product, col2im(dx, n, g)});
+      return then_epilogue(s_.pointwise ? product : block({product, col2im(dx, n, g)}), n, g);
     });
   }
 
@@ -322,7 +330,8 @@ class ConvLowerer {
   //   col  [K, N*Y]   im2col of every image, image n in columns [n*Y, (n+1)*Y)
   //   rows [Og, N*Y]  the output (conv) or the output gradient (the gradients), image n in
   //                   the same columns
-  //   conv:              rows = w x col, then y[n, o, p] = rows[o, n*Y + p]
+  //   conv:              rows = w x col, then y[n, o, p] = rows[o, n*Y + p] (image by image,
+  //                      each followed by the epilogue)
   //   conv_grad_weight:  rows[o, n*Y + p] = dy[n, o, p], then dw = rows x col^T (one gemm: no
   //                      accumulation over images)
   //   conv_grad_data:    rows as above, col = w^T x rows, then col2im of each image (a
@@ -335,7 +344,10 @@ class ConvLowerer {
                         .m = s_.og,
                         .n = col_length(),
                         .k = s_.col_rows()}),
-                  copy_batch(y, rows_, s_.og, /*into_matrix=*/false)});
+                  each_image([&](const Expr& n) {
+                    return then_epilogue(copy_image(y, rows_, s_.og, /*into_matrix=*/false, n),
+                                         n, 0);
+                  })});
   }
 
   Stmt batched_grad_weight(const Buffer& x, const Buffer& dy, const Buffer& dw) {
@@ -352,9 +364,11 @@ class ConvLowerer {
 
   Stmt batched_grad_data(const Buffer& dy, const Buffer& w, const Buffer& dx) {
     // A pointwise convolution's columns are dx itself, laid out [C, N*Y].
-    const Stmt back = s_.pointwise
-                          ? copy_batch(dx, col_, s_.cg, /*into_matrix=*/false)
-                          : each_image([&](const Expr& n) { return col2im(dx, n, 0); });
+    const Stmt back = each_image([&](const Expr& n) {
+      return then_epilogue(s_.pointwise ? copy_image(dx, col_, s_.cg, /*into_matrix=*/false, n)
+                                        : col2im(dx, n, 0),
+                           n, 0);
+    });
     return block({copy_batch(dy, rows_, s_.og, /*into_matrix=*/true),
                   gemm({.a = {w, 0, ld(s_.col_rows())},
                         .b = {rows_, 0, ld(col_length())},
@@ -371,12 +385,16 @@ class ConvLowerer {
   }
 
   // matrix[c, n*Y + p] = t[n, c, p] (into_matrix) or the reverse, for t [N, channels, Y] and a
-  // matrix of `channels` rows of col_length().
+  // matrix of `channels` rows of col_length(): every image, or image n.
   Stmt copy_batch(const Buffer& t, const Buffer& matrix, int64_t channels, bool into_matrix) {
-    const std::vector<int64_t> extents = {s_.x.dim(0), channels, s_.positions};
-    return loop_nest(names_, extents, [&](const std::vector<Expr>& i) {
-      const Expr in_t = (i[0] * channels + i[1]) * s_.positions + i[2];
-      const Expr in_matrix = i[1] * col_length() + i[0] * s_.positions + i[2];
+    return each_image(
+        [&](const Expr& n) { return copy_image(t, matrix, channels, into_matrix, n); });
+  }
+  Stmt copy_image(const Buffer& t, const Buffer& matrix, int64_t channels, bool into_matrix,
+                  const Expr& n) {
+    return loop_nest(names_, {channels, s_.positions}, [&](const std::vector<Expr>& i) {
+      const Expr in_t = (n * channels + i[0]) * s_.positions + i[1];
+      const Expr in_matrix = i[0] * col_length() + n * s_.positions + i[1];
       return into_matrix ? store(matrix, in_matrix, load(t, in_t))
                          : store(t, in_t, load(matrix, in_matrix));
     });
@@ -386,6 +404,7 @@ class ConvLowerer {
   const ConvShape s_;
   NameGenerator& names_;
   const bool batched_;
+  const ConvEpilogue& epilogue_;
   Buffer col_;
   Buffer rows_;
 };
@@ -400,8 +419,8 @@ bool lowers_conv_to_gemm(const Node& node) {
 }
 
 Stmt conv_as_gemm(const Node& node, const Buffer& in0, const Buffer& in1, const Buffer& out,
-                  NameGenerator& names) {
-  return ConvLowerer(node, names).lower(in0, in1, out);
+                  NameGenerator& names, const ConvEpilogue& epilogue) {
+  return ConvLowerer(node, names, epilogue).lower(in0, in1, out);
 }
 
 }  // namespace kiln::loop

@@ -19,7 +19,14 @@
 // few columns to run well, so the batch's columns lie side by side, [Cg*K, N*Y], and each op
 // is one gemm over the batch; y, or dy, is copied between [N, Og, Y] and [Og, N*Y] around it
 // (ResNet-50's last two stages: inference 345 -> 313 ms, training step 1.21 -> 1.14 s).
+//
+// A conv or conv_grad_data may carry an *epilogue*: statements that run as soon as one image
+// and group of its output is complete (after that image's gemm, col2im or copy out of the
+// batch's matrix), while the block is in cache. lower_group stores its elementwise consumers
+// there (a bias, batch norm's scaling, relu, a residual add; relu's gradient mask).
 #pragma once
+
+#include <functional>
 
 #include "ir/graph.h"
 #include "loop/compute.h"
@@ -31,9 +38,14 @@ namespace kiln::loop {
 // Whether lower_group stores `node` (a conv or one of its gradients) through conv_as_gemm.
 bool lowers_conv_to_gemm(const Node& node);
 
+// The statements run once image `n`, group `g` of the output is complete: its channels
+// [g * C/groups, (g + 1) * C/groups) of image n.
+using ConvEpilogue = std::function<Stmt(const Expr& n, const Expr& g)>;
+
 // The statements computing `node`'s output into `out` from its inputs in `in0` and `in1`
-// (row-major buffers of the values' shapes).
+// (row-major buffers of the values' shapes), each block followed by `epilogue` when it is
+// given (only where conv_takes_epilogue, loop/lower_group.h).
 Stmt conv_as_gemm(const Node& node, const Buffer& in0, const Buffer& in1, const Buffer& out,
-                  NameGenerator& names);
+                  NameGenerator& names, const ConvEpilogue& epilogue = {});
 
 }  // namespace kiln::loop

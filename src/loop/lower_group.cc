@@ -23,6 +23,10 @@ bool lowers_matmul_to_gemm(const Node& node) {
   return node.op() == Op::matmul && (dtype == DType::f32 || dtype == DType::f64);
 }
 
+bool conv_takes_epilogue(const Node& node) {
+  return lowers_conv_to_gemm(node) && node.op() != Op::conv_grad_weight;
+}
+
 namespace {
 
 // Constants whose value the kernel receives as an input instead of computing it.
@@ -102,13 +106,17 @@ Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {
   return offset;
 }
 
-// How a matmul lowered to gemm statements is stored and which values ride on its blocks.
+// How a matmul or convolution lowered to gemm statements is stored and which values ride on
+// its blocks (a matmul's row blocks, a convolution's images).
 struct GemmPlan {
   std::vector<const Value*> epilogues;  // stored in the block loop right after each gemm
-  int64_t block_rows = 0;               // rows of C per gemm call
-  bool block_local = false;  // the product lives only in a per-block buffer, not in full
-  // The batch dims are rows of one gemm (A's matrices are consecutive rows and B is shared),
-  // so B is packed once, not once per matrix.
+  // The product needs no full buffer of its own: a matmul's lives in a per-block buffer, a
+  // convolution's in its last epilogue's buffer (place_products_in_epilogues).
+  bool block_local = false;
+  // Matmuls only: rows of C per gemm call, and whether the batch dims are rows of one gemm
+  // (A's matrices are consecutive rows and B is shared), so B is packed once, not once per
+  // matrix.
+  int64_t block_rows = 0;
   bool fold_batch = false;
 };
 
@@ -211,8 +219,8 @@ class GroupLowerer {
       if (epilogue_values_.contains(value)) continue;  // stored inside its gemm's block loop
       auto plan = gemms_.find(value);
       const Node& producer = *value->producer();
-      Expected<Stmt> nest = plan != gemms_.end()               ? gemm_nest(*value, plan->second)
-                            : lowers_conv_to_gemm(producer)    ? conv_nest(*value)
+      Expected<Stmt> nest = lowers_conv_to_gemm(producer)      ? conv_nest(*value)
+                            : plan != gemms_.end()             ? gemm_nest(*value, plan->second)
                             : is_scatter(producer)             ? scatter_nest(*value)
                             : producer.op() == Op::max_pool_grad ? max_pool_grad_nest(*value)
                             : producer.op() == Op::max_pool &&
@@ -304,8 +312,9 @@ class GroupLowerer {
     place_products_in_epilogues();
   }
 
-  // A product that only its epilogues read is written by its gemm into the buffer of its last
-  // epilogue, when the types agree, instead of a scratch block: the epilogues run element by
+  // A product that only its epilogues read is written by its gemm (or a convolution's copy
+  // out of its batch matrix or col2im) into the buffer of its last epilogue, when the types
+  // agree, instead of a scratch block: the epilogues run element by
   // element in order and read the product only at their own element, so every one of them
   // has read an element before the last overwrites it. The kernel then needs no scratch (a
   // ViT-base matmul + bias + gelu needed 14 MiB, which the memory bound refused, so the gelu
@@ -428,7 +437,9 @@ class GroupLowerer {
 
   void plan_gemms() {
     for (const Value* value : stored_) {
-      if (!lowers_matmul_to_gemm(*value->producer())) continue;
+      const Node& producer = *value->producer();
+      const bool conv = conv_takes_epilogue(producer);
+      if (!lowers_matmul_to_gemm(producer) && !conv) continue;
       GemmPlan plan;
       for (size_t s = position_.at(value) + 1; s < stored_.size(); ++s) {
         const Value* candidate = stored_[s];
@@ -443,6 +454,14 @@ class GroupLowerer {
                                                  other) &&
                    reads_through_inlining(*other->producer(), *value);
           });
+      if (conv) {
+        // A convolution has no block buffer: without an epilogue of its type to hold it, it is
+        // stored in full.
+        plan.block_local = plan.block_local && !plan.epilogues.empty() &&
+                           plan.epilogues.back()->dtype() == value->dtype();
+        gemms_.emplace(value, std::move(plan));
+        continue;
+      }
       plan.fold_batch = can_fold_batch(*value->producer());
       const int rank = value->rank();
       const int64_t m = gemm_rows(value->shape(), plan), n = value->shape().dim(rank - 1);
@@ -743,11 +762,38 @@ class GroupLowerer {
     return block({zero, scatter});
   }
 
-  // A convolution as im2col and gemm statements (loop/lower_conv.h).
-  Stmt conv_nest(const Value& value) {
+  // A convolution as im2col and gemm statements (loop/lower_conv.h), with its epilogues on
+  // each image's block of the output:
+  //
+  //   for (n, g) { im2col; gemm; for (o, 0, C/groups) for (p...) epilogue stores at
+  //                                                                  [n, g*C/groups + o, p...] }
+  Expected<Stmt> conv_nest(const Value& value) {
     const Node& node = *value.producer();
-    return conv_as_gemm(node, buffers_.at(node.input(0)), buffers_.at(node.input(1)),
-                        buffers_.at(&value), names_);
+    ConvEpilogue epilogue;
+    auto plan = gemms_.find(&value);
+    if (plan != gemms_.end() && !plan->second.epilogues.empty()) {
+      const int64_t groups =
+          lowering::conv_params(node.attrs(), value.rank() - 2).groups;
+      const int64_t channels = value.shape().dim(1) / groups;
+      std::vector<int64_t> extents = {channels};
+      extents.insert(extents.end(), value.shape().dims().begin() + 2, value.shape().dims().end());
+      epilogue = [&, channels, extents](const Expr& n, const Expr& g) {
+        std::vector<std::string> vars;
+        std::vector<Expr> index = fresh_index(extents, vars);
+        index.front() = g * channels + index.front();
+        index.insert(index.begin(), n);
+        Expected<Stmt> stores = epilogue_stores(plan->second, index);
+        if (!stores) {
+          if (error_.is_ok()) error_ = stores.status();
+          return no_op();
+        }
+        return loop_nest(vars, extents, std::move(stores).value());
+      };
+    }
+    Stmt nest = conv_as_gemm(node, buffers_.at(node.input(0)), buffers_.at(node.input(1)),
+                             buffers_.at(&value), names_, epilogue);
+    KILN_RETURN_IF_ERROR(error_);
+    return nest;
   }
 
   // Stores `element` of `value` at `index` in its buffer: a parameter by its shape, a local
@@ -852,6 +898,13 @@ class GroupLowerer {
       index.push_back(row0 + var(row_var));
     }
     index.push_back(var(col_var));
+    KILN_ASSIGN_OR_RETURN(Stmt stores, epilogue_stores(plan, index));
+    return for_loop(row_var, 0, block_m, for_loop(col_var, 0, n, std::move(stores)));
+  }
+
+  // The stores of every epilogue value at `index`, in order (a later epilogue may load an
+  // earlier one's element, stored just before).
+  Expected<Stmt> epilogue_stores(const GemmPlan& plan, const std::vector<Expr>& index) {
     std::vector<Stmt> stores;
     for (const Value* value : plan.epilogues) {
       const Node& node = *value->producer();
@@ -860,7 +913,7 @@ class GroupLowerer {
       KILN_RETURN_IF_ERROR(error_);
       stores.push_back(store_element(*value, index, element));
     }
-    return for_loop(row_var, 0, block_m, for_loop(col_var, 0, n, block(std::move(stores))));
+    return block(std::move(stores));
   }
 
   // The block of a block-local product while its epilogue is built (`value` null otherwise):

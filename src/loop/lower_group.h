@@ -29,7 +29,10 @@
 // a full buffer as before. A gemm reads its operands from memory, so an operand computed in
 // the group is stored in a local buffer even where it would otherwise be inlined.
 // Convolutions and their gradients of f32 and f64 are im2col and gemm statements per image
-// and group (loop/lower_conv.h). scatter_add of f32, f64, i32 and i64 is a copy of the data
+// and group (loop/lower_conv.h). A conv's or conv_grad_data's elementwise consumers are its
+// epilogue in the same way, run on each image's block as soon as it is complete; a product
+// read only by them is written into the last epilogue's buffer, so it needs no buffer of its
+// own. scatter_add of f32, f64, i32 and i64 is a copy of the data
 // and then one accumulating store per update, in index order (linear in the updates, where
 // the gather-form definition is quadratic). Other dtypes (f16, bf16, integers: no BLAS routine) and
 // spmm (OpenBLAS has no sparse routine) keep their reduce definitions.
@@ -77,6 +80,11 @@ struct LoweredGroup {
 // Whether lower_group stores `node` (a matmul) as gemm statements: f32 and f64 (BLAS has no
 // f16, bf16 or integer gemm; those keep the reduce definition).
 bool lowers_matmul_to_gemm(const Node& node);
+
+// Whether lower_group runs elementwise consumers of `node` on each image's block of its
+// output: a conv or conv_grad_data lowered to gemm (f32, f64). conv_grad_weight sums over
+// every image into one output, so no block of it is complete before the end.
+bool conv_takes_epilogue(const Node& node);
 
 // `nodes` are distinct nodes of `graph`, in any order. Errors name the op that cannot be
 // lowered.

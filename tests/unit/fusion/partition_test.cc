@@ -1,6 +1,6 @@
 // The partitioners (fusion/partition.h) on small graphs with the fixed reference profile, so
 // the partitions are the same on every machine: golden partitions (matmul + bias + gelu,
-// layer norm forward and backward), the ILP against the greedy baseline, tied edges cut
+// conv + batch norm + relu, layer norm forward and backward), the ILP against the greedy baseline, tied edges cut
 // without loss, cycles between groups, loop-level feedback, the component cache, validation
 // and the explanation.
 #include "fusion/partition.h"
@@ -70,6 +70,27 @@ TEST(Partition, MatmulBiasGeluIsOneKernel) {
   for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) {
     const Partition result = partition(graph, mode);
     ASSERT_EQ(result.groups.size(), 1u) << fusion_mode_name(mode);
+    EXPECT_EQ(result.groups[0].nodes.size(), 3u);
+  }
+}
+
+TEST(Partition, ConvBatchNormReluIsOneKernel) {
+  // ResNet's unit: the batch norm's scaling and the relu run on each image's block of the
+  // convolution (conv-epilogue), for the greedy merger and the ILP alike.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.apply1(Op::conv, {b.input("x", DType::f32, {4, 16, 28, 28}),
+                                 b.input("w", DType::f32, {32, 16, 3, 3})},
+                      {{"pads", {1, 1, 1, 1}}});
+  std::vector<Value*> bn = {y};
+  for (const char* name : {"scale", "bias", "mean", "var"}) {
+    bn.push_back(b.input(name, DType::f32, {32}));
+  }
+  graph.set_outputs({b.relu(b.apply1(Op::batch_norm_infer, bn))});
+  for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) {
+    const Partition result = partition(graph, mode);
+    ASSERT_EQ(result.groups.size(), 1u) << fusion_mode_name(mode) << "\n"
+                                        << explain_partition(graph, result);
     EXPECT_EQ(result.groups[0].nodes.size(), 3u);
   }
 }

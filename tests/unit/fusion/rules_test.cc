@@ -61,7 +61,30 @@ TEST(FusionRules, MatmulTakesElementwiseEpiloguesOfItsShape) {
   EXPECT_FALSE(verdict(y, b.sum(y, {1})).fusible);
   EXPECT_FALSE(verdict(y, b.transpose(y, {1, 0})).fusible);
   Value* i = b.matmul(b.input("p", DType::i32, {2, 2}), b.input("q", DType::i32, {2, 2}));
-  EXPECT_NE(verdict(i, b.neg(i)).reason.find("f32/f64 matmuls only"), std::string::npos);
+  EXPECT_NE(verdict(i, b.neg(i)).reason.find("f32/f64 matmuls, convs and conv_grad_datas only"),
+            std::string::npos);
+}
+
+TEST(FusionRules, ConvAndItsDataGradientTakeElementwiseEpiloguesOfTheirShape) {
+  // Each image's block of a conv or conv_grad_data is complete after its gemm (or col2im);
+  // conv_grad_weight sums over every image into one output, so nothing can run on a block.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* image = b.input("image", DType::f32, {2, 2, 5, 5});
+  Value* kernel = b.input("k", DType::f32, {4, 2, 3, 3});
+  Value* conv = b.apply1(Op::conv, {image, kernel});
+  EXPECT_EQ(verdict(conv, b.relu(conv)).rule, "conv-epilogue");
+  EXPECT_EQ(verdict(conv, b.add(conv, b.input("bias", DType::f32, {4, 1, 1}))).rule,
+            "conv-epilogue");
+  EXPECT_FALSE(verdict(conv, b.sum(conv, {1})).fusible);
+  Value* grad_data = b.apply1(Op::conv_grad_data, {conv, kernel},
+                              {{"input_shape", std::vector<int64_t>{2, 2, 5, 5}}});
+  EXPECT_EQ(verdict(grad_data, b.neg(grad_data)).rule, "conv-epilogue");
+  Value* grad_weight = b.apply1(Op::conv_grad_weight, {image, conv},
+                                {{"weight_shape", std::vector<int64_t>{4, 2, 3, 3}}});
+  EXPECT_FALSE(verdict(grad_weight, b.neg(grad_weight)).fusible);
+  Value* half = b.apply1(Op::conv, {b.cast(image, DType::f16), b.cast(kernel, DType::f16)});
+  EXPECT_FALSE(verdict(half, b.relu(half)).fusible);
 }
 
 TEST(FusionRules, OperandsOfContractionsAndOpaqueOpsAreCut) {
@@ -72,8 +95,9 @@ TEST(FusionRules, OperandsOfContractionsAndOpaqueOpsAreCut) {
   EXPECT_FALSE(operand.fusible);
   EXPECT_NE(operand.reason.find("operand of the contraction"), std::string::npos);
   Value* image = b.relu(b.input("image", DType::f32, {1, 2, 5, 5}));
-  Value* conv = b.apply1(Op::conv, {image, b.input("k", DType::f32, {2, 2, 3, 3})});
-  EXPECT_NE(verdict(conv, b.relu(conv)).reason.find("f32/f64 matmuls only"), std::string::npos);
+  const EdgeVerdict image_operand =
+      verdict(image, b.apply1(Op::conv, {image, b.input("k", DType::f32, {2, 2, 3, 3})}));
+  EXPECT_NE(image_operand.reason.find("operand of the contraction"), std::string::npos);
   Value* pooled = b.apply1(Op::max_pool, {image}, {{"kernel", {2, 2}}});
   Value* grad = b.apply1(Op::max_pool_grad, {image, b.relu(pooled)}, {{"kernel", {2, 2}}});
   EXPECT_NE(verdict(grad, b.neg(grad)).reason.find("opaque"), std::string::npos);
@@ -86,7 +110,7 @@ TEST(FusionRules, DisabledRulesCutTheirEdges) {
   const EdgeVerdict disabled = verdict(e, b.neg(e), {"inline-producer"});
   EXPECT_FALSE(disabled.fusible);
   EXPECT_EQ(disabled.reason, "rule 'inline-producer' is disabled");
-  EXPECT_EQ(fusion_rules().size(), 5u);
+  EXPECT_EQ(fusion_rules().size(), 6u);
 }
 
 TEST(Reachability, ConvexGroupsHaveNoPathOutAndBackIn) {

@@ -1,7 +1,8 @@
 // Convolutions lowered as im2col + gemm (loop/lower_conv.h): which statements each op
 // becomes (a gemm per image and group; a column buffer unless the convolution is pointwise)
 // and that the kernels match the graph interpreter for strides, padding, dilation, groups,
-// 1-d to 3-d windows and empty batches. Compiled runs are in lowering_ops_test.cc.
+// 1-d to 3-d windows and empty batches; and conv's and conv_grad_data's epilogues on each
+// image's block. Compiled runs are in lowering_ops_test.cc.
 #include <gtest/gtest.h>
 
 #include "ir/builder.h"
@@ -154,6 +155,77 @@ TEST(LowerConv, StridedGradientOfTheDataGathersColumnsBack) {
   EXPECT_EQ(counts.gemms, 1);
   EXPECT_EQ(counts.allocations, 1);
   EXPECT_EQ(counts.reductions, 2) << print(lowered->kernel);  // one per window dim
+}
+
+// The conv of `c` (op 0) or its data gradient (op 1), then relu(product * scale[channel]):
+// batch norm's shape of epilogue, a per-channel broadcast and an activation.
+Graph epilogue_graph(DType dtype, const ConvCase& c, int op) {
+  std::vector<Graph> graphs = conv_graphs(dtype, c);
+  Graph graph = std::move(graphs.at(static_cast<size_t>(op)));
+  GraphBuilder b(graph);
+  Value* product = graph.outputs().front();
+  std::vector<int64_t> channel(static_cast<size_t>(product->rank() - 1), 1);
+  channel.front() = product->shape().dim(1);
+  graph.set_outputs({b.relu(b.mul(product, b.input("scale", dtype, Shape(channel))))});
+  return graph;
+}
+
+TEST(LowerConv, ElementwiseConsumersRunOnEachImageAfterItsGemm) {
+  // Every case, per image or batched, grouped or pointwise: the relu is stored once, inside the
+  // loop that completes each image (or right after the batch's gemm), into the buffer that the
+  // product was written to: no buffer for the product, no second pass.
+  for (const ConvCase& c : conv_cases()) {
+    for (int op : {0, 1}) {
+      SCOPED_TRACE(fmt::format("{} x {} w {}", op == 0 ? "conv" : "conv_grad_data",
+                               Shape(c.x).to_string(), Shape(c.w).to_string()));
+      const Graph graph = epilogue_graph(DType::f64, c, op);
+      const Graph alone = std::move(conv_graphs(DType::f64, c).at(static_cast<size_t>(op)));
+      Expected<LoweredGroup> fused = lower_group(graph, graph.nodes());
+      Expected<LoweredGroup> single = lower_group(alone, alone.nodes());
+      ASSERT_TRUE(fused.has_value()) << fused.status().message();
+      ASSERT_TRUE(single.has_value()) << single.status().message();
+      Counts with, without;
+      with.visit(fused->kernel.body);
+      without.visit(single->kernel.body);
+      EXPECT_EQ(with.allocations, without.allocations) << print(fused->kernel);
+      EXPECT_EQ(fused->kernel.params.size(), single->kernel.params.size() + 1);
+      EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8)) << print(fused->kernel);
+    }
+  }
+}
+
+TEST(LowerConv, AnEpilogueRunsInsideTheLoopOverImages) {
+  // 272 positions per image: a gemm per image, and the relu right after it in the same loop.
+  const Graph graph = epilogue_graph(DType::f32, {{2, 2, 17, 16}, {3, 2, 3, 3}, {{"pads", {1, 1, 1, 1}}}}, 0);
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const std::string text = print(lowered->kernel);
+  const size_t gemm = text.find("gemm(3, 272, 18) out0[");
+  ASSERT_NE(gemm, std::string::npos) << text;
+  const size_t relu = text.find("out0[", gemm + 20);
+  ASSERT_NE(relu, std::string::npos) << text;
+  EXPECT_NE(text.find("select(", relu), std::string::npos) << text;
+  // Nothing closes the loop over images between the gemm and the relu.
+  EXPECT_EQ(text.substr(gemm, relu - gemm).find("\n  }"), std::string::npos) << text;
+}
+
+TEST(LowerConv, AProductWithOtherReadersOrAnotherTypeIsStoredInFull) {
+  // y is an output too; or the last epilogue is a bool mask (relu's gradient reads it), which
+  // cannot hold the product; or a sum over channels reads other elements of the block.
+  const ConvCase c{{2, 2, 5, 5}, {3, 2, 3, 3}, {{"pads", {1, 1, 1, 1}}}};
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    Graph graph = std::move(conv_graphs(DType::f64, c).front());
+    GraphBuilder b(graph);
+    Value* y = graph.outputs().front();
+    Value* r = b.relu(y);
+    switch (variant) {
+      case 0: graph.set_outputs({y, r}); break;
+      case 1: graph.set_outputs({b.greater(r, b.input("t", DType::f64, {1}))}); break;
+      default: graph.set_outputs({r, b.sum(y, {1})}); break;
+    }
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
+  }
 }
 
 TEST(LowerConv, OtherDtypesKeepTheReduceDefinition) {
