@@ -84,13 +84,13 @@ bool max_pool_is_separable(const Attrs& attrs);
 Expr max_pool_leading_max(const ComputeArgs& args, const std::vector<Expr>& partial);
 Expr max_pool_last_max(const ComputeArgs& args, const ElementAt& partial_of);
 
-// max_pool_grad in two steps (loop/lowering/pooling.cc). max_pool_window_argmax is the
+// max_pool_grad as a scatter (lower_group stores it so). max_pool_window_argmax is the
 // row-major number of the tap the interpreter routes the gradient of window `window` ([n, c,
-// *pooled] of dy) to: args are max_pool_grad's, read at that window. max_pool_grad_gather is
-// the dx element at args.index, given each window's argmax by `argmax_of` (an i64 Expr), so
-// lower_group can read argmaxes computed once into a buffer instead of recomputing them.
-using ArgmaxOf = std::function<Expr(const std::vector<Expr>& window)>;
+// *pooled] of dy) to: args are max_pool_grad's, read at that window. max_pool_tap_position is
+// the index in x ([n, c, *spatial]) of tap `tap` (such a number) of that window, clamped into
+// x.
 Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& window);
-Expr max_pool_grad_gather(const ComputeArgs& args, const ArgmaxOf& argmax_of);
+std::vector<Expr> max_pool_tap_position(const ComputeArgs& args, const std::vector<Expr>& window,
+                                        const Expr& tap);
 
 }  // namespace kiln::loop::lowering

@@ -16,21 +16,19 @@
 // definition's bit for bit; the work per output falls from the kernel volume (9 for ResNet's
 // 3x3 pool) to about its sum, and the strided scalar part reads a row that sits in L1.
 //
-// max_pool_grad is the gather form of the interpreter's scatter: each dx element sums, over
-// the windows that contain it, dy of the window where the window's first maximum is this
-// element. Along a spatial dim the windows containing position p are q in
+// max_pool_grad's definition is the gather form of the interpreter's scatter: each dx element
+// sums, over the windows that contain it, dy of the window where the window's first maximum is
+// this element. Along a spatial dim the windows containing position p are q in
 // ((p + pad - kernel) / stride, (p + pad) / stride], at most ceil(kernel / stride) of them, so
-// the sum runs over that many candidates per dim (a constant extent, which schedules can
-// unroll and vectorize around) and a guard drops those outside the window or the output, as
-// conv_grad_data's guard drops taps (loop/lowering/contraction.cc). A window's first maximum
-// is two reductions over its taps, as argmax: the maximum m, then the first tap (row-major)
-// that equals m or is NaN. As a compute definition the argmax is recomputed for every
-// candidate window of every dx element: prod(ceil(kernel / stride)) windows times 2 * kernel
-// volume taps, e.g. 4 * 18 for ResNet's 3x3 stride-2 pool, and 2 * 128 per element for a
-// pool of 128 taps. lower_group (loop/lower_group.h) therefore stores the argmax of every
-// window once in a local buffer (max_pool_window_argmax) and runs the gather over it
-// (max_pool_grad_gather): one argmax per window, then prod(ceil(kernel / stride)) loads per
-// dx element.
+// the sum runs over that many candidates per dim and a guard drops those outside the window or
+// the output, as conv_grad_data's guard drops taps (loop/lowering/contraction.cc). A window's
+// first maximum is two reductions over its taps, as argmax: the maximum m, then the first tap
+// (row-major) that equals m or is NaN. As a definition the argmax is recomputed for every
+// candidate window of every dx element (4 * 18 taps per element for ResNet's 3x3 stride-2
+// pool), so lower_group (loop/lower_group.h) stores max_pool_grad as the interpreter computes
+// it instead: dx zeroed, then each window's argmax (max_pool_window_argmax) found once and its
+// dy added at that tap's position (max_pool_tap_position).
+
 #include <functional>
 #include <limits>
 
@@ -210,13 +208,43 @@ Expected<Expr> lower_avg_pool_grad(const ComputeArgs& args) {
   });
 }
 
+// The dx element at args.index, the gather form, given each window's argmax by `argmax_of`.
+Expr max_pool_grad_gather(const ComputeArgs& args,
+                          const std::function<Expr(const std::vector<Expr>&)>& argmax_of) {
+  const Shape& grad_out = args.inputs[1].shape;
+  const Window win = window_of(args.attrs);
+  const Expr zero = make_zero(args.outputs[0].dtype);
+  std::vector<int64_t> candidates;
+  for (size_t d = 0; d < win.kernel.size(); ++d) {
+    candidates.push_back((win.kernel[d] + win.strides[d] - 1) / win.strides[d]);
+  }
+  return reduce_nest(ReduceOp::sum, candidates, args.names, [&](const std::vector<Expr>& j) {
+    Expr contains = make_bool(true);
+    std::vector<Expr> window = {args.index[0], args.index[1]};
+    std::vector<Expr> tap;
+    for (size_t d = 0; d < j.size(); ++d) {
+      const Expr shifted = args.index[d + 2] + win.pads_begin[d];
+      const Expr q = shifted / win.strides[d] - (candidates[d] - 1) + j[d];
+      // q * stride <= shifted, so the tap is never negative.
+      const Expr t = shifted - q * win.strides[d];
+      const int64_t extent = grad_out.dim(static_cast<int>(d) + 2);
+      contains = contains && t < win.kernel[d] && q >= 0 && q < extent;
+      window.push_back(clamp_index(q, extent));
+      tap.push_back(t);
+    }
+    return select(contains && argmax_of(window) == flat_tap(win, tap), args.input(1, window),
+                  zero);
+  });
+}
+
 // dx[n, c, p...] = sum over the windows q containing p of
 // select(argmax(window q) == p's tap in window q, dy[n, c, q...], 0). Along each dim the
 // candidates are q = (p + pad) / stride - (candidates - 1) + j for j in [0, candidates): in
 // increasing q, as the interpreter visits the windows, so 1-d f64 sums agree exactly.
 Expected<Expr> lower_max_pool_grad(const ComputeArgs& args) {
+  const Window win = window_of(args.attrs);
   return max_pool_grad_gather(args, [&](const std::vector<Expr>& window) {
-    return max_pool_window_argmax(args, window);
+    return window_first_argmax(args, win, window);
   });
 }
 
@@ -248,31 +276,20 @@ Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& wi
   return window_first_argmax(args, window_of(args.attrs), window);
 }
 
-Expr max_pool_grad_gather(const ComputeArgs& args, const ArgmaxOf& argmax_of) {
-  const Shape& grad_out = args.inputs[1].shape;
+std::vector<Expr> max_pool_tap_position(const ComputeArgs& args, const std::vector<Expr>& window,
+                                        const Expr& tap) {
+  const Shape& x = args.outputs[0].shape;
   const Window win = window_of(args.attrs);
-  const Expr zero = make_zero(args.outputs[0].dtype);
-  std::vector<int64_t> candidates;
+  std::vector<Expr> position = {window[0], window[1]};
+  int64_t inner = 1;  // taps per step of dim d: the volume of the dims after it
+  for (int64_t k : win.kernel) inner *= k;
   for (size_t d = 0; d < win.kernel.size(); ++d) {
-    candidates.push_back((win.kernel[d] + win.strides[d] - 1) / win.strides[d]);
+    inner /= win.kernel[d];
+    const Expr k = tap / inner % win.kernel[d];
+    const Expr p = window[d + 2] * win.strides[d] - win.pads_begin[d] + k;
+    position.push_back(clamp_index(p, x.dim(static_cast<int>(d) + 2)));
   }
-  return reduce_nest(ReduceOp::sum, candidates, args.names, [&](const std::vector<Expr>& j) {
-    Expr contains = make_bool(true);
-    std::vector<Expr> window = {args.index[0], args.index[1]};
-    std::vector<Expr> tap;
-    for (size_t d = 0; d < j.size(); ++d) {
-      const Expr shifted = args.index[d + 2] + win.pads_begin[d];
-      const Expr q = shifted / win.strides[d] - (candidates[d] - 1) + j[d];
-      // q * stride <= shifted, so the tap is never negative.
-      const Expr t = shifted - q * win.strides[d];
-      const int64_t extent = grad_out.dim(static_cast<int>(d) + 2);
-      contains = contains && t < win.kernel[d] && q >= 0 && q < extent;
-      window.push_back(clamp_index(q, extent));
-      tap.push_back(t);
-    }
-    return select(contains && argmax_of(window) == flat_tap(win, tap), args.input(1, window),
-                  zero);
-  });
+  return position;
 }
 
 void register_pooling_lowerings(LoweringTable& table) {
