@@ -288,7 +288,10 @@ class Scheduler {
 
   // Rule 0: nests with the same bounds are merged into the first, in order, when the merged
   // loop's iterations are independent (a row reduction and the nests reading it row by row;
-  // elementwise nests over the same elements): one pass over memory instead of several.
+  // elementwise nests over the same elements): one pass over memory instead of several. Then
+  // the loops directly inside a merged loop are merged the same way, level by level: a batch
+  // norm's output and relu's mask of it, each a nest over images, channels and positions,
+  // become one pass that reads the input once (ResNet-50's step read each such input twice).
   // Returns the nests left.
   std::vector<std::string> merge_nests(std::vector<std::string> roots) {
     std::vector<std::string> kept;
@@ -296,12 +299,32 @@ class Scheduler {
     for (size_t a = 0; a < roots.size(); ++a) {
       if (merged[a]) continue;
       kept.push_back(roots[a]);
+      bool merged_any = false;
       for (size_t b = a + 1; b < roots.size(); ++b) {
         if (merged[b] || !same_bounds(roots[a], roots[b])) continue;
         merged[b] = try_apply({Merge{roots[a], roots[b]}});
+        merged_any = merged_any || merged[b];
       }
+      if (merged_any) merge_nests(child_loops(roots[a]));
     }
     return kept;
+  }
+
+  // The loops that are statements of the body of loop `var` (or of the block that is its body).
+  std::vector<std::string> child_loops(const std::string& var) const {
+    std::vector<std::string> children;
+    const For* parent = loop(var);
+    if (parent == nullptr) return children;
+    const auto add = [&](const Stmt& stmt) {
+      const For* child = stmt.as<For>();
+      if (child != nullptr && contains_loop(child->body)) children.push_back(child->var);
+    };
+    if (const Block* body = parent->body.as<Block>()) {
+      for (const Stmt& stmt : body->stmts) add(stmt);
+    } else {
+      add(parent->body);
+    }
+    return children;
   }
 
   bool same_bounds(const std::string& a, const std::string& b) const {

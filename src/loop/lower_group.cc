@@ -565,14 +565,19 @@ class GroupLowerer {
 
   // The element of `value` at `index`, reading its producer's inputs through accessor():
   // the producer's compute definition, or for batch_norm_train's y the normalisation by the
-  // statistics stored before it.
+  // statistics stored before it, and for its variance the deviations from the mean stored
+  // before it (one pass over x less).
   Expected<Expr> element_of(const Value& value, const std::vector<Expr>& index) {
     const Node& node = *value.producer();
-    if (stores_batch_statistics_first(node) && value.output_index() == 0) {
+    if (stores_batch_statistics_first(node) && value.output_index() != 1) {
       const std::vector<TensorType> input_types = node.input_types();
       const std::vector<TensorType> output_types = node.output_types();
       const InputAccessor input = accessor(node);
-      const ComputeArgs args{node.attrs(), input_types, output_types, 0, index, input, names_};
+      const ComputeArgs args{node.attrs(), input_types, output_types, value.output_index(),
+                             index,        input,       names_};
+      if (value.output_index() == 2) {
+        return lowering::batch_norm_variance(args, load_from(node.output(1), {index[0]}));
+      }
       return lowering::batch_norm_normalize(args, load_from(node.output(1), {index[1]}),
                                             load_from(node.output(2), {index[1]}));
     }

@@ -680,8 +680,9 @@ bool commute(const Stmt& a, const Stmt& b) {
   return !meets(x->writes, y->reads) && !meets(x->writes, y->writes) && !meets(y->writes, x->reads);
 }
 
-// Finds the block that holds both loops of a merge as direct statements, outside every loop,
-// and merges them there.
+// Finds the block that holds both loops of a merge as direct statements (at the top of the
+// kernel or in the body of a serial loop) and merges them there. The merged loop's iterations
+// must be independent for any value of the loops around it.
 class LoopMerger : public IRMutator {
  public:
   explicit LoopMerger(const Merge& d) : d_(d) {}
@@ -697,7 +698,10 @@ class LoopMerger : public IRMutator {
   }
 
  protected:
-  Stmt visit_for(const For&, const Stmt& self) override { return self; }  // outside loops only
+  Stmt visit_for(const For& node, const Stmt& self) override {
+    if (node.for_kind != ForKind::serial) return self;  // merge before marking loops
+    return IRMutator::visit_for(node, self);
+  }
   Stmt visit_block(const Block& node, const Stmt& self) override {
     const auto position = [&](const std::string& var) -> std::optional<size_t> {
       for (size_t i = 0; i < node.stmts.size(); ++i) {

@@ -63,6 +63,28 @@ void define_softmax(LoweringTable& table, Op op, bool log_form) {
   });
 }
 
+// The biased variance of x over the dims in `reduced` at args.index, about `mean`: the mean of
+// the squared deviations, as the interpreter computes it.
+Expr variance_about(const ComputeArgs& args, const std::vector<bool>& reduced, const Expr& mean) {
+  const TensorType& x = args.inputs[0];
+  std::vector<int64_t> extents;
+  int64_t count = 1;
+  for (int d = 0; d < x.shape.rank(); ++d) {
+    if (!reduced[static_cast<size_t>(d)]) continue;
+    extents.push_back(x.shape.dim(d));
+    count *= x.shape.dim(d);
+  }
+  const Expr squares =
+      reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+        std::vector<Expr> index = args.index;
+        for (size_t d = 0, next = 0; d < reduced.size(); ++d) {
+          if (reduced[d]) index[d] = k[next++];
+        }
+        return bind(args.names, args.input(0, index) - mean, [](const Expr& d) { return d * d; });
+      });
+  return squares / constant_of(x.dtype, static_cast<double>(count));
+}
+
 // Mean and biased variance of x over the multi-index `index` with the axes in `reduced` running
 // over their extents, bound to fresh names around body(mean, var).
 Expr with_moments(const ComputeArgs& args, const std::vector<bool>& reduced,
@@ -86,11 +108,9 @@ Expr with_moments(const ComputeArgs& args, const std::vector<bool>& reduced,
   const std::string var_name = args.names.fresh("var");
   const Expr mean = var(mean_name, x.dtype);
   const Expr sum = reduce_nest(ReduceOp::sum, extents, args.names, element);
-  const Expr squares =
-      reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
-        return bind(args.names, element(k) - mean, [](const Expr& d) { return d * d; });
-      });
-  return let(mean_name, sum / n, let(var_name, squares / n, body(mean, var(var_name, x.dtype))));
+  return let(mean_name, sum / n,
+             let(var_name, variance_about(args, reduced, mean),
+                 body(mean, var(var_name, x.dtype))));
 }
 
 Expected<Expr> lower_layer_norm(const ComputeArgs& args) {
@@ -119,19 +139,25 @@ Expr normalize_by_channel(const ComputeArgs& args, const Expr& mean, const Expr&
                  args.input(2, c));
 }
 
-Expected<Expr> lower_batch_norm_train(const ComputeArgs& args) {
-  const Shape& x = args.inputs[0].shape;
-  std::vector<bool> reduced(static_cast<size_t>(x.rank()), true);
+// batch_norm_train reduces x over every dim but the channels (1).
+std::vector<bool> batch_norm_reduced(const ComputeArgs& args) {
+  std::vector<bool> reduced(static_cast<size_t>(args.inputs[0].shape.rank()), true);
   reduced[1] = false;
-  // The statistics outputs are [C]: lay their index over x's, at channel position 1.
-  std::vector<Expr> index = args.index;
-  if (args.output > 0) {
-    index.assign(static_cast<size_t>(x.rank()), Expr(0));
-    index[1] = args.index[0];
-  }
-  const ComputeArgs at_x{args.attrs, args.inputs, args.outputs, args.output,
-                         index,      args.input,  args.names};
-  return with_moments(at_x, reduced, [&](const Expr& mean, const Expr& variance) {
+  return reduced;
+}
+
+// batch_norm_train's args with the index of a statistics output ([C]) laid over x's, at
+// channel position 1.
+ComputeArgs batch_norm_statistics_at_x(const ComputeArgs& args, std::vector<Expr>& index) {
+  index.assign(static_cast<size_t>(args.inputs[0].shape.rank()), Expr(0));
+  index[1] = args.index[0];
+  return {args.attrs, args.inputs, args.outputs, args.output, index, args.input, args.names};
+}
+
+Expected<Expr> lower_batch_norm_train(const ComputeArgs& args) {
+  std::vector<Expr> index;
+  const ComputeArgs at_x = args.output > 0 ? batch_norm_statistics_at_x(args, index) : args;
+  return with_moments(at_x, batch_norm_reduced(args), [&](const Expr& mean, const Expr& variance) {
     if (args.output == 1) return mean;
     if (args.output == 2) return variance;
     return batch_norm_normalize(args, mean, variance);
@@ -143,6 +169,11 @@ Expected<Expr> lower_batch_norm_train(const ComputeArgs& args) {
 Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr& variance) {
   const std::vector<Expr> c = {args.index[1]};
   return normalize_by_channel(args, mean, variance, c);
+}
+
+Expr batch_norm_variance(const ComputeArgs& args, const Expr& mean) {
+  std::vector<Expr> index;
+  return variance_about(batch_norm_statistics_at_x(args, index), batch_norm_reduced(args), mean);
 }
 
 namespace {

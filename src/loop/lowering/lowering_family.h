@@ -72,6 +72,9 @@ Expr tap_position(const ConvParams& p, size_t d, const Expr& out, const Expr& ta
 // batch_norm_train's y at args.index from its channel's mean and biased variance (the op's
 // other two outputs), so that lower_group can read statistics computed once per channel.
 Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr& variance);
+// batch_norm_train's biased variance output at args.index ([C]) about its channel's `mean`,
+// so that a kernel storing the mean first does not compute it again.
+Expr batch_norm_variance(const ComputeArgs& args, const Expr& mean);
 
 // max_pool in two steps (loop/lowering/pooling.cc), for the attrs max_pool_is_separable
 // accepts (two or more spatial dims, windows wider than 1 along the last and some other dim).
