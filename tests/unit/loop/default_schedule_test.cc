@@ -290,6 +290,28 @@ TEST(DefaultSchedule, NestsThatReadOtherRowsAreNotMerged) {
   schedule_and_check(kernel, kAvx2);
 }
 
+TEST(DefaultSchedule, MergedNestsMergeLevelByLevelAboveTheirElementLoops) {
+  // A batch norm's output and relu's mask of it (ResNet's training step): two nests over
+  // images, channels and positions. Merged level by level, x is read once per channel plane;
+  // the element loops stay apart (one vector loop storing floats and bools together ran
+  // 1.7x slower with g++ 12).
+  const Kernel kernel = testing::lower_outputs([](GraphBuilder& b) {
+    Value* x = b.input("x", DType::f32, {4, 6, 10, 10});
+    Value* y = b.apply(Op::batch_norm_train, {x, b.input("scale", DType::f32, {6}),
+                                              b.input("bias", DType::f32, {6})})[0];
+    Value* s = b.add(y, b.input("r", DType::f32, {4, 6, 10, 10}));
+    return std::vector<Value*>{b.relu(s), b.greater(s, b.input("zero", DType::f32, {}))};
+  });
+  const std::string text = print(default_schedule(kernel, kAvx2));
+  size_t merges = 0;
+  for (size_t at = text.find("merge "); at != std::string::npos; at = text.find("merge ", at + 1)) {
+    ++merges;
+  }
+  // The statistics' nest with itself (mean and variance), then images, channels: not positions.
+  EXPECT_EQ(merges, 3u) << text;
+  schedule_and_check(kernel, kAvx2);
+}
+
 TEST(DefaultSchedule, OddAndEmptyShapes) {
   for (const auto& dims : std::vector<std::vector<int64_t>>{
            {7}, {1}, {0}, {1, 5}, {0, 3}, {7, 1}, {3, 7}, {7, 20001}}) {

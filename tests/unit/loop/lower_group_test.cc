@@ -211,6 +211,18 @@ class ReductionsInOutputStores : public IRVisitor {
   bool in_output_store_ = false;
 };
 
+int count_reductions(const Kernel& kernel) {
+  struct Counter : IRVisitor {
+    int count = 0;
+    void visit_reduce(const Reduce& node) override {
+      ++count;
+      IRVisitor::visit_reduce(node);
+    }
+  } counter;
+  counter.visit(kernel.body);
+  return counter.count;
+}
+
 std::map<ReduceOp, int> reductions_in_output_stores(const Kernel& kernel) {
   ReductionsInOutputStores visitor;
   visitor.visit(kernel.body);
@@ -378,6 +390,9 @@ TEST(LowerGroup, BatchNormStatisticsAreComputedOncePerChannel) {
   EXPECT_EQ(allocation_sizes(lowered->kernel), (std::vector<int64_t>{3, 3})) << print(lowered->kernel);
   const std::map<ReduceOp, int> in_output = reductions_in_output_stores(lowered->kernel);
   EXPECT_TRUE(in_output.empty()) << print(lowered->kernel);
+  // The variance sums the squared deviations from the stored mean: x is summed twice per
+  // channel (mean, variance; each a sum over images of a sum over the plane), not three times.
+  EXPECT_EQ(count_reductions(lowered->kernel), 4) << print(lowered->kernel);
 }
 
 TEST(LowerGroup, ErrorsNameTheGroupProblem) {
