@@ -312,6 +312,23 @@ TEST(DefaultSchedule, MergedNestsMergeLevelByLevelAboveTheirElementLoops) {
   schedule_and_check(kernel, kAvx2);
 }
 
+TEST(DefaultSchedule, ALoopReadingItsSiblingsRowsIsNotMergedIntoIt) {
+  // ViT's embeddings and their layer norm: e = x^T + p (patches transposed into tokens) is
+  // stored, then layer norm reads e's rows. The nests merge over images only; merged over
+  // rows too, the layer norm's statistics could not be hoisted above its element loop (e's
+  // row is written first) and ran per element.
+  const Kernel kernel = testing::lower_outputs([](GraphBuilder& b) {
+    Value* patches = b.transpose(b.input("x", DType::f32, {4, 64, 5}), {0, 2, 1});
+    Value* e = b.add(patches, b.input("p", DType::f32, {5, 64}));
+    return std::vector<Value*>{
+        e, b.layer_norm(e, b.input("scale", DType::f32, {64}), b.input("bias", DType::f32, {64}))};
+  });
+  const std::string text = print(default_schedule(kernel, kAvx2));
+  EXPECT_EQ(text.find("merge i1 "), std::string::npos) << text;
+  EXPECT_NE(text.find("hoist"), std::string::npos) << text;
+  schedule_and_check(kernel, kAvx2);
+}
+
 TEST(DefaultSchedule, OddAndEmptyShapes) {
   for (const auto& dims : std::vector<std::vector<int64_t>>{
            {7}, {1}, {0}, {1, 5}, {0, 3}, {7, 1}, {3, 7}, {7, 20001}}) {
