@@ -247,34 +247,58 @@ class ConvLowerer {
     return {std::min(lo, outputs), std::max(hi, std::min(lo, outputs))};
   }
 
-  // dx[n, g*Cg + c, d...] = sum over the taps whose output position q = (d + pad - tap *
-  // dilation) / stride is integral and in range of col[(c, tap), q].
+  // dx[n, g*Cg + c, x...] = the sum, over the taps in row-major order, of col[(c, tap), q] at
+  // the output position q where that tap lands on x (x = q * stride - pad + tap * dilation per
+  // spatial dim), as a scatter: dx's channel plane is zeroed, then each tap adds its row of
+  // col where it lands. Along each dim the positions q whose tap lies inside x form a
+  // constant range (inside_range, as in im2col), so a tap's nest has no guard and, at stride
+  // 1, its last loop reads col and writes dx contiguously and vectorizes; the terms of each dx
+  // element are added in the gather's order. As a gather (each dx element summing its taps
+  // with a guard and a clamped load per tap) it stayed scalar: 7.6 of XML-CNN's 37.6 ms for
+  // the data gradient of its width-8 convolution.
+  //
+  //   for (c) { for (x...) dx[..., c, x] = 0
+  //             for each tap t: for (q in the ranges of t) dx[..., c, q*s - p + t*d] += col[(c, t), q] }
+  //
   // Image n's columns as for im2col.
   Stmt col2im(const Buffer& dx, const Expr& n, const Expr& g) {
-    std::vector<int64_t> extents = {s_.cg};
-    for (int64_t d : s_.x_spatial()) extents.push_back(d);
-    return loop_nest(names_, extents, [&](const std::vector<Expr>& i) {
-      const Expr sum = lowering::reduce_nest(
-          ReduceOp::sum, s_.w_spatial(), names_, [&](const std::vector<Expr>& tap) {
-            Expr inside = make_bool(true);
-            std::vector<Expr> q;
-            for (size_t d = 0; d < tap.size(); ++d) {
-              const Expr shifted =
-                  i[1 + d] + s_.params.pads_begin[d] - tap[d] * s_.params.dilations[d];
-              const int64_t stride = s_.params.strides[d];
-              const int64_t extent = s_.y.dim(static_cast<int>(d) + 2);
-              inside = inside && shifted % stride == 0 && shifted / stride >= 0 &&
-                       shifted / stride < extent;
-              q.push_back(lowering::clamp_index(shifted / stride, extent));
-            }
-            const Expr row = i[0] * s_.taps + flat(tap, s_.w_spatial());
-            const Expr value =
-                load(col_, row * col_length() + col_offset(n) + flat(q, s_.y_spatial()));
-            return select(inside, value, make_zero(dx.dtype()));
-          });
-      return store(dx, x_block(n, g) + i[0] * s_.inputs + flat(std::span(i).subspan(1),
-                                                              s_.x_spatial()),
-                   sum);
+    const std::vector<int64_t> taps = s_.w_spatial(), outs = s_.y_spatial(), xs = s_.x_spatial();
+    const size_t spatial = taps.size();
+    return loop_nest(names_, {s_.cg}, [&](const std::vector<Expr>& c) {
+      const Expr plane = x_block(n, g) + c[0] * s_.inputs;
+      std::vector<Stmt> parts = {loop_nest(names_, xs, [&](const std::vector<Expr>& x) {
+        return store(dx, plane + flat(x, xs), make_zero(dx.dtype()));
+      })};
+      std::vector<int64_t> tap(spatial, 0);
+      for (int64_t t = 0; t < s_.taps; ++t) {
+        for (int64_t rest = t, d = static_cast<int64_t>(spatial) - 1; d >= 0; --d) {
+          tap[static_cast<size_t>(d)] = rest % taps[static_cast<size_t>(d)];
+          rest /= taps[static_cast<size_t>(d)];
+        }
+        std::vector<std::pair<int64_t, int64_t>> ranges;
+        bool empty = false;
+        for (size_t d = 0; d < spatial; ++d) {
+          ranges.push_back(inside_range(d, tap[d]));
+          empty = empty || ranges.back().first >= ranges.back().second;
+        }
+        if (empty) continue;
+        std::vector<std::string> vars;
+        std::vector<Expr> q, position;
+        for (size_t d = 0; d < spatial; ++d) {
+          vars.push_back(names_.fresh("i"));
+          q.push_back(var(vars.back()));
+          position.push_back(lowering::tap_position(s_.params, d, q.back(), tap[d]));
+        }
+        const Expr at = plane + flat(position, xs);
+        const Expr row = c[0] * s_.taps + t;
+        Stmt add = store(dx, at,
+                         load(dx, at) + load(col_, row * col_length() + col_offset(n) + flat(q, outs)));
+        for (size_t d = spatial; d-- > 0;) {
+          add = for_loop(vars[d], ranges[d].first, ranges[d].second - ranges[d].first, add);
+        }
+        parts.push_back(add);
+      }
+      return block(std::move(parts));
     });
   }
 
