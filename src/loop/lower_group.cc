@@ -698,14 +698,22 @@ class GroupLowerer {
   //
   // Windows overlap (3x3 at stride 2), so the loop over them stays serial; images and channels
   // are independent. The gather definition found, for every dx element, each window that might
-  // route to it (4 per element for ResNet's pool, each a guarded argmax lookup): 47.6 ms of
-  // ResNet-50's training step for its one pool.
+  // route to it (4 per element for ResNet's pool, each a guarded argmax lookup). When the pool
+  // is separable (max_pool_is_separable), each window's maximum is found in two steps as
+  // max_pool's is, per row of windows, the first into a row of x's width that loads x
+  // contiguously and vectorizes; the argmax is then the first tap equal to it:
+  //
+  //   for (n, c, q0 ... q[s-2]) allocate row[W] {
+  //     for (w) row[w] = max over the leading dims' taps of x[n, c, ..., w]
+  //     for (q[s-1]) let m = max over the last dim's taps of row[...] in
+  //                  let a = first tap of window q equal to m in dx[...] += dy[n, c, q] }
   Expected<Stmt> max_pool_grad_nest(const Value& value) {
     const Node& node = *value.producer();
     const std::vector<TensorType> input_types = node.input_types();
     const std::vector<TensorType> output_types = node.output_types();
     const Shape& windows = node.input(1)->shape();
     const InputAccessor input = accessor(node);
+    const bool separable = lowering::max_pool_is_separable(node.attrs());
 
     std::vector<std::string> plane_vars;
     const std::vector<int64_t> planes(value.shape().dims().begin(), value.shape().dims().begin() + 2);
@@ -727,11 +735,36 @@ class GroupLowerer {
     const std::string tap = names_.fresh("a");
     const std::vector<Expr> target = lowering::max_pool_tap_position(args, window, var(tap));
     const Stmt add = store_element(value, target, load_from(&value, target) + input(1, window));
-    const Stmt scatter = loop_nest(
-        window_vars, spatial(windows),
-        let_stmt(tap, lowering::max_pool_window_argmax(args, window), add));
+    if (!separable) {
+      const Stmt scatter = loop_nest(
+          window_vars, spatial(windows),
+          let_stmt(tap, lowering::max_pool_window_argmax(args, window), add));
+      KILN_RETURN_IF_ERROR(error_);
+      return loop_nest(plane_vars, planes, block({zero, scatter}));
+    }
+    const int64_t width = node.input(0)->shape().dims().back();
+    const Buffer row = Buffer::local(names_.fresh("row"), value.dtype(), width);
+    const std::string w = names_.fresh("i");
+    std::vector<Expr> partial(window.begin(), window.end() - 1);
+    partial.push_back(var(w));
+    const ComputeArgs row_args{node.attrs(), input_types, output_types, 0, partial, input, names_};
+    const Stmt fill =
+        for_loop(w, 0, width, store(row, var(w), lowering::max_pool_leading_max(row_args, partial)));
+    const std::string max = names_.fresh("m");
+    const Expr window_max = lowering::max_pool_last_max(
+        args, [&](const std::vector<Expr>& at) { return load(row, at.back()); });
+    const Stmt scatter = for_loop(
+        window_vars.back(), 0, windows.dims().back(),
+        let_stmt(max, window_max,
+                 let_stmt(tap,
+                          lowering::max_pool_window_argmax_of(args, window,
+                                                              var(max, value.dtype())),
+                          add)));
     KILN_RETURN_IF_ERROR(error_);
-    return loop_nest(plane_vars, planes, block({zero, scatter}));
+    const std::vector<std::string> row_vars(window_vars.begin(), window_vars.end() - 1);
+    const std::vector<int64_t> rows(windows.dims().begin() + 2, windows.dims().end() - 1);
+    const Stmt per_row = loop_nest(row_vars, rows, allocate(row, block({fill, scatter})));
+    return loop_nest(plane_vars, planes, block({zero, per_row}));
   }
 
   // spmm with the sparse matrix A [M, K] transposed, out [K, N] = A^T dense, as one pass over

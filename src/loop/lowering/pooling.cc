@@ -128,22 +128,28 @@ Expr flat_tap(const Window& win, const std::vector<Expr>& k) {
 }
 
 // The row-major number of the tap of the window of `out` that the interpreter's window_argmax
-// picks: the first real tap equal to the window's maximum m, or the first NaN (m is NaN exactly
-// when some real tap is, and NaN equals nothing). Padding taps never count, even where m is
-// -inf. Every window holds a real tap (pads are smaller than the kernel), so the result is
-// always below the kernel volume, the value of taps that do not match.
-Expr window_first_argmax(const ComputeArgs& args, const Window& win,
-                         const std::vector<Expr>& out) {
+// picks, given the window's maximum m: the first real tap equal to m, or the first NaN (m is
+// NaN exactly when some real tap is, and NaN equals nothing). Padding taps never count, even
+// where m is -inf. Every window holds a real tap (pads are smaller than the kernel), so the
+// result is always below the kernel volume, the value of taps that do not match.
+Expr window_first_argmax_of(const ComputeArgs& args, const Window& win,
+                            const std::vector<Expr>& out, const Expr& m) {
   int64_t volume = 1;
   for (int64_t k : win.kernel) volume *= k;
-  return bind(args.names, window_max(args, win, out), [&](const Expr& m) {
-    return window_reduce(
-        args, ReduceOp::min, win, out,
-        [&](const std::vector<Expr>& k, const Expr& inside, const Expr& element) {
-          return bind(args.names, element, [&](const Expr& v) {
-            return select(inside && (v == m || v != v), flat_tap(win, k), Expr(volume));
-          });
+  return window_reduce(
+      args, ReduceOp::min, win, out,
+      [&](const std::vector<Expr>& k, const Expr& inside, const Expr& element) {
+        return bind(args.names, element, [&](const Expr& v) {
+          return select(inside && (v == m || v != v), flat_tap(win, k), Expr(volume));
         });
+      });
+}
+
+// The same, computing m.
+Expr window_first_argmax(const ComputeArgs& args, const Window& win,
+                         const std::vector<Expr>& out) {
+  return bind(args.names, window_max(args, win, out), [&](const Expr& m) {
+    return window_first_argmax_of(args, win, out, m);
   });
 }
 
@@ -274,6 +280,11 @@ Expr max_pool_last_max(const ComputeArgs& args, const ElementAt& partial_of) {
 
 Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& window) {
   return window_first_argmax(args, window_of(args.attrs), window);
+}
+
+Expr max_pool_window_argmax_of(const ComputeArgs& args, const std::vector<Expr>& window,
+                               const Expr& max) {
+  return window_first_argmax_of(args, window_of(args.attrs), window, max);
 }
 
 std::vector<Expr> max_pool_tap_position(const ComputeArgs& args, const std::vector<Expr>& window,
