@@ -334,9 +334,14 @@ class GroupLowerer {
   // consumer in the group (layer norm reads its input for the mean, the variance and the
   // output; softmax for the max, the sum and the output), is stored once instead: bert-base's
   // MLM head (matmul + bias + gelu + layer norm) ran 13.2 ms fused, with three erf calls per
-  // element, against 8.6 ms as separate kernels.
+  // element, against 8.6 ms as separate kernels. So is every such value of one element (Adam's
+  // bias corrections, pow(beta, step)): inlined into the nest over a parameter's elements, it
+  // would call the library at each element (the C++ compiler cannot hoist a call that may set
+  // errno), and stored it costs one store: gcn-cora's fused Adam step ran its two pow calls
+  // for each of the 22,928 weight elements.
   bool costly_to_recompute(const Value& value) {
     if (!used_inside(&value) || !calls_math_library(value)) return false;
+    if (value.shape().num_elements() == 1) return true;
     return std::any_of(value.users().begin(), value.users().end(), [&](const Node* user) {
       return computed(user) && reads_per_element(*user, value) > 1;
     });

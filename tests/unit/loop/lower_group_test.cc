@@ -108,6 +108,23 @@ TEST(LowerGroup, MathCallsReadInSeveralPlacesAreStoredOnce) {
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
 }
 
+TEST(LowerGroup, ScalarMathCallsAreStoredOnce) {
+  // Adam's bias correction: m / (1 - pow(beta, step)) over a parameter's elements. pow is
+  // stored once in a one-element local, not called at every element.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* m = b.input("m", DType::f32, {8, 16});
+  Value* correction = b.pow(b.input("beta", DType::f32, {}), b.input("step", DType::f32, {}));
+  graph.set_outputs({b.div(m, b.sub(b.scalar(1.0, DType::f32), correction))});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(count(lowered->kernel).allocations, 1) << print(lowered->kernel);
+  EXPECT_EQ(math_calls(lowered->kernel), 1) << print(lowered->kernel);
+  const std::string text = print(lowered->kernel);
+  EXPECT_LT(text.find("pow("), text.find("for (")) << text;  // before the element loop
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
+}
+
 TEST(LowerGroup, SoftmaxFromPrimitivesMatchesTheInterpreter) {
   Graph graph;
   GraphBuilder b(graph);
