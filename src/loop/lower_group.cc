@@ -1,7 +1,6 @@
 #include "loop/lower_group.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -664,33 +663,45 @@ class GroupLowerer {
   //     for (w) row[w] = max over the leading dims' taps of x[n, c, ..., w]
   //     for (q[s-1]) y[n, c, q...] = max over the last dim's taps of row[...] }
   Expected<Stmt> max_pool_nest(const Value& value) {
-    const Node& node = *value.producer();
-    const std::vector<TensorType> input_types = node.input_types();
-    const std::vector<TensorType> output_types = node.output_types();
     const std::vector<int64_t>& out_dims = value.shape().dims();
-    const int64_t width = node.input(0)->shape().dims().back();
-    const Buffer row = Buffer::local(names_.fresh("row"), value.dtype(), width);
-    const InputAccessor input = accessor(node);
-
     std::vector<std::string> vars;
     const std::vector<Expr> index = fresh_index(out_dims, vars);
-    const std::string w = names_.fresh("i");
-    std::vector<Expr> partial(index.begin(), index.end() - 1);
-    partial.push_back(var(w));
-    const ComputeArgs row_args{node.attrs(), input_types, output_types, 0, partial, input, names_};
-    const Stmt fill =
-        for_loop(w, 0, width,
-                 store(row, var(w), lowering::max_pool_leading_max(row_args, partial)));
-
-    const ComputeArgs args{node.attrs(), input_types, output_types, 0, index, input, names_};
-    const Expr element = lowering::max_pool_last_max(
-        args, [&](const std::vector<Expr>& at) { return load(row, at.back()); });
+    const PoolRow row = pool_row(*value.producer(), index);
     KILN_RETURN_IF_ERROR(error_);
     const Stmt reduce =
-        for_loop(vars.back(), 0, out_dims.back(), store_element(value, index, element));
+        for_loop(vars.back(), 0, out_dims.back(), store_element(value, index, row.window_max));
     const std::vector<std::string> outer_vars(vars.begin(), vars.end() - 1);
     const std::vector<int64_t> outer_dims(out_dims.begin(), out_dims.end() - 1);
-    return loop_nest(outer_vars, outer_dims, allocate(row, block({fill, reduce})));
+    return loop_nest(outer_vars, outer_dims, allocate(row.buffer, block({row.fill, reduce})));
+  }
+
+  // The first step of a separable max pool (max_pool_is_separable) for the row of windows of
+  // `window` ([n, c, *pooled]) without its last index: a local row of x's width, the fill that
+  // stores the maximum over the leading dims' taps at each position of it (contiguous in x,
+  // so it vectorizes), and the maximum of window `window` read from that row. `node` is a
+  // max_pool or a max_pool_grad: both read x as input 0.
+  struct PoolRow {
+    Buffer buffer;
+    Stmt fill;
+    Expr window_max;
+  };
+  PoolRow pool_row(const Node& node, const std::vector<Expr>& window) {
+    const std::vector<TensorType> input_types = node.input_types();
+    const std::vector<TensorType> output_types = node.output_types();
+    const InputAccessor input = accessor(node);
+    const int64_t width = node.input(0)->shape().dims().back();
+    PoolRow row;
+    row.buffer = Buffer::local(names_.fresh("row"), node.input(0)->dtype(), width);
+    const std::string w = names_.fresh("i");
+    std::vector<Expr> partial(window.begin(), window.end() - 1);
+    partial.push_back(var(w));
+    const ComputeArgs row_args{node.attrs(), input_types, output_types, 0, partial, input, names_};
+    row.fill = for_loop(w, 0, width,
+                        store(row.buffer, var(w), lowering::max_pool_leading_max(row_args, partial)));
+    const ComputeArgs args{node.attrs(), input_types, output_types, 0, window, input, names_};
+    row.window_max = lowering::max_pool_last_max(
+        args, [&](const std::vector<Expr>& at) { return load(row.buffer, at.back()); });
+    return row;
   }
 
   // max_pool_grad as the interpreter computes it, a scatter: per image and channel, dx is
@@ -740,36 +751,23 @@ class GroupLowerer {
     const std::string tap = names_.fresh("a");
     const std::vector<Expr> target = lowering::max_pool_tap_position(args, window, var(tap));
     const Stmt add = store_element(value, target, load_from(&value, target) + input(1, window));
+    Stmt scatter;
     if (!separable) {
-      const Stmt scatter = loop_nest(
-          window_vars, spatial(windows),
-          let_stmt(tap, lowering::max_pool_window_argmax(args, window), add));
-      KILN_RETURN_IF_ERROR(error_);
-      return loop_nest(plane_vars, planes, block({zero, scatter}));
+      scatter = loop_nest(window_vars, spatial(windows),
+                          let_stmt(tap, lowering::max_pool_window_argmax(args, window), add));
+    } else {
+      const PoolRow row = pool_row(node, window);
+      const std::string max = names_.fresh("m");
+      const Expr argmax =
+          lowering::max_pool_window_argmax_of(args, window, var(max, value.dtype()));
+      const Stmt per_window = for_loop(window_vars.back(), 0, windows.dims().back(),
+                                       let_stmt(max, row.window_max, let_stmt(tap, argmax, add)));
+      const std::vector<std::string> row_vars(window_vars.begin(), window_vars.end() - 1);
+      const std::vector<int64_t> rows(windows.dims().begin() + 2, windows.dims().end() - 1);
+      scatter = loop_nest(row_vars, rows, allocate(row.buffer, block({row.fill, per_window})));
     }
-    const int64_t width = node.input(0)->shape().dims().back();
-    const Buffer row = Buffer::local(names_.fresh("row"), value.dtype(), width);
-    const std::string w = names_.fresh("i");
-    std::vector<Expr> partial(window.begin(), window.end() - 1);
-    partial.push_back(var(w));
-    const ComputeArgs row_args{node.attrs(), input_types, output_types, 0, partial, input, names_};
-    const Stmt fill =
-        for_loop(w, 0, width, store(row, var(w), lowering::max_pool_leading_max(row_args, partial)));
-    const std::string max = names_.fresh("m");
-    const Expr window_max = lowering::max_pool_last_max(
-        args, [&](const std::vector<Expr>& at) { return load(row, at.back()); });
-    const Stmt scatter = for_loop(
-        window_vars.back(), 0, windows.dims().back(),
-        let_stmt(max, window_max,
-                 let_stmt(tap,
-                          lowering::max_pool_window_argmax_of(args, window,
-                                                              var(max, value.dtype())),
-                          add)));
     KILN_RETURN_IF_ERROR(error_);
-    const std::vector<std::string> row_vars(window_vars.begin(), window_vars.end() - 1);
-    const std::vector<int64_t> rows(windows.dims().begin() + 2, windows.dims().end() - 1);
-    const Stmt per_row = loop_nest(row_vars, rows, allocate(row, block({fill, scatter})));
-    return loop_nest(plane_vars, planes, block({zero, per_row}));
+    return loop_nest(plane_vars, planes, block({zero, scatter}));
   }
 
   // spmm with the sparse matrix A [M, K] transposed, out [K, N] = A^T dense, as one pass over

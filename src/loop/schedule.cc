@@ -656,30 +656,6 @@ Expected<Stmt> cache_in_loop(const For& loop, const BoundsScope& scope, const Bu
 
 // --- Merge -----------------------------------------------------------------------------------
 
-// Buffers a statement reads and writes; nullopt when it holds a statement the analysis does
-// not know (a gemm), whose accesses are not listed.
-struct BufferUse {
-  NameSet reads, writes;
-};
-
-std::optional<BufferUse> buffer_use(const Stmt& stmt) {
-  if (!all_statements_known(stmt)) return std::nullopt;
-  BufferUse use;
-  for (const Access& access : collect_accesses(stmt, {}).list) {
-    (access.is_store ? use.writes : use.reads).insert(access.buffer.name());
-  }
-  return use;
-}
-
-bool commute(const Stmt& a, const Stmt& b) {
-  const std::optional<BufferUse> x = buffer_use(a), y = buffer_use(b);
-  if (!x || !y) return false;
-  const auto meets = [](const NameSet& p, const NameSet& q) {
-    return std::any_of(p.begin(), p.end(), [&](const std::string& n) { return q.count(n) != 0; });
-  };
-  return !meets(x->writes, y->reads) && !meets(x->writes, y->writes) && !meets(y->writes, x->reads);
-}
-
 // Finds the block that holds both loops of a merge as direct statements (at the top of the
 // kernel or in the body of a serial loop) and merges them there. The merged loop's iterations
 // must be independent for any value of the loops around it.
@@ -736,7 +712,7 @@ class LoopMerger : public IRMutator {
                                     node.stmts.begin() + static_cast<std::ptrdiff_t>(b));
     const auto commutes_with_between = [&](const Stmt& moving) {
       return std::all_of(between.begin(), between.end(),
-                         [&](const Stmt& s) { return commute(moving, s); });
+                         [&](const Stmt& s) { return statements_commute(moving, s); });
     };
     size_t at = 0;
     if (commutes_with_between(node.stmts[b])) {

@@ -354,6 +354,36 @@ bool all_statements_known(const Stmt& stmt) {
   }
 }
 
+namespace {
+
+using NameSet = std::set<std::string, std::less<>>;
+
+// Buffers a statement reads and writes; nullopt when it holds a statement the analysis does
+// not know (a gemm), whose accesses are not listed.
+struct BufferUse {
+  NameSet reads, writes;
+};
+
+std::optional<BufferUse> buffer_use(const Stmt& stmt) {
+  if (!all_statements_known(stmt)) return std::nullopt;
+  BufferUse use;
+  for (const Access& access : collect_accesses(stmt, {}).list) {
+    (access.is_store ? use.writes : use.reads).insert(access.buffer.name());
+  }
+  return use;
+}
+
+}  // namespace
+
+bool statements_commute(const Stmt& a, const Stmt& b) {
+  const std::optional<BufferUse> x = buffer_use(a), y = buffer_use(b);
+  if (!x || !y) return false;
+  const auto meets = [](const NameSet& p, const NameSet& q) {
+    return std::any_of(p.begin(), p.end(), [&](const std::string& n) { return q.count(n) != 0; });
+  };
+  return !meets(x->writes, y->reads) && !meets(x->writes, y->writes) && !meets(y->writes, x->reads);
+}
+
 Accesses collect_accesses(const Stmt& stmt, const BoundsScope& scope) {
   AccessCollector collector(scope);
   collector.visit(stmt);

@@ -60,6 +60,10 @@ const For* find_loop(const Stmt& stmt, std::string_view var);
 // allocate, if_then_else, block); others are opaque to scheduling.
 bool all_statements_known(const Stmt& stmt);
 
+// Whether two statements may run in either order: neither writes a buffer the other reads or
+// writes. False when either holds a statement this analysis does not know (a gemm).
+bool statements_commute(const Stmt& a, const Stmt& b);
+
 // One load or store, with the intervals of every loop, reduction and integer let variable
 // bound around it (those given to collect_accesses included).
 struct Access {

@@ -63,9 +63,10 @@ void define_softmax(LoweringTable& table, Op op, bool log_form) {
   });
 }
 
-// The biased variance of x over the dims in `reduced` at args.index, about `mean`: the mean of
-// the squared deviations, as the interpreter computes it.
-Expr variance_about(const ComputeArgs& args, const std::vector<bool>& reduced, const Expr& mean) {
+// The mean over the dims in `reduced` of term(x's element), at args.index with those dims
+// running over their extents.
+Expr mean_over(const ComputeArgs& args, const std::vector<bool>& reduced,
+               const std::function<Expr(const Expr&)>& term) {
   const TensorType& x = args.inputs[0];
   std::vector<int64_t> extents;
   int64_t count = 1;
@@ -74,43 +75,35 @@ Expr variance_about(const ComputeArgs& args, const std::vector<bool>& reduced, c
     extents.push_back(x.shape.dim(d));
     count *= x.shape.dim(d);
   }
-  const Expr squares =
-      reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
-        std::vector<Expr> index = args.index;
-        for (size_t d = 0, next = 0; d < reduced.size(); ++d) {
-          if (reduced[d]) index[d] = k[next++];
-        }
-        return bind(args.names, args.input(0, index) - mean, [](const Expr& d) { return d * d; });
-      });
-  return squares / constant_of(x.dtype, static_cast<double>(count));
+  const Expr sum = reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+    std::vector<Expr> index = args.index;
+    for (size_t d = 0, next = 0; d < reduced.size(); ++d) {
+      if (reduced[d]) index[d] = k[next++];
+    }
+    return term(args.input(0, index));
+  });
+  return sum / constant_of(x.dtype, static_cast<double>(count));
+}
+
+// The biased variance of x over the dims in `reduced` at args.index, about `mean`: the mean of
+// the squared deviations, as the interpreter computes it.
+Expr variance_about(const ComputeArgs& args, const std::vector<bool>& reduced, const Expr& mean) {
+  return mean_over(args, reduced, [&](const Expr& x) {
+    return bind(args.names, x - mean, [](const Expr& d) { return d * d; });
+  });
 }
 
 // Mean and biased variance of x over the multi-index `index` with the axes in `reduced` running
 // over their extents, bound to fresh names around body(mean, var).
 Expr with_moments(const ComputeArgs& args, const std::vector<bool>& reduced,
                   const std::function<Expr(const Expr&, const Expr&)>& body) {
-  const TensorType& x = args.inputs[0];
-  std::vector<int64_t> extents;
-  for (int d = 0; d < x.shape.rank(); ++d) {
-    if (reduced[static_cast<size_t>(d)]) extents.push_back(x.shape.dim(d));
-  }
-  int64_t count = 1;
-  for (int64_t e : extents) count *= e;
-  auto element = [&](const std::vector<Expr>& k) {
-    std::vector<Expr> index = args.index;
-    for (size_t d = 0, next = 0; d < reduced.size(); ++d) {
-      if (reduced[d]) index[d] = k[next++];
-    }
-    return args.input(0, index);
-  };
-  const Expr n = constant_of(x.dtype, static_cast<double>(count));
+  const DType dtype = args.inputs[0].dtype;
   const std::string mean_name = args.names.fresh("mean");
   const std::string var_name = args.names.fresh("var");
-  const Expr mean = var(mean_name, x.dtype);
-  const Expr sum = reduce_nest(ReduceOp::sum, extents, args.names, element);
-  return let(mean_name, sum / n,
-             let(var_name, variance_about(args, reduced, mean),
-                 body(mean, var(var_name, x.dtype))));
+  const Expr mean = var(mean_name, dtype);
+  const Expr average = mean_over(args, reduced, [](const Expr& x) { return x; });
+  return let(mean_name, average,
+             let(var_name, variance_about(args, reduced, mean), body(mean, var(var_name, dtype))));
 }
 
 Expected<Expr> lower_layer_norm(const ComputeArgs& args) {
