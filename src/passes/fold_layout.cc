@@ -171,13 +171,30 @@ bool fold_split_of_split(Graph& graph, Node* node) {
   return true;
 }
 
+// concat(split(x)) of every piece, in order, along the split's axis -> x (two convolutions
+// that share their input, merged by substitution, whose results were concatenated: inception's
+// branches).
+bool fold_concat_of_split(Graph& graph, Node* node) {
+  if (node->op() != Op::concat || node->num_inputs() == 0) return false;
+  Node* split = producer_with_op(node->input(0), Op::split);
+  if (split == nullptr || split->num_outputs() != node->num_inputs()) return false;
+  int64_t axis = node->attrs().get_int("axis");
+  if (axis < 0) axis += node->output()->rank();
+  if (axis != split_axis(*split)) return false;
+  for (int i = 0; i < node->num_inputs(); ++i) {
+    if (node->input(i) != split->output(i)) return false;
+  }
+  replace(graph, GraphBuilder(graph), node->output(), split->input(0));
+  return true;
+}
+
 }  // namespace
 
 bool fold_layout(Graph& graph) {
   return rewrite_each_node(graph, [](Graph& g, Node* node) {
     return fold_reshape(g, node) || fold_transpose(g, node) || fold_identity(g, node) ||
            fold_matmul_transpose(g, node) || fold_broadcast_operand(g, node) ||
-           fold_split_of_split(g, node);
+           fold_split_of_split(g, node) || fold_concat_of_split(g, node);
   });
 }
 

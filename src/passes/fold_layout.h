@@ -14,7 +14,8 @@
 // last two axes (and keeps the others) becomes the matmul's transpose flag; and a broadcast_to
 // read by an op that broadcasts its operands itself (add ... where, ir/ops.def) is skipped when
 // the op's result keeps its shape; a split of one piece of a split along the same axis is one
-// split, when nothing else reads the piece. The nodes left without readers go with dead-code
+// split, when nothing else reads the piece; a concat of all of a split's pieces, in order and
+// along its axis, is the split's input. The nodes left without readers go with dead-code
 // elimination. Layout ops that survive (the head split of attention, for one) are inlined into
 // their readers by the partitioner where those readers are fused kernels.
 #pragma once

@@ -44,13 +44,35 @@ constexpr const char* kProjections = R"(graph @g(%h: f32[2,16,128], %g: f32[128]
 
 struct Compiled {
   int kernels = 0;
-  int matmuls = 0;  // in the compiled graph
+  int contractions = 0;  // nodes of the counted op in the compiled graph
   RewriteReport rewrites;
 };
 
-// Freezes the weights, compiles with or without the search, and checks the outputs.
-Compiled compile_frozen(bool substitute) {
+// Compiles `graph` with or without the search, runs it on `inputs` and checks its first output
+// against `expected`.
+Compiled compile_and_check(Graph graph, bool substitute, const std::vector<Array>& inputs,
+                           const Array& expected, Op counted) {
   SCOPED_TRACE(substitute ? "with substitutions" : "without");
+  CompileOptions options;
+  options.fusion.profile = cost::reference_profile();
+  options.rewrites.substitute = substitute;
+  Expected<CompiledModel> model = Compiler(options).compile(std::move(graph));
+  EXPECT_TRUE(model) << model.status().message();
+  if (!model) return {};
+  Expected<std::vector<Array>> actual = model->run(inputs);
+  EXPECT_TRUE(actual) << actual.status().message();
+  for (int64_t i = 0; actual && i < expected.size(); ++i) {
+    EXPECT_NEAR((*actual)[0][i], expected[i], 1e-4 * (1 + std::fabs(expected[i])))
+        << "element " << i;
+  }
+  const auto count = std::ranges::count_if(model->graph().nodes(),
+                                           [&](const Node* node) { return node->op() == counted; });
+  return {model->compiled().partition.num_kernels(), static_cast<int>(count),
+          model->compiled().rewrites};
+}
+
+// Freezes the projections' weights, compiles with or without the search, and checks the outputs.
+Compiled compile_frozen(bool substitute) {
   Expected<Graph> parsed = parse_graph(kProjections);
   EXPECT_TRUE(parsed) << parsed.status().message();
   Graph graph = std::move(*parsed);
@@ -61,22 +83,8 @@ Compiled compile_frozen(bool substitute) {
   const std::vector<Array> expected = *interpret(graph, inputs);
   EXPECT_TRUE(freeze_inputs(graph, {{"wq", inputs[3]}, {"bq", inputs[4]}, {"wk", inputs[5]},
                                     {"bk", inputs[6]}, {"wv", inputs[7]}, {"bv", inputs[8]}}));
-  CompileOptions options;
-  options.fusion.profile = cost::reference_profile();
-  options.rewrites.substitute = substitute;
-  Expected<CompiledModel> model = Compiler(options).compile(std::move(graph));
-  EXPECT_TRUE(model) << model.status().message();
-  if (!model) return {};
-  Expected<std::vector<Array>> actual = model->run(std::vector<Array>{inputs[0], inputs[1], inputs[2]});
-  EXPECT_TRUE(actual) << actual.status().message();
-  for (int64_t i = 0; actual && i < expected[0].size(); ++i) {
-    EXPECT_NEAR((*actual)[0][i], expected[0][i], 1e-4 * (1 + std::fabs(expected[0][i])))
-        << "element " << i;
-  }
-  const auto matmuls = std::ranges::count_if(
-      model->graph().nodes(), [](const Node* node) { return node->op() == Op::matmul; });
-  return {model->compiled().partition.num_kernels(), static_cast<int>(matmuls),
-          model->compiled().rewrites};
+  return compile_and_check(std::move(graph), substitute, {inputs[0], inputs[1], inputs[2]},
+                           expected[0], Op::matmul);
 }
 
 TEST(ShippedRules, TheBuildProvedEveryShippedRule) {
@@ -90,7 +98,7 @@ TEST(ShippedRules, TheBuildProvedEveryShippedRule) {
 TEST(SubstituteByCost, MergesFrozenProjectionsSharingAnInput) {
   const Compiled without = compile_frozen(false);
   EXPECT_FALSE(without.rewrites.substitution.has_value());
-  EXPECT_EQ(without.matmuls, 5);
+  EXPECT_EQ(without.contractions, 5);
   const Compiled with = compile_frozen(true);
   ASSERT_TRUE(with.rewrites.substitution.has_value());
   const SubstitutionSummary& search = *with.rewrites.substitution;
@@ -99,7 +107,32 @@ TEST(SubstituteByCost, MergesFrozenProjectionsSharingAnInput) {
     EXPECT_EQ(step.rule, "batched-linears-sharing-input-merge");
     EXPECT_LT(step.seconds_after, step.seconds_before);
   }
-  EXPECT_EQ(with.matmuls, 5 - static_cast<int>(search.steps.size()));
+  EXPECT_EQ(with.contractions, 5 - static_cast<int>(search.steps.size()));
+  EXPECT_LT(with.kernels, without.kernels);
+}
+
+// Two 1x1 convolutions of one input whose results are concatenated (an inception block's
+// branches): merged, the concat of the split's pieces folds away and the relu runs on the
+// merged convolution's blocks. The weights stay inputs: their concatenation is small.
+TEST(SubstituteByCost, MergesConvolutionsSharingAnInput) {
+  constexpr const char* kBranches = R"(graph @g(%x: f32[2,16,10,10], %w1: f32[24,16,1,1], %w2: f32[8,16,1,1]) {
+  %c1 = conv(%x, %w1) {strides = [1, 1], pads = [0, 0, 0, 0]} : f32[2,24,10,10]
+  %c2 = conv(%x, %w2) {strides = [1, 1], pads = [0, 0, 0, 0]} : f32[2,8,10,10]
+  %y = concat(%c1, %c2) {axis = 1} : f32[2,32,10,10]
+  %r = relu(%y) : f32[2,32,10,10]
+  return %r
+})";
+  Expected<Graph> parsed = parse_graph(kBranches);
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  const std::vector<Array> inputs = random_inputs(*parsed, {.seed = 5});
+  const std::vector<Array> expected = *interpret(*parsed, inputs);
+  const Compiled without = compile_and_check(parsed->clone(), false, inputs, expected[0], Op::conv);
+  EXPECT_EQ(without.contractions, 2);
+  const Compiled with = compile_and_check(std::move(*parsed), true, inputs, expected[0], Op::conv);
+  ASSERT_TRUE(with.rewrites.substitution.has_value());
+  ASSERT_EQ(with.rewrites.substitution->steps.size(), 1u);
+  EXPECT_EQ(with.rewrites.substitution->steps[0].rule, "convs-sharing-input-merge");
+  EXPECT_EQ(with.contractions, 1);
   EXPECT_LT(with.kernels, without.kernels);
 }
 

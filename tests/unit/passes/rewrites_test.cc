@@ -3,6 +3,8 @@
 // and after, by the reference interpreter on random inputs.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -153,6 +155,35 @@ TEST(FoldLayout, KeepsASplitPieceOthersRead) {
   return %p, %q, %r, %b
 })");
   EXPECT_FALSE(fold_layout(graph)) << print_graph(graph);
+}
+
+TEST(FoldLayout, ConcatOfEverySplitPieceInOrderIsTheSplitInput) {
+  const std::string result = rewritten(R"(graph @g(%x: f32[2,12]) {
+  %a, %b, %c = split(%x) {axis = -1, sizes = [3, 4, 5]} : f32[2,3], f32[2,4], f32[2,5]
+  %y = concat(%a, %b, %c) {axis = 1} : f32[2,12]
+  %r = relu(%y) : f32[2,12]
+  return %r, %b
+})", fold_layout);
+  EXPECT_TRUE(contains(result, "relu(%x)")) << result;
+  EXPECT_FALSE(contains(result, "concat(")) << result;
+}
+
+TEST(FoldLayout, KeepsAConcatOfSplitPiecesOutOfOrderOrOnAnotherAxis) {
+  for (const char* concat : {"concat(%b, %a) {axis = 1} : f32[2,12]",
+                             "concat(%a, %a) {axis = 1} : f32[2,12]"}) {
+    Graph graph = parse(fmt::format(R"(graph @g(%x: f32[2,12]) {{
+  %a, %b = split(%x) {{axis = 1, sizes = [6, 6]}} : f32[2,6], f32[2,6]
+  %y = {}
+  return %y
+}})", concat));
+    EXPECT_FALSE(fold_layout(graph)) << print_graph(graph);
+  }
+  Graph across = parse(R"(graph @g(%x: f32[4,6]) {
+  %a, %b = split(%x) {axis = 0, sizes = [2, 2]} : f32[2,6], f32[2,6]
+  %y = concat(%a, %b) {axis = 1} : f32[2,12]
+  return %y
+})");
+  EXPECT_FALSE(fold_layout(across)) << print_graph(across);
 }
 
 TEST(FoldLayout, BroadcastOperandsOfBroadcastingOpsGo) {
