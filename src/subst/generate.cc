@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -62,11 +63,16 @@ struct Candidate {
     return terms.empty() ? variable : variables + static_cast<int>(terms.size()) - 1;
   }
 
+  // The expression's text, with the operands of add and mul in sorted order: the matcher tries
+  // both orders (subst/match.h), so graphs that differ only there are one graph.
   std::string expression(int operand) const {
     if (operand < variables) return fmt::format("x{}", operand);
     const Term& term = terms[static_cast<size_t>(operand - variables)];
     if (!is_binary(term.kind)) return fmt::format("{}({})", kind_name(term.kind), expression(term.a));
-    return fmt::format("{}({},{})", kind_name(term.kind), expression(term.a), expression(term.b));
+    std::string a = expression(term.a);
+    std::string b = expression(term.b);
+    if ((term.kind == Kind::add || term.kind == Kind::mul) && b < a) std::swap(a, b);
+    return fmt::format("{}({},{})", kind_name(term.kind), a, b);
   }
   std::string expression() const { return expression(output()); }
 

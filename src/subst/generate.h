@@ -5,8 +5,8 @@
 //    every op is used and whose last op is its result, and each variable alone (so that
 //    neg(neg(x)) pairs with x); the ops are neg, relu, transpose, a sum over rows or over
 //    columns (keeping the axis), a multiplication by 2, add, mul (both broadcasting) and
-//    matmul. Graphs that spell the same expression (independent ops in another order) are
-//    counted once.
+//    matmul. Graphs that spell the same expression (independent ops in another order, or the
+//    operands of an add or mul swapped, which the matcher tries both ways) are counted once.
 // 2. Fingerprint. Each graph runs in the interpreter on two sets of random inputs; its
 //    fingerprint is its result's shape and values to 10 significant digits.
 // 3. Pair. In each class of equal fingerprints the smallest graph (fewest ops, then its

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 namespace kiln::subst {
 namespace {
@@ -38,17 +39,31 @@ class Matcher {
     const size_t s = remaining - 1;
     const Node& pattern = *source_nodes_[s];
     if (Node* bound = state.nodes[s]) {
-      Match next = state;
-      if (bind_inputs(pattern, *bound, next)) search(s, next);
+      for (bool swapped : operand_orders(pattern, *bound)) {
+        Match next = state;
+        if (bind_inputs(pattern, *bound, next, swapped)) search(s, next);
+      }
       return;
     }
     for (Node* candidate : graph_.nodes()) {
       if (candidate->op() != pattern.op() || is_bound(state, candidate)) continue;
-      Match next = state;
-      next.nodes[s] = candidate;
-      if (bind_inputs(pattern, *candidate, next)) search(s, next);
-      if (matches_.size() >= limit_) return;
+      for (bool swapped : operand_orders(pattern, *candidate)) {
+        Match next = state;
+        next.nodes[s] = candidate;
+        if (bind_inputs(pattern, *candidate, next, swapped)) search(s, next);
+        if (matches_.size() >= limit_) return;
+      }
     }
+  }
+
+  // The orders in which `node`'s operands are tried against `pattern`'s: also swapped for an
+  // op that commutes, unless either's two operands are one value (the same binding again).
+  static std::vector<bool> operand_orders(const Node& pattern, const Node& node) {
+    if (!commutes(pattern.op()) || pattern.num_inputs() != 2 || node.num_inputs() != 2 ||
+        pattern.input(0) == pattern.input(1) || node.input(0) == node.input(1)) {
+      return {false};
+    }
+    return {false, true};
   }
 
   static bool is_bound(const Match& state, const Node* node) {
@@ -56,15 +71,15 @@ class Matcher {
   }
 
   // Whether `node` agrees with `pattern` (op, attributes, arity), binding the variables and
-  // source nodes its inputs reach.
-  bool bind_inputs(const Node& pattern, const Node& node, Match& state) const {
+  // source nodes its inputs reach; `swapped`: its two operands in the other order.
+  bool bind_inputs(const Node& pattern, const Node& node, Match& state, bool swapped) const {
     if (node.op() != pattern.op() || !bind_attributes(pattern, node, state) ||
         node.num_inputs() != pattern.num_inputs() || node.num_outputs() != pattern.num_outputs()) {
       return false;
     }
     for (int j = 0; j < pattern.num_inputs(); ++j) {
       const Value& wanted = *pattern.input(j);
-      Value* actual = node.input(j);
+      Value* actual = node.input(swapped ? 1 - j : j);
       if (wanted.producer() == nullptr) {
         Value*& variable = state.variables[variable_index_.at(&wanted)];
         if (variable == nullptr) {
@@ -156,6 +171,8 @@ class Matcher {
 };
 
 }  // namespace
+
+bool commutes(Op op) { return op == Op::add || op == Op::mul; }
 
 std::vector<Match> find_matches(const Graph& graph, const Rule& rule, size_t limit) {
   return Matcher(graph, rule, limit).run();

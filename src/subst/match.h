@@ -9,6 +9,12 @@
 //
 // An attribute with a choice (rule.h) matches any of its values, one value in the whole match.
 //
+// The operands of add and mul, which commute exactly (in IEEE arithmetic too), match in either
+// order, so a rule needs no variant for each order and the search no commutation steps. A
+// pattern symmetric under such a swap matches once per order: the rewrites compute the same
+// values but may differ in form (the order of a concat), and the search prices each form once
+// (subst/search.h).
+//
 // Only matches a rewrite can replace are returned: a source value that is not a result must
 // have no reader outside the match and not be a graph output (the target would not compute
 // it), and no variable may be computed from the match's values (the target would read what it
@@ -25,6 +31,9 @@
 #include "subst/rule.h"
 
 namespace kiln::subst {
+
+// Whether `op`'s two operands may be swapped without changing its result: add and mul.
+bool commutes(Op op);
 
 struct Match {
   std::vector<Value*> variables;  // by source parameter

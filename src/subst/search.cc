@@ -18,9 +18,47 @@
 namespace kiln::subst {
 namespace {
 
-// Graphs are told apart by their text, with constants by identity (frozen weights would
-// otherwise print in full for every graph priced).
-constexpr PrintOptions kSeenKey{.tensors_by_identity = true};
+// The graphs seen so far, told apart by what they compute rather than how they are written:
+// every node is interned by its op, its attributes (large constants by identity: frozen weights
+// would otherwise print in full for every graph) and its operands' interned ids, sorted where the op
+// commutes, and a graph is the ids of its results. So the same independent rewrites applied
+// in two orders (which name their new values differently), and graphs that differ only in
+// the order of a sum's or product's operands, are one graph: the rewrite sequences that
+// commute are priced once (the pruning of Fang et al.).
+class SeenGraphs {
+ public:
+  // Whether `graph` is new (and remembers it).
+  bool insert(const Graph& graph) {
+    std::map<const Value*, std::string> ids;
+    for (const Value* input : graph.inputs()) ids.emplace(input, "%" + input->name());
+    for (const Node* node : graph.nodes()) {
+      std::vector<std::string> operands;
+      for (const Value* input : node->inputs()) operands.push_back(ids.at(input));
+      if (commutes(node->op())) std::ranges::sort(operands);
+      std::string key = fmt::format("{}({})", node->op_name(), fmt::join(operands, ","));
+      for (const auto& [name, value] : node->attrs().entries()) {
+        key += fmt::format(" {}={}", name, attribute_key(value));
+      }
+      const size_t id = nodes_.emplace(std::move(key), nodes_.size()).first->second;
+      for (int k = 0; k < node->num_outputs(); ++k) {
+        ids.emplace(node->output(k), fmt::format("n{}.{}", id, k));
+      }
+    }
+    std::vector<std::string> results;
+    for (const Value* output : graph.outputs()) results.push_back(ids.at(output));
+    return graphs_.insert(fmt::format("{}", fmt::join(results, " "))).second;
+  }
+
+ private:
+  // Small constants (a rule's 1 and 0, made anew by each application) by value, large ones
+  // (frozen weights) by identity.
+  static std::string attribute_key(const AttrValue& value) {
+    const bool small = value.kind() != AttrKind::tensor || value.as_tensor().size() <= 16;
+    return print_attr_value(value, {.tensors_by_identity = !small});
+  }
+  std::map<std::string, size_t> nodes_;  // node key -> id, over every graph seen
+  std::set<std::string> graphs_;
+};
 
 struct Candidate {
   Graph graph;
@@ -92,13 +130,14 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
   // earliest generated.
   std::map<std::pair<double, int>, Candidate> queue;
   int generated = 0;
-  std::set<std::string> seen = {print_graph(graph, kSeenKey)};
+  SeenGraphs seen;
+  seen.insert(graph);
   queue.emplace(std::pair{initial, generated++}, Candidate{graph.clone(), initial, {}});
   // Prices `next`, reached from `current` by `step`, and keeps it as the result or in the
   // queue as its cost says; false when it was seen before.
   const auto consider = [&](Graph next, const Candidate& current,
                             AppliedRewrite step) -> Expected<std::optional<double>> {
-    if (!seen.insert(print_graph(next, kSeenKey)).second) return std::optional<double>();
+    if (!seen.insert(next)) return std::optional<double>();
     KILN_ASSIGN_OR_RETURN(const double next_cost, cost(next));
     ++result.priced;
     std::vector<AppliedRewrite> rewrites = current.rewrites;

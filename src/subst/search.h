@@ -14,9 +14,13 @@
 // The cost is a parameter: the compiler's is the fusion partitioner's estimate of the graph
 // (scoring what a graph costs after fusion, where TASO sums unfused op costs), and tests use
 // simpler ones. The search stops when the queue empties, after `max_expansions` graphs or at
-// its time budget; short of the budget it is deterministic (ties in cost go to the graph generated first). Copies are told apart by
-// their printed text, so two orders of the same rewrites are priced once only when they name
-// their new values alike; pruning sequences that commute (as Fang et al. do) is not built.
+// its time budget; short of the budget it is deterministic (ties in cost go to the graph
+// generated first).
+//
+// Copies are told apart by what they compute, not by their text: two orders of the same
+// independent rewrites, and graphs that differ only in the order of an add's or mul's operands,
+// are priced once (pruning the rewrite sequences that commute, as Fang et al. do). The matcher
+// tries both operand orders of add and mul (subst/match.h), so no rule has to commute them.
 #pragma once
 
 #include <functional>
