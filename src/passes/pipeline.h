@@ -34,10 +34,9 @@ struct RewriteOptions {
   // Names from kRewritePipeline, and kDecomposeRewrite.
   std::set<std::string, std::less<>> disabled = {};
   // The search over the shipped proved substitutions (compiler/substitute_by_cost.h), after
-  // the pipeline and before decomposition. Off by default until its compile time on the
-  // training steps of the large presets is measured and bounded.
-  bool substitute = false;
-  int substitute_max_expansions = 16;
+  // the pipeline and before decomposition, within its expansion limit and time budget.
+  bool substitute = true;
+  int substitute_max_expansions = 8;
   double substitute_max_seconds = 60;  // the search's time budget
 
   bool runs(std::string_view name) const { return enabled && !disabled.contains(name); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,7 +65,52 @@ struct Candidate {
   Graph graph;
   double cost = 0;
   std::vector<AppliedRewrite> rewrites;
+  // When the step that reached this graph did not lower the cost: the names of the values it
+  // created. Such a graph is expanded only by rewrites that touch them (see `depends_on`).
+  std::optional<std::set<std::string>> created;
 };
+
+// Each node output of `graph` as "name=op(operand names)#k", by name: a value a rewrite created
+// has a new name, or (a result that keeps the name of the value it replaces) a new producer.
+std::map<std::string, std::string> value_signatures(const Graph& graph) {
+  std::map<std::string, std::string> signatures;
+  for (const Node* node : graph.nodes()) {
+    std::vector<std::string> operands;
+    for (const Value* input : node->inputs()) operands.push_back(input->name());
+    for (int k = 0; k < node->num_outputs(); ++k) {
+      signatures.emplace(node->output(k)->name(),
+                         fmt::format("{}({})#{}", node->op_name(), fmt::join(operands, ","), k));
+    }
+  }
+  return signatures;
+}
+
+// The names of the values of `after` that `before` does not compute the same way.
+std::set<std::string> created_values(const Graph& before, const Graph& after) {
+  const std::map<std::string, std::string> old = value_signatures(before);
+  std::set<std::string> created;
+  for (const auto& [name, signature] : value_signatures(after)) {
+    const auto it = old.find(name);
+    if (it == old.end() || it->second != signature) created.insert(name);
+  }
+  return created;
+}
+
+// Whether `match` rewrites or reads a value the previous step created. The relaxation lets a
+// step that does not pay be kept for what it enables, and what it enables depends on it: a
+// rewrite independent of it was open before it too, and was tried from the graph before it
+// (the two orders reach one graph, which the seen-set prices once). So only dependent rewrites
+// extend such a step, which stops equal-cost rewrites (an association in every layer) from
+// multiplying into every combination of them.
+bool depends_on(const Match& match, const std::set<std::string>& created) {
+  for (const Node* node : match.nodes) {
+    for (int k = 0; k < node->num_outputs(); ++k) {
+      if (created.contains(node->output(k)->name())) return true;
+    }
+  }
+  return std::ranges::any_of(match.variables,
+                             [&](const Value* v) { return created.contains(v->name()); });
+}
 
 // A rewrite of the graph being expanded that lowered its cost on its own.
 struct Improvement {
@@ -132,7 +178,7 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
   int generated = 0;
   SeenGraphs seen;
   seen.insert(graph);
-  queue.emplace(std::pair{initial, generated++}, Candidate{graph.clone(), initial, {}});
+  queue.emplace(std::pair{initial, generated++}, Candidate{graph.clone(), initial, {}, {}});
   // Prices `next`, reached from `current` by `step`, and keeps it as the result or in the
   // queue as its cost says; false when it was seen before.
   const auto consider = [&](Graph next, const Candidate& current,
@@ -150,8 +196,10 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
       result.rewrites = rewrites;
     }
     if (next_cost < options.relaxation * result.cost) {
+      std::optional<std::set<std::string>> created;
+      if (next_cost >= current.cost) created = created_values(current.graph, next);
       queue.emplace(std::pair{next_cost, generated++},
-                    Candidate{std::move(next), next_cost, std::move(rewrites)});
+                    Candidate{std::move(next), next_cost, std::move(rewrites), std::move(created)});
     }
     return std::optional<double>(next_cost);
   };
@@ -176,7 +224,13 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
     ++result.expanded;
     std::vector<Improvement> improvements;
     for (const Rule& rule : rules) {
-      for (const Match& match : find_matches(current.graph, rule, options.max_matches_per_rule)) {
+      std::vector<Match> matches =
+          find_matches(current.graph, rule, current.created ? SIZE_MAX : options.max_matches_per_rule);
+      if (current.created) {
+        std::erase_if(matches, [&](const Match& m) { return !depends_on(m, *current.created); });
+        if (matches.size() > options.max_matches_per_rule) matches.resize(options.max_matches_per_rule);
+      }
+      for (const Match& match : matches) {
         if (out_of_time()) return result;
         Graph next = current.graph.clone();
         if (!apply_match(next, rule, match_in_copy(current.graph, match, next))) continue;

@@ -189,7 +189,7 @@ struct FusionCliOptions {
   std::vector<std::string> disabled_rules;
   bool rewrites = true;
   std::vector<std::string> disabled_rewrites;
-  bool substitute = false;
+  bool substitute = RewriteOptions{}.substitute;
   int substitute_max_expansions = RewriteOptions{}.substitute_max_expansions;
   double substitute_max_seconds = RewriteOptions{}.substitute_max_seconds;
 };
@@ -240,9 +240,12 @@ void add_rewrite_options(CLI::App* command, FusionCliOptions& options) {
       ->capture_default_str();
   command->add_option("--disable-rewrite", options.disabled_rewrites, rewrite_help)
       ->check(CLI::IsMember(rewrites));
-  command->add_flag("--substitute", options.substitute,
-                    "Search the rewrites by the shipped rules proved at build time that lower "
-                    "the estimated time after fusion (TASO's search; off by default)");
+  command
+      ->add_flag("--substitute,!--no-substitute", options.substitute,
+                 "Search the rewrites by the shipped rules proved at build time that lower the "
+                 "estimated time after fusion (TASO's search; on by default, not with "
+                 "--fusion=off)")
+      ->capture_default_str();
   command
       ->add_option("--substitute-max-expansions", options.substitute_max_expansions,
                    "With --substitute: stop after expanding this many graphs")
