@@ -574,6 +574,56 @@ graph @target(%x: f32[2,3], %y: f32[2,3]) {
   EXPECT_EQ(both->cost, 2);
 }
 
+TEST(Search, AStepThatDoesNotPayIsExtendedOnlyByRewritesThatDependOnIt) {
+  // out1 = -(-z + y): pushing the negation into the sum costs a node, -(-z) + -y, and then
+  // the double negation it made cancels: z + -y, a node fewer than the start. out2 = -(p + q):
+  // the same first step, independent of out1's, and nothing after it.
+  Expected<std::vector<Rule>> pushed = parse_rules(R"(
+rule neg-of-sum
+graph @source(%x: f32[2,3], %y: f32[2,3]) {
+  %s = add(%x, %y) : f32[2,3]
+  %n = neg(%s) : f32[2,3]
+  return %n
+}
+graph @target(%x: f32[2,3], %y: f32[2,3]) {
+  %a = neg(%x) : f32[2,3]
+  %b = neg(%y) : f32[2,3]
+  %n = add(%a, %b) : f32[2,3]
+  return %n
+}
+)");
+  ASSERT_TRUE(pushed.has_value()) << pushed.status().message();
+  const std::vector<Rule> shipped = shipped_rules();
+  const Rule& cancel = rule_named(shipped, "neg-neg-cancel");
+  pushed->push_back({cancel.name, cancel.origin, {}, {}, cancel.source.clone(), cancel.target.clone()});
+  Graph graph;
+  GraphBuilder b(graph);
+  const auto input = [&](const char* name) { return b.input(name, DType::f32, {2, 3}); };
+  Value* out1 = b.neg(b.add(b.neg(input("z")), input("y")));
+  Value* out2 = b.neg(b.add(input("p"), input("q")));
+  graph.set_outputs({out1, out2});
+  Expected<SearchResult> result = search_substitutions(graph, *pushed, node_count, {.relaxation = 2});
+  ASSERT_TRUE(result.has_value()) << result.status().message();
+  EXPECT_EQ(result->initial_cost, 5);
+  EXPECT_EQ(result->cost, 4);
+  ASSERT_EQ(result->rewrites.size(), 2u);
+  EXPECT_EQ(result->rewrites[0].rule, "neg-of-sum");
+  EXPECT_EQ(result->rewrites[1].rule, "neg-neg-cancel");
+  // Priced: out1's and out2's first steps from the start, the cancellation after out1's, and
+  // out2's step after the cancellation (a graph that paid is expanded by every rewrite). Not
+  // priced: out2's step after out1's first, or out1's after out2's: neither depends on the
+  // other.
+  EXPECT_EQ(result->priced, 4);
+  const std::vector<Array> inputs = random_inputs(graph);
+  const std::vector<Array> before = *interpret(graph, inputs);
+  const std::vector<Array> after = *interpret(result->graph, inputs);
+  for (size_t o = 0; o < 2; ++o) {
+    for (int64_t i = 0; i < before[o].size(); ++i) {
+      EXPECT_NEAR(after[o][i], before[o][i], 1e-5 * (1 + std::fabs(before[o][i])));
+    }
+  }
+}
+
 TEST(Search, StopsAtItsTimeBudgetWithTheBestSoFar) {
   Graph graph;
   GraphBuilder b(graph);
