@@ -4,7 +4,9 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
+#include <span>
 #include <utility>
 
 #include <fmt/format.h>
@@ -22,14 +24,111 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// sum_rows and sum_columns reduce one axis keeping it (x [m, n] -> [1, n] and [m, 1]); double
-// multiplies by the constant 2 (the scalar multiply).
-enum class Kind { neg, relu, transpose, sum_rows, sum_columns, twice, add, mul, matmul };
-constexpr Kind kKinds[] = {Kind::neg,        Kind::relu,  Kind::transpose, Kind::sum_rows,
-                           Kind::sum_columns, Kind::twice, Kind::add,       Kind::mul,
-                           Kind::matmul};
+// sum_rows and sum_columns reduce one axis keeping it (x [m, n] -> [1, n] and [m, 1]); twice
+// multiplies by the constant 2 (the scalar multiply); flatten reshapes [m, n] to
+// [1, m n]; broadcast makes a row [1, n] an [n, n] matrix and a column [m, 1] an [m, m] one;
+// the concats join rows ([m1 + m2, n]) or columns; top and bottom are the pieces of a split
+// into two halves of the rows, left and right of the columns. Over images [N, C, H, W] and
+// convolution weights [O, C, KH, KW], "rows" is axis 0 and "columns" axis 1 (the concats join
+// images or output channels, and input channels), and conv is a convolution with stride 1
+// and pads 1.
+enum class Kind {
+  neg, relu, transpose, sum_rows, sum_columns, twice, flatten, broadcast, top, bottom, left,
+  right, add, mul, matmul, concat_rows, concat_columns, conv
+};
+constexpr Kind kMatrixKinds[] = {
+    Kind::neg,    Kind::relu,  Kind::transpose, Kind::sum_rows, Kind::sum_columns, Kind::twice,
+    Kind::flatten, Kind::broadcast, Kind::top,  Kind::bottom,   Kind::left,        Kind::right,
+    Kind::add,    Kind::mul,   Kind::matmul,    Kind::concat_rows, Kind::concat_columns};
+constexpr Kind kConvolutionKinds[] = {
+    Kind::neg,  Kind::relu,  Kind::twice, Kind::top,         Kind::bottom,         Kind::left,
+    Kind::right, Kind::add,  Kind::mul,   Kind::concat_rows, Kind::concat_columns, Kind::conv};
 
-bool is_binary(Kind kind) { return kind == Kind::add || kind == Kind::mul || kind == Kind::matmul; }
+bool is_binary(Kind kind) {
+  return kind == Kind::add || kind == Kind::mul || kind == Kind::matmul ||
+         kind == Kind::concat_rows || kind == Kind::concat_columns || kind == Kind::conv;
+}
+
+using Dims = std::vector<int64_t>;
+
+// The dims of a concat along `axis`: all others equal.
+std::optional<Dims> concat_dims(const Dims& a, const Dims& b, size_t axis) {
+  if (a.size() != b.size() || a.size() <= axis) return std::nullopt;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (i != axis && a[i] != b[i]) return std::nullopt;
+  }
+  Dims result = a;
+  result[axis] += b[axis];
+  return result;
+}
+
+// The dims of one half of a split along `axis`.
+std::optional<Dims> half_dims(const Dims& a, size_t axis) {
+  if (a.size() <= axis || a[axis] % 2 != 0) return std::nullopt;
+  Dims result = a;
+  result[axis] /= 2;
+  return result;
+}
+
+// The kernel extent, strides and pads of the convolutions enumerated (a 3x3 window keeps the
+// image's extent).
+constexpr int64_t kConvPad = 1;
+
+// The shape of `kind` over operands of shapes `a` and `b` (b unused by unary kinds), or none
+// where it does not build: enumeration skips those graphs.
+std::optional<Dims> result_dims(Kind kind, const Dims& a, const Dims& b) {
+  const bool matrix = a.size() == 2;
+  switch (kind) {
+    case Kind::neg:
+    case Kind::relu:
+    case Kind::twice: return a;
+    case Kind::transpose:
+      if (!matrix) return std::nullopt;
+      return Dims{a[1], a[0]};
+    case Kind::sum_rows:
+      if (!matrix) return std::nullopt;
+      return Dims{1, a[1]};
+    case Kind::sum_columns:
+      if (!matrix) return std::nullopt;
+      return Dims{a[0], 1};
+    case Kind::flatten:
+      if (!matrix) return std::nullopt;
+      return Dims{1, a[0] * a[1]};
+    case Kind::broadcast:
+      if (!matrix) return std::nullopt;
+      if (a[0] == 1 && a[1] > 1) return Dims{a[1], a[1]};
+      if (a[1] == 1 && a[0] > 1) return Dims{a[0], a[0]};
+      return std::nullopt;
+    case Kind::top:
+    case Kind::bottom: return half_dims(a, 0);
+    case Kind::left:
+    case Kind::right: return half_dims(a, 1);
+    case Kind::add:
+    case Kind::mul: {
+      if (a.size() != b.size()) return std::nullopt;
+      Dims result(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i] != b[i] && a[i] != 1 && b[i] != 1) return std::nullopt;
+        result[i] = std::max(a[i], b[i]);
+      }
+      return result;
+    }
+    case Kind::matmul:
+      if (!matrix || b.size() != 2 || a[1] != b[0]) return std::nullopt;
+      return Dims{a[0], b[1]};
+    case Kind::concat_rows: return concat_dims(a, b, 0);
+    case Kind::concat_columns: return concat_dims(a, b, 1);
+    case Kind::conv: {
+      // x [N, C, H, W] and w [O, C, KH, KW].
+      if (a.size() != 4 || b.size() != 4 || a[1] != b[1]) return std::nullopt;
+      const int64_t h = a[2] + 2 * kConvPad - b[2] + 1;
+      const int64_t w = a[3] + 2 * kConvPad - b[3] + 1;
+      if (h < 1 || w < 1) return std::nullopt;
+      return Dims{a[0], b[0], h, w};
+    }
+  }
+  return std::nullopt;
+}
 
 std::string_view kind_name(Kind kind) {
   switch (kind) {
@@ -39,9 +138,18 @@ std::string_view kind_name(Kind kind) {
     case Kind::sum_rows: return "sumrows";
     case Kind::sum_columns: return "sumcolumns";
     case Kind::twice: return "twice";
+    case Kind::flatten: return "flatten";
+    case Kind::broadcast: return "broadcast";
+    case Kind::top: return "top";
+    case Kind::bottom: return "bottom";
+    case Kind::left: return "left";
+    case Kind::right: return "right";
     case Kind::add: return "add";
     case Kind::mul: return "mul";
     case Kind::matmul: return "matmul";
+    case Kind::concat_rows: return "concatrows";
+    case Kind::concat_columns: return "concatcolumns";
+    case Kind::conv: return "conv";
   }
   return "?";
 }
@@ -127,6 +235,8 @@ Expected<Graph> build_graph(const Candidate& candidate, const std::vector<int>& 
     if (is_binary(term.kind)) inputs.push_back(values.at(term.b));
     Attrs attrs;
     Op op = Op::neg;
+    int piece = 0;  // the output of a split that the term is
+    const Shape& shape = inputs[0]->shape();
     switch (term.kind) {
       case Kind::neg: op = Op::neg; break;
       case Kind::relu: op = Op::relu; break;
@@ -144,18 +254,67 @@ Expected<Graph> build_graph(const Candidate& candidate, const std::vector<int>& 
         op = Op::mul;
         break;
       }
+      case Kind::flatten:
+        op = Op::reshape;
+        attrs.set("shape", std::vector<int64_t>{1, shape.num_elements()});
+        break;
+      case Kind::broadcast: {
+        const int64_t n = std::max(shape.dim(0), shape.dim(1));
+        op = Op::broadcast_to;
+        attrs.set("shape", std::vector<int64_t>{n, n});
+        break;
+      }
+      case Kind::top:
+      case Kind::bottom:
+      case Kind::left:
+      case Kind::right: {
+        const int axis = term.kind == Kind::top || term.kind == Kind::bottom ? 0 : 1;
+        op = Op::split;
+        attrs.set("axis", int64_t{axis});
+        attrs.set("sizes", std::vector<int64_t>(2, shape.dim(axis) / 2));
+        piece = term.kind == Kind::bottom || term.kind == Kind::right ? 1 : 0;
+        break;
+      }
       case Kind::add: op = Op::add; break;
       case Kind::mul: op = Op::mul; break;
       case Kind::matmul: op = Op::matmul; break;
+      case Kind::concat_rows:
+      case Kind::concat_columns:
+        op = Op::concat;
+        attrs.set("axis", int64_t{term.kind == Kind::concat_rows ? 0 : 1});
+        break;
+      case Kind::conv:
+        op = Op::conv;
+        attrs.set("strides", std::vector<int64_t>{1, 1});
+        attrs.set("pads", std::vector<int64_t>(4, kConvPad));
+        break;
     }
     KILN_ASSIGN_OR_RETURN(Node* node, graph.add_node(op, std::move(inputs), attrs));
-    values[candidate.variables + static_cast<int>(t)] = node->output(0);
+    values[candidate.variables + static_cast<int>(t)] = node->output(piece);
   }
   graph.set_outputs({values.at(candidate.output())});
   return graph;
 }
 
-constexpr int64_t kSquare = 3;
+// The variables' shapes while enumerating and fingerprinting: square matrices of an even
+// extent (so that they split in halves); or, for convolutions, an image x0 [N, C, H, W] and
+// weights [O, C, KH, KW] with O = C (so that convolutions chain).
+constexpr int64_t kSquare = 4;
+
+std::vector<Dims> variable_dims(const GeneratorOptions& options) {
+  std::vector<Dims> dims(static_cast<size_t>(options.variables), Dims{kSquare, kSquare});
+  if (options.family == Family::convolutions) {
+    for (size_t v = 0; v < dims.size(); ++v) {
+      dims[v] = v == 0 ? Dims{1, 2, 4, 4} : Dims{2, 2, 3, 3};
+    }
+  }
+  return dims;
+}
+
+std::span<const Kind> kinds_of(Family family) {
+  if (family == Family::convolutions) return kConvolutionKinds;
+  return kMatrixKinds;
+}
 
 // Every candidate of up to `max_ops` terms whose every term is read by a later one, by
 // expression (the first found of each, which has the fewest terms).
@@ -166,6 +325,8 @@ std::map<std::string, Candidate> enumerate(const GeneratorOptions& options) {
     found.emplace(variable.expression(), variable);
   }
   Candidate current{{}, options.variables};
+  // The shape of each operand: the variables' squares, then each term's.
+  std::vector<Dims> dims = variable_dims(options);
   const std::function<void()> extend = [&]() {
     if (!current.terms.empty()) {
       std::vector<bool> read(current.terms.size(), false);
@@ -181,11 +342,16 @@ std::map<std::string, Candidate> enumerate(const GeneratorOptions& options) {
     }
     if (static_cast<int>(current.terms.size()) == options.max_ops) return;
     const int pool = current.variables + static_cast<int>(current.terms.size());
-    for (Kind kind : kKinds) {
+    for (Kind kind : kinds_of(options.family)) {
       for (int a = 0; a < pool; ++a) {
         for (int b = 0; b < (is_binary(kind) ? pool : 1); ++b) {
+          const std::optional<Dims> result =
+              result_dims(kind, dims[static_cast<size_t>(a)], dims[static_cast<size_t>(b)]);
+          if (!result) continue;
           current.terms.push_back({kind, a, b});
+          dims.push_back(*result);
           extend();
+          dims.pop_back();
           current.terms.pop_back();
         }
       }
@@ -196,10 +362,9 @@ std::map<std::string, Candidate> enumerate(const GeneratorOptions& options) {
 }
 
 // The results on two sets of random inputs, to 10 significant digits.
-Expected<std::string> fingerprint(const Candidate& candidate) {
+Expected<std::string> fingerprint(const Candidate& candidate, const std::vector<Dims>& dims) {
   std::vector<int> all(static_cast<size_t>(candidate.variables));
   for (int v = 0; v < candidate.variables; ++v) all[static_cast<size_t>(v)] = v;
-  const std::vector<std::vector<int64_t>> dims(all.size(), {kSquare, kSquare});
   KILN_ASSIGN_OR_RETURN(const Graph graph, build_graph(candidate, all, dims, DType::f64, "g"));
   std::string key = graph.outputs()[0]->shape().to_string() + ":";
   for (uint64_t seed : {11u, 12u}) {
@@ -258,26 +423,69 @@ std::vector<std::vector<int>> axis_partitions(int n) {
   return partitions;
 }
 
-// The rule source -> target at the finest extents both build with and still agree at; the
-// square extents when no finer ones do.
-std::optional<Rule> generalise(const Candidate& source, const Candidate& target,
-                               const std::string& name, bool& generalised) {
+// The rule source -> target at `dims` (by parameter), when both build there with one result
+// type and agree numerically.
+std::optional<Rule> rule_at(const Candidate& source, const Candidate& target,
+                            const std::vector<Dims>& dims, const std::string& name) {
   const std::vector<int> params = source.used_variables();
-  const int axes = 2 * static_cast<int>(params.size());
+  Expected<Graph> from = build_graph(source, params, dims, DType::f32, "source");
+  Expected<Graph> to = build_graph(target, params, dims, DType::f32, "target");
+  if (!from || !to || from->outputs()[0]->type() != to->outputs()[0]->type()) return std::nullopt;
+  Rule rule{name, "generated", {}, {}, std::move(from).value(), std::move(to).value()};
+  if (!check_rule_numerically(rule).is_ok()) return std::nullopt;
+  return rule;
+}
+
+// Matrices: the finest extents of all, every partition of the variables' axes tried, finest
+// first (extents 2, 3, ... by block).
+std::optional<Rule> finest_matrix_rule(const Candidate& source, const Candidate& target,
+                                       const std::string& name, bool& generalised) {
+  const size_t params = source.used_variables().size();
+  const int axes = 2 * static_cast<int>(params);
   for (const std::vector<int>& partition : axis_partitions(axes)) {
-    std::vector<std::vector<int64_t>> dims(params.size());
+    std::vector<Dims> dims(params);
     for (int axis = 0; axis < axes; ++axis) {
       dims[static_cast<size_t>(axis / 2)].push_back(2 + partition[static_cast<size_t>(axis)]);
     }
-    Expected<Graph> from = build_graph(source, params, dims, DType::f32, "source");
-    Expected<Graph> to = build_graph(target, params, dims, DType::f32, "target");
-    if (!from || !to || from->outputs()[0]->type() != to->outputs()[0]->type()) continue;
-    Rule rule{name, "generated", {}, {}, std::move(from).value(), std::move(to).value()};
-    if (!check_rule_numerically(rule).is_ok()) continue;
-    generalised = *std::max_element(partition.begin(), partition.end()) > 0;
-    return rule;
+    if (std::optional<Rule> rule = rule_at(source, target, dims, name)) {
+      generalised = *std::max_element(partition.begin(), partition.end()) > 0;
+      return rule;
+    }
   }
   return std::nullopt;
+}
+
+// Images and weights have too many axes to try every partition (12 for an image and two
+// weights), so their extents are refined greedily from the enumeration's: each group of axes
+// at one position of the variables' shapes (the spatial ones together, so that images and
+// kernels stay square and the prover's instances few) with one extent takes a fresh extent of
+// its own where the rule still holds.
+std::optional<Rule> refined_convolution_rule(const Candidate& source, const Candidate& target,
+                                             std::vector<Dims> dims, const std::string& name,
+                                             bool& generalised) {
+  std::optional<Rule> rule = rule_at(source, target, dims, name);
+  if (!rule) return std::nullopt;
+  int64_t fresh = 5;
+  const auto position = [](size_t axis) { return std::min<size_t>(axis, 2); };
+  std::set<std::pair<size_t, int64_t>> groups;
+  for (const Dims& d : dims) {
+    for (size_t axis = 0; axis < d.size(); ++axis) groups.emplace(position(axis), d[axis]);
+  }
+  for (const auto& [where, extent] : groups) {
+    std::vector<Dims> tried = dims;
+    for (Dims& d : tried) {
+      for (size_t axis = 0; axis < d.size(); ++axis) {
+        if (position(axis) == where && d[axis] == extent) d[axis] = fresh;
+      }
+    }
+    if (std::optional<Rule> refined = rule_at(source, target, tried, name)) {
+      rule = std::move(refined);
+      dims = std::move(tried);
+      generalised = true;
+      ++fresh;
+    }
+  }
+  return rule;
 }
 
 }  // namespace
@@ -296,9 +504,10 @@ Expected<GeneratedRules> generate_rules(const GeneratorOptions& options) {
   start = Clock::now();
   std::map<std::string, std::vector<const Candidate*>> classes;  // fingerprint -> members
   std::map<std::string, std::string> class_of;                    // expression -> fingerprint
+  const std::vector<Dims> dims = variable_dims(options);
   for (const auto& [expression, candidate] : candidates) {
-    Expected<std::string> key = fingerprint(candidate);
-    if (!key) continue;  // does not build (cannot happen with square matrices)
+    Expected<std::string> key = fingerprint(candidate, dims);
+    if (!key) continue;  // does not build (enumeration checked the shapes, so cannot happen)
     classes[*key].push_back(&candidate);
     class_of[expression] = *key;
   }
@@ -306,7 +515,11 @@ Expected<GeneratedRules> generate_rules(const GeneratorOptions& options) {
 
   start = Clock::now();
   std::set<std::string> kept;  // sources after renaming
-  std::vector<std::pair<Candidate, Candidate>> rules;
+  struct Pair {
+    Candidate source, target;
+    std::vector<Dims> dims;  // the enumeration's shapes of the renamed variables
+  };
+  std::vector<Pair> rules;
   for (auto& [key, members] : classes) {
     if (members.size() < 2) continue;
     ++counts.classes;
@@ -348,13 +561,15 @@ Expected<GeneratedRules> generate_rules(const GeneratorOptions& options) {
         continue;
       }
       ++counts.after_common;
-      rules.emplace_back(std::move(renamed_source), std::move(renamed_target));
+      std::vector<Dims> renamed_dims;
+      for (int v : used) renamed_dims.push_back(dims[static_cast<size_t>(v)]);
+      rules.push_back({std::move(renamed_source), std::move(renamed_target), std::move(renamed_dims)});
     }
   }
-  for (const auto& [source, target] : rules) {
+  for (const auto& [source, target, pair_dims] : rules) {
     bool generalised = false;
-    // "add(neg(x0),x1)" -> "gen-add-neg-x0-x1"
-    std::string name = "gen";
+    // "add(neg(x0),x1)" -> "gen-add-neg-x0-x1"; "gen4d-..." over images and weights.
+    std::string name = options.family == Family::convolutions ? "gen4d" : "gen";
     bool gap = true;
     for (char c : source.expression()) {
       if (!std::isalnum(static_cast<unsigned char>(c))) {
@@ -365,7 +580,10 @@ Expected<GeneratedRules> generate_rules(const GeneratorOptions& options) {
       name += c;
       gap = false;
     }
-    std::optional<Rule> rule = generalise(source, target, name, generalised);
+    std::optional<Rule> rule =
+        options.family == Family::convolutions
+            ? refined_convolution_rule(source, target, pair_dims, name, generalised)
+            : finest_matrix_rule(source, target, name, generalised);
     if (!rule) continue;
     counts.generalised += generalised;
     result.rules.push_back(std::move(*rule));

@@ -365,12 +365,14 @@ int run_subst_generate(const subst::GeneratorOptions& options, const std::string
   Expected<subst::GeneratedRules> generated = subst::generate_rules(options);
   if (!generated) return report(generated.status());
   const subst::GeneratorCounts& c = generated->counts;
-  fmt::print("enumerated {} distinct graphs of up to {} ops over {} variables in {:.2f} s\n",
-             c.graphs, options.max_ops, options.variables, c.enumerate_seconds);
+  fmt::print("enumerated {} distinct graphs of up to {} ops over {} variables ({}) in {:.2f} s\n",
+             c.graphs, options.max_ops, options.variables,
+             options.family == subst::Family::convolutions ? "an image and weights" : "matrices",
+             c.enumerate_seconds);
   fmt::print("fingerprinted them in {:.2f} s: {} classes of equal fingerprints\n",
              c.fingerprint_seconds, c.classes);
   fmt::print("candidate rules {}, after variable renaming {}, after subsumption {}, after common "
-             "subexpressions {}; {} written, {} with extents finer than square ({:.2f} s)\n",
+             "subexpressions {}; {} written, {} with extents finer than the enumeration's ({:.2f} s)\n",
              c.pairs, c.after_renaming, c.after_subsumption, c.after_common,
              generated->rules.size(), c.generalised, c.prune_seconds);
   if (Status written = write_file_atomically(output, subst::print_rules(generated->rules)); !written) {
@@ -1585,9 +1587,18 @@ int run(int argc, char** argv) {
   subst_generate_cmd->add_option("--max-ops", generator.max_ops, "Ops per enumerated graph")
       ->capture_default_str()
       ->check(CLI::Range(1, 3));
-  subst_generate_cmd->add_option("--variables", generator.variables, "Input matrices")
+  subst_generate_cmd->add_option("--variables", generator.variables, "Input variables")
       ->capture_default_str()
       ->check(CLI::Range(1, 3));
+  subst_generate_cmd
+      ->add_option("--family", generator.family,
+                   "What the variables are: matrices (square) or convolutions (an image x0 "
+                   "and convolution weights, with conv among the ops)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, subst::Family>{{"matrices", subst::Family::matrices},
+                                               {"convolutions", subst::Family::convolutions}},
+          CLI::ignore_case))
+      ->default_str("matrices");
   subst_generate_cmd->add_option("-o,--output", generated_file, "Rule file to write")->required();
   int subst_max_extent = 3;
   CLI::App* subst_verify_cmd = subst_cmd->add_subcommand(

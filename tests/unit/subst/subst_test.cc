@@ -674,11 +674,13 @@ TEST(Generate, CountsShrinkStageByStageAndTheRulesHold) {
     EXPECT_TRUE(check_rule_numerically(rule).is_ok()) << rule.name;
   }
   // Found on its own: two transposes cancel, a double negation cancels, a product
-  // reassociates, and a sum over the rows of a product is the product of the rows' sum
-  // (reduction elimination). Operands that commute are the matcher's business: no rule swaps
-  // them.
+  // reassociates, a sum over the rows of a product is the product of the rows' sum (reduction
+  // elimination), the top half of two joined matrices is the first, and a matmul of a matrix
+  // joined to itself is its product joined to itself. Operands that commute are the matcher's
+  // business: no rule swaps them.
   for (const char* expected : {"gen-transpose-transpose-x0", "gen-neg-neg-x0",
-                               "gen-mul-mul-x0-x1-x0", "gen-sumrows-matmul-x0-x1"}) {
+                               "gen-mul-mul-x0-x1-x0", "gen-sumrows-matmul-x0-x1",
+                               "gen-top-concatrows-x0-x1", "gen-matmul-concatrows-x0-x0-x1"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
   EXPECT_FALSE(names.contains("gen-add-x0-x1"));
@@ -693,6 +695,28 @@ TEST(Generate, CountsShrinkStageByStageAndTheRulesHold) {
   }
 }
 
+// Over an image and convolution weights, at 3 ops and 3 variables, the generator finds TASO's
+// convolution rules: two convolutions of one image summed are one over the weights' sum, and
+// joined over their channels are one over the joined weights (the parallel-convolution merge).
+TEST(Generate, ConvolutionRulesAreFoundAndProved) {
+  Expected<GeneratedRules> generated =
+      generate_rules({.max_ops = 3, .variables = 3, .family = Family::convolutions});
+  ASSERT_TRUE(generated.has_value()) << generated.status().message();
+  std::vector<const Rule*> wanted;
+  for (const Rule& rule : generated->rules) {
+    if (rule.name == "gen4d-add-conv-x0-x1-conv-x0-x2" ||
+        rule.name == "gen4d-concatcolumns-conv-x0-x1-conv-x0-x2") {
+      wanted.push_back(&rule);
+    }
+  }
+  ASSERT_EQ(wanted.size(), 2u);
+  for (const Rule* rule : wanted) {
+    EXPECT_EQ(rule->target.num_nodes(), 2) << rule->name;  // the weights' add or concat, one conv
+    Expected<Proof> proof = prove_rule(*rule);
+    EXPECT_TRUE(proof.has_value()) << proof.status().message();
+  }
+}
+
 TEST(Generate, TheShippedGeneratedFileIsWhatTheGeneratorWrites) {
   // `make rules` writes it; regenerate it when the generator changes.
   const char* root = std::getenv("KILN_SOURCE_DIR");
@@ -701,7 +725,7 @@ TEST(Generate, TheShippedGeneratedFileIsWhatTheGeneratorWrites) {
   ASSERT_TRUE(file.good()) << path;
   std::stringstream shipped;
   shipped << file.rdbuf();
-  EXPECT_EQ(rules_file("generated.rules").size(), 34u);
+  EXPECT_EQ(rules_file("generated.rules").size(), 108u);
   Expected<GeneratedRules> generated = generate_rules({.max_ops = 2, .variables = 2});
   ASSERT_TRUE(generated.has_value());
   EXPECT_EQ(shipped.str(), print_rules(generated->rules)) << "run `make rules`";
