@@ -70,8 +70,8 @@ std::optional<Dims> half_dims(const Dims& a, size_t axis) {
   return result;
 }
 
-// The kernel extent, strides and pads of the convolutions enumerated (a 3x3 window keeps the
-// image's extent).
+// The convolutions enumerated have stride 1 and pads 1: with the weights' 3x3 windows they keep
+// an image's extent, so they chain.
 constexpr int64_t kConvPad = 1;
 
 // The shape of `kind` over operands of shapes `a` and `b` (b unused by unary kinds), or none
@@ -563,7 +563,8 @@ Expected<GeneratedRules> generate_rules(const GeneratorOptions& options) {
       ++counts.after_common;
       std::vector<Dims> renamed_dims;
       for (int v : used) renamed_dims.push_back(dims[static_cast<size_t>(v)]);
-      rules.push_back({std::move(renamed_source), std::move(renamed_target), std::move(renamed_dims)});
+      rules.push_back(
+          {std::move(renamed_source), std::move(renamed_target), std::move(renamed_dims)});
     }
   }
   for (const auto& [source, target, pair_dims] : rules) {

@@ -20,12 +20,12 @@ namespace kiln::subst {
 namespace {
 
 // The graphs seen so far, told apart by what they compute rather than how they are written:
-// every node is interned by its op, its attributes (large constants by identity: frozen weights
-// would otherwise print in full for every graph) and its operands' interned ids, sorted where the op
-// commutes, and a graph is the ids of its results. So the same independent rewrites applied
-// in two orders (which name their new values differently), and graphs that differ only in
-// the order of a sum's or product's operands, are one graph: the rewrite sequences that
-// commute are priced once (the pruning of Fang et al.).
+// every node is interned by its op, its attributes (large constants by identity: frozen
+// weights would otherwise print in full for every graph) and its operands' interned ids,
+// sorted where the op commutes, and a graph is the ids of its results. So the same
+// independent rewrites applied in two orders (which name their new values differently), and
+// graphs that differ only in the order of a sum's or product's operands, are one graph: the
+// rewrite sequences that commute are priced once (the pruning of Fang et al.).
 class SeenGraphs {
  public:
   // Whether `graph` is new (and remembers it).
@@ -70,8 +70,8 @@ struct Candidate {
   std::optional<std::set<std::string>> created;
 };
 
-// Each node output of `graph` as "name=op(operand names)#k", by name: a value a rewrite created
-// has a new name, or (a result that keeps the name of the value it replaces) a new producer.
+// Each node output of `graph`, by name, as "op(operand names)#k": a value a rewrite created has
+// a new name or (a result that keeps the name of the value it replaces) a new signature.
 std::map<std::string, std::string> value_signatures(const Graph& graph) {
   std::map<std::string, std::string> signatures;
   for (const Node* node : graph.nodes()) {
@@ -224,11 +224,12 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
     ++result.expanded;
     std::vector<Improvement> improvements;
     for (const Rule& rule : rules) {
+      const size_t limit = options.max_matches_per_rule;
       std::vector<Match> matches =
-          find_matches(current.graph, rule, current.created ? SIZE_MAX : options.max_matches_per_rule);
+          find_matches(current.graph, rule, current.created ? SIZE_MAX : limit);
       if (current.created) {
         std::erase_if(matches, [&](const Match& m) { return !depends_on(m, *current.created); });
-        if (matches.size() > options.max_matches_per_rule) matches.resize(options.max_matches_per_rule);
+        if (matches.size() > limit) matches.resize(limit);
       }
       for (const Match& match : matches) {
         if (out_of_time()) return result;
