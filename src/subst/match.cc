@@ -106,21 +106,42 @@ class Matcher {
   }
 
   // Whether `node`'s attributes are `pattern`'s, those with a choice (rule.h) being one of its
-  // values and the value bound in `state` (binding it if not yet).
+  // values and the value bound in `state` (binding it if not yet). Window attributes compare
+  // by meaning (see `spelled_out`).
   bool bind_attributes(const Node& pattern, const Node& node, Match& state) const {
     for (const auto& [name, wanted] : pattern.attrs().entries()) {
-      const AttrValue* actual = node.attrs().find(name);
-      if (actual == nullptr) return false;
+      const AttrValue* found = node.attrs().find(name);
+      if (found == nullptr) return false;
+      const AttrValue actual = spelled_out(node, name, *found);
       const auto choice = std::ranges::find(rule_.attribute_choices, name, &AttributeChoice::name);
       if (choice == rule_.attribute_choices.end()) {
-        if (*actual != wanted) return false;
+        if (actual != spelled_out(pattern, name, wanted)) return false;
         continue;
       }
-      if (std::ranges::find(choice->values, *actual) == choice->values.end()) return false;
-      const auto [bound, inserted] = state.attributes.emplace(name, *actual);
-      if (!inserted && bound->second != *actual) return false;
+      if (std::ranges::none_of(choice->values, [&](const AttrValue& value) {
+            return spelled_out(pattern, name, value) == actual;
+          })) {
+        return false;
+      }
+      const auto [bound, inserted] = state.attributes.emplace(name, actual);
+      if (!inserted && bound->second != actual) return false;
     }
     return true;
+  }
+
+  // A window attribute of a convolution or pooling node (strides, dilations, pads), whose
+  // empty list means the default at every spatial axis, as its full list: 1 per axis, or 0 per
+  // side for pads. So a rule's conv(x, w) {dilations = []} matches an imported
+  // conv(x, w) {dilations = [1, 1]}: the two are one convolution.
+  static AttrValue spelled_out(const Node& node, const std::string& name, const AttrValue& value) {
+    const bool window = name == "strides" || name == "dilations" || name == "pads";
+    if (!window || value.kind() != AttrKind::ints || !value.as_ints().empty() ||
+        node.num_inputs() == 0 || node.input(0)->rank() < 3) {
+      return value;
+    }
+    const auto spatial = static_cast<size_t>(node.input(0)->rank() - 2);
+    return name == "pads" ? AttrValue(std::vector<int64_t>(2 * spatial, 0))
+                          : AttrValue(std::vector<int64_t>(spatial, 1));
   }
 
   // The conditions of match.h: values that are not results stay inside the match, and no

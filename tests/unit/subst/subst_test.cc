@@ -213,6 +213,26 @@ TEST(Match, OperandsOfAddAndMulMatchInEitherOrder) {
   EXPECT_TRUE(find_matches(products, rule_named(rules, "matmul-shared-lhs-distributes")).empty());
 }
 
+// ONNX writes a convolution's default window out (dilations = [1, 1], pads = [0, 0, 0, 0]) where
+// a rule leaves it empty: the two spell one convolution and match; other dilations do not.
+TEST(Match, WindowAttributesMatchByMeaning) {
+  const std::vector<Rule> rules = shipped_rules();
+  const Rule& rule = rule_named(rules, "convs-sharing-input-merge");
+  for (const bool dilated : {false, true}) {
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* x = b.input("x", DType::f32, {2, 3, 6, 6});
+    const std::vector<int64_t> dilations = dilated ? std::vector<int64_t>{2, 2}
+                                                   : std::vector<int64_t>{1, 1};
+    const auto conv = [&](const char* weight, int64_t channels) {
+      return b.conv(x, b.input(weight, DType::f32, {channels, 3, 1, 1}), {1, 1}, {}, dilations, 1);
+    };
+    graph.set_outputs({conv("w1", 4), conv("w2", 5)});
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    EXPECT_EQ(find_matches(graph, rule).size(), dilated ? 0u : 2u) << print_graph(graph);
+  }
+}
+
 TEST(Match, AMatchCarriesOverToACopyOfItsGraph) {
   // Applying the carried-over match to a copy gives what applying the original gives.
   const std::vector<Rule> rules = shipped_rules();
