@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <queue>
 #include <set>
+#include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "ir/printer.h"
 #include "loop/ir_visitor.h"
 #include "loop/lower_group.h"
 #include "loop/scratch.h"
@@ -44,6 +48,44 @@ class DisjointSets {
  private:
   std::vector<int> parent_;
 };
+
+// What a group's structure decides, remembered across partitions in this process by the
+// group's structural key (PartitionContext::structure_key): groups of one structure (a
+// transformer's layers; the same graph partitioned again, as the substitution search does for
+// every candidate) are lowered and estimated once. An estimate's views are kept as (position
+// in the group, output index), since its value pointers belong to one graph. Cleared when it
+// holds kMaxRemembered groups, so a long process stays bounded.
+struct RememberedEstimate {
+  cost::KernelEstimate estimate;  // views empty
+  std::vector<std::pair<size_t, int>> views;
+};
+
+constexpr size_t kMaxRemembered = 200000;
+
+template <typename T>
+class StructuralMemo {
+ public:
+  std::optional<T> find(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+  void remember(std::string key, T value) {
+    std::lock_guard lock(mutex_);
+    if (entries_.size() >= kMaxRemembered) entries_.clear();
+    entries_.emplace(std::move(key), std::move(value));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, T> entries_;
+};
+
+StructuralMemo<RememberedEstimate>& remembered_estimates() {
+  static StructuralMemo<RememberedEstimate> memo;
+  return memo;
+}
 
 }  // namespace
 
@@ -118,13 +160,77 @@ std::vector<Node*> PartitionContext::nodes_of(const NodeSet& group) const {
   return nodes;
 }
 
+std::string PartitionContext::structure_key(const NodeSet& group) {
+  if (key_prefix_.empty()) {
+    const cost::DeviceProfile& profile = *options_.profile;
+    key_prefix_ = fmt::format("{} {} {} {} {} {} {} {}\n", profile.matmul_flops,
+                              profile.vector_flops, profile.memory_bandwidth, profile.l2_bytes,
+                              profile.llc_bytes, profile.kernel_overhead, profile.cores,
+                              options_.max_local_bytes);
+    node_texts_.resize(static_cast<size_t>(reach_.size()));
+  }
+  std::string key = key_prefix_;
+  std::map<const Node*, size_t> local;
+  for (int index : group) local.emplace(reach_.node(index), local.size());
+  std::map<const Value*, size_t> external;
+  for (int index : group) {
+    const Node& node = *reach_.node(index);
+    std::string& text = node_texts_[static_cast<size_t>(index)];
+    if (text.empty()) {
+      text = node.op_name();
+      for (const auto& [name, value] : node.attrs().entries()) {
+        text += fmt::format(" {}={}", name, print_attr_value(value));
+      }
+    }
+    key += text;
+    key += " (";
+    for (const Value* input : node.inputs()) {
+      const Node* producer = input->producer();
+      if (auto found = local.find(producer); producer != nullptr && found != local.end()) {
+        key += fmt::format(" n{}.{}", found->second, input->output_index());
+      } else if (producer != nullptr && producer->op() == Op::constant &&
+                 input->shape().num_elements() == 1) {
+        // Lowering writes a one-element constant into the kernel as a literal.
+        key += fmt::format(" k{}", print_attr_value(producer->attrs().get("value")));
+      } else {
+        const bool constant = producer != nullptr && producer->op() == Op::constant;
+        auto [it, inserted] = external.emplace(input, external.size());
+        key += fmt::format(" {}{}:{}", constant ? "c" : "x", it->second, input->type().to_string());
+      }
+    }
+    key += " ) ->";
+    for (const Value* output : node.outputs()) {
+      const bool leaves = std::any_of(output->users().begin(), output->users().end(),
+                                      [&](const Node* user) { return !local.contains(user); });
+      key += fmt::format(" {}{}{}", output->type().to_string(), leaves ? "!" : "",
+                         graph_.is_output(output) ? "@" : "");
+    }
+    key += "\n";
+  }
+  return key;
+}
+
 const cost::KernelEstimate& PartitionContext::estimate(const NodeSet& group) {
   auto it = estimates_.find(group);
-  if (it == estimates_.end()) {
-    const std::vector<Node*> nodes = nodes_of(group);
-    it = estimates_.emplace(group, cost::estimate_kernel(graph_, nodes, *options_.profile)).first;
+  if (it != estimates_.end()) return it->second;
+  const std::vector<Node*> nodes = nodes_of(group);
+  const std::string key = structure_key(group);
+  if (std::optional<RememberedEstimate> remembered = remembered_estimates().find(key)) {
+    cost::KernelEstimate estimate = std::move(remembered->estimate);
+    for (const auto& [position, output] : remembered->views) {
+      estimate.views.push_back(nodes[position]->output(output));
+    }
+    return estimates_.emplace(group, std::move(estimate)).first->second;
   }
-  return it->second;
+  cost::KernelEstimate estimate = cost::estimate_kernel(graph_, nodes, *options_.profile);
+  RememberedEstimate remembered{estimate, {}};
+  remembered.estimate.views.clear();
+  for (const Value* view : estimate.views) {
+    const auto position = std::ranges::find(nodes, view->producer()) - nodes.begin();
+    remembered.views.emplace_back(static_cast<size_t>(position), view->output_index());
+  }
+  remembered_estimates().remember(key, std::move(remembered));
+  return estimates_.emplace(group, std::move(estimate)).first->second;
 }
 
 // Lowers the group once for both questions. A single node is always accepted; only those
@@ -133,6 +239,11 @@ const cost::KernelEstimate& PartitionContext::estimate(const NodeSet& group) {
 const PartitionContext::LoopVerdict& PartitionContext::loop_verdict(const NodeSet& group) {
   auto it = loop_verdicts_.find(group);
   if (it != loop_verdicts_.end()) return it->second;
+  static StructuralMemo<LoopVerdict> remembered_verdicts;
+  const std::string key = structure_key(group);
+  if (std::optional<LoopVerdict> remembered = remembered_verdicts.find(key)) {
+    return loop_verdicts_.emplace(group, std::move(*remembered)).first->second;
+  }
   LoopVerdict verdict;
   const std::vector<Node*> nodes = nodes_of(group);
   const bool single = group.size() == 1;
@@ -151,6 +262,7 @@ const PartitionContext::LoopVerdict& PartitionContext::loop_verdict(const NodeSe
       verdict.scratch_bytes = loop::scratch_bytes(lowered->kernel);
     }
   }
+  remembered_verdicts.remember(key, verdict);
   return loop_verdicts_.emplace(group, std::move(verdict)).first->second;
 }
 

@@ -1,7 +1,8 @@
 // What the partitioners share (internal to src/fusion): the graph's computed nodes by index,
 // the fusible edges between them, the components those edges join, reachability, and
 // memoised answers to the three questions every partitioner asks of a candidate group: is it
-// convex, what does it cost, and does the loop level accept it.
+// convex, what does it cost, and does the loop level accept it (the last two also remembered
+// process-wide by the group's structure, see structure_key).
 //
 // Tied edges. A group is convex and lies within one component (partitioners grow groups over
 // fusible edges). So when some path from a fusible edge's producer to its consumer passes
@@ -68,6 +69,13 @@ class PartitionContext {
 
   std::vector<Node*> nodes_of(const NodeSet& group) const;
 
+  // A canonical text of the group's structure and of the options its estimate and loop verdict
+  // depend on: its nodes' ops, attributes and types, how they connect, which inputs come from
+  // outside (one-element constants by value, since lowering writes them in as literals), and
+  // which outputs are read outside the group or are graph outputs. Groups of equal keys are
+  // lowered and estimated alike, so both answers are remembered by it across partitions.
+  std::string structure_key(const NodeSet& group);
+
  private:
   const Graph& graph_;
   const FusionOptions& options_;
@@ -89,6 +97,10 @@ class PartitionContext {
 
   std::map<NodeSet, cost::KernelEstimate> estimates_;
   std::map<NodeSet, LoopVerdict> loop_verdicts_;
+  // structure_key's parts that do not depend on the group: the options, and each node's op
+  // and attributes (by node index, made on first use).
+  std::string key_prefix_;
+  std::vector<std::string> node_texts_;
 };
 
 // Whether the groups, as a quotient graph (an edge between two groups when a node of one

@@ -254,6 +254,54 @@ TEST(Partition, GroupsDependingOnEachOtherInACycleAreFound) {
   for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) partition(graph, mode);
 }
 
+// Estimates and loop verdicts are remembered across partitions by a group's structure: a
+// group of another graph with the same structure gets the same estimate, its views pointing
+// into its own graph; a one-element constant's value, or a value becoming a graph output,
+// makes another structure.
+TEST(PartitionContext, GroupsOfOneStructureShareTheirEstimateAcrossGraphs) {
+  struct Built {
+    Graph graph;
+    std::vector<Value*> grouped;  // exp, mul, reshape: the last a view
+  };
+  const auto build = [](double scale, bool view_is_output) {
+    Built built;
+    GraphBuilder b(built.graph);
+    Value* e = b.exp(b.input("x", DType::f32, {4, 8}));
+    Value* scaling = b.scalar(scale);
+    Value* y = b.mul(e, scaling);
+    Value* view = b.reshape(y, {32});
+    built.grouped = {e, y, view};
+    std::vector<Value*> outputs = {y, b.relu(view)};
+    if (view_is_output) outputs.push_back(view);
+    built.graph.set_outputs(outputs);
+    return built;
+  };
+  const auto group_of = [](const PartitionContext& context, const Built& built) {
+    NodeSet group;
+    for (const Value* v : built.grouped) group.push_back(context.reach().index(v->producer()));
+    std::sort(group.begin(), group.end());
+    return group;
+  };
+  const FusionOptions options = options_for(FusionMode::ilp);
+  const Built first = build(2.0, false), second = build(2.0, false);
+  PartitionContext a(first.graph, options), b(second.graph, options);
+  const NodeSet in_a = group_of(a, first), in_b = group_of(b, second);
+  EXPECT_EQ(a.structure_key(in_a), b.structure_key(in_b));
+  const cost::KernelEstimate& estimate_a = a.estimate(in_a);
+  const cost::KernelEstimate& estimate_b = b.estimate(in_b);
+  EXPECT_EQ(estimate_a.seconds, estimate_b.seconds);
+  EXPECT_EQ(estimate_a.bytes, estimate_b.bytes);
+  ASSERT_EQ(estimate_a.views.size(), 1u);
+  ASSERT_EQ(estimate_b.views.size(), 1u);
+  EXPECT_EQ(estimate_a.views[0], first.grouped[2]);
+  EXPECT_EQ(estimate_b.views[0], second.grouped[2]);
+  const Built scaled = build(3.0, false), output = build(2.0, true);
+  PartitionContext c(scaled.graph, options), d(output.graph, options);
+  EXPECT_NE(c.structure_key(group_of(c, scaled)), a.structure_key(in_a));
+  EXPECT_NE(d.structure_key(group_of(d, output)), a.structure_key(in_a));
+  EXPECT_TRUE(d.estimate(group_of(d, output)).views.empty());  // a graph output is stored
+}
+
 TEST(Partition, GroupsTheLoopLevelRejectsAreNotChosen) {
   // With no local memory allowed, a group stitching a reduction to its consumers (the mean
   // lives in a local buffer) is rejected; the partition is chosen again without it.
