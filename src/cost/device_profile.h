@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -44,13 +45,18 @@ Expected<DeviceProfile> measure_device_profile();
 // This machine's profile cached under `cache_root`: read, else measured and written. Errors
 // only when the measurement fails; an unreadable or damaged entry is measured again and
 // replaced, and a cache that cannot be written only costs a measurement next time. A
-// measurement taken while the machine is not `quiet` (other programs keep its cores busy) is
-// returned but not written: it describes the moment, not the machine.
+// measurement is written only when `quiet()`, asked after measuring, says other programs left
+// the cores alone; otherwise it is returned but not written: it describes the moment, not the
+// machine.
 Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root,
-                                              bool quiet);
+                                              const std::function<bool()>& quiet);
 
 // cached_device_profile(kiln_cache_root(), quiet), remembered for the life of the process;
-// quiet when the one-minute load average, less this process, is below half the cores.
+// quiet when the one-minute load average, less this process, is below half the cores before
+// measuring, and other processes used less than a quarter of the cores while it measured.
+// $KILN_DEVICE_PROFILE pins it instead: "reference" is reference_profile(), anything else the
+// path of a profile's JSON file (as the cache holds). Tests that print partitions pin it, so
+// their kernel counts do not depend on the machine or on a measurement taken under load.
 Expected<DeviceProfile> host_device_profile();
 
 std::string profile_to_json(const DeviceProfile& profile);

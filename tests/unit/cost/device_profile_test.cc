@@ -75,7 +75,7 @@ std::filesystem::path cached_file(const std::filesystem::path& root) {
 
 TEST(DeviceProfile, CachedProfileIsMeasuredOnceThenRead) {
   const testing::TempDir dir;
-  Expected<DeviceProfile> measured = cached_device_profile(dir.path(), /*quiet=*/true);
+  Expected<DeviceProfile> measured = cached_device_profile(dir.path(), [] { return true; });
   ASSERT_TRUE(measured.has_value()) << measured.status().message();
   const std::filesystem::path file = cached_file(dir.path());
   ASSERT_FALSE(file.empty());
@@ -83,12 +83,12 @@ TEST(DeviceProfile, CachedProfileIsMeasuredOnceThenRead) {
   DeviceProfile edited = *measured;
   edited.vector_flops = 12345;
   ASSERT_TRUE(write_file_atomically(file, profile_to_json(edited)).is_ok());
-  Expected<DeviceProfile> read = cached_device_profile(dir.path(), /*quiet=*/true);
+  Expected<DeviceProfile> read = cached_device_profile(dir.path(), [] { return true; });
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(read->vector_flops, 12345);
   // A damaged entry is measured again and replaced.
   ASSERT_TRUE(write_file_atomically(file, "{ damaged").is_ok());
-  Expected<DeviceProfile> again = cached_device_profile(dir.path(), /*quiet=*/true);
+  Expected<DeviceProfile> again = cached_device_profile(dir.path(), [] { return true; });
   ASSERT_TRUE(again.has_value());
   EXPECT_NE(again->vector_flops, 12345);
   EXPECT_TRUE(profile_from_json(*read_file(file.string())).has_value());
@@ -96,7 +96,7 @@ TEST(DeviceProfile, CachedProfileIsMeasuredOnceThenRead) {
 
 TEST(DeviceProfile, ABusyMachinesMeasurementIsNotCached) {
   const testing::TempDir dir;
-  Expected<DeviceProfile> measured = cached_device_profile(dir.path(), /*quiet=*/false);
+  Expected<DeviceProfile> measured = cached_device_profile(dir.path(), [] { return false; });
   ASSERT_TRUE(measured.has_value()) << measured.status().message();
   EXPECT_GT(measured->matmul_flops, 0);
   EXPECT_TRUE(cached_file(dir.path()).empty());
