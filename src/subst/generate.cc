@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <span>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
@@ -30,11 +33,13 @@ double seconds_since(Clock::time_point start) {
 // the concats join rows ([m1 + m2, n]) or columns; top and bottom are the pieces of a split
 // into two halves of the rows, left and right of the columns. Over images [N, C, H, W] and
 // convolution weights [O, C, KH, KW], "rows" is axis 0 and "columns" axis 1 (the concats join
-// images or output channels, and input channels), and conv is a convolution with stride 1
-// and pads 1.
+// images or output channels, and input channels), conv is a convolution with stride 1
+// and pads 1, and batch_norm an inference batch norm of an image by the family's four
+// per-channel parameters (scale, bias, mean, variance), variables of their own that no other
+// op reads: as TASO does, the op's weights come with it.
 enum class Kind {
   neg, relu, transpose, sum_rows, sum_columns, twice, flatten, broadcast, top, bottom, left,
-  right, add, mul, matmul, concat_rows, concat_columns, conv
+  right, add, mul, matmul, concat_rows, concat_columns, conv, batch_norm
 };
 constexpr Kind kMatrixKinds[] = {
     Kind::neg,    Kind::relu,  Kind::transpose, Kind::sum_rows, Kind::sum_columns, Kind::twice,
@@ -42,12 +47,19 @@ constexpr Kind kMatrixKinds[] = {
     Kind::add,    Kind::mul,   Kind::matmul,    Kind::concat_rows, Kind::concat_columns};
 constexpr Kind kConvolutionKinds[] = {
     Kind::neg,  Kind::relu,  Kind::twice, Kind::top,         Kind::bottom,         Kind::left,
-    Kind::right, Kind::add,  Kind::mul,   Kind::concat_rows, Kind::concat_columns, Kind::conv};
+    Kind::right, Kind::add,  Kind::mul,   Kind::concat_rows, Kind::concat_columns, Kind::conv,
+    Kind::batch_norm};
 
 bool is_binary(Kind kind) {
   return kind == Kind::add || kind == Kind::mul || kind == Kind::matmul ||
          kind == Kind::concat_rows || kind == Kind::concat_columns || kind == Kind::conv;
 }
+
+// The convolutions family's batch norm parameters: four variables after the image and weights,
+// each of kBatchNormChannels extents, so a batch norm reads an image of that many channels.
+constexpr int kBatchNormParameters = 4;
+constexpr int64_t kBatchNormChannels = 2;
+constexpr int kBatchNormVariance = 3;  // the parameter drawn positive when fingerprinting
 
 using Dims = std::vector<int64_t>;
 
@@ -82,6 +94,9 @@ std::optional<Dims> result_dims(Kind kind, const Dims& a, const Dims& b) {
     case Kind::neg:
     case Kind::relu:
     case Kind::twice: return a;
+    case Kind::batch_norm:
+      if (a.size() != 4 || a[1] != kBatchNormChannels) return std::nullopt;
+      return a;
     case Kind::transpose:
       if (!matrix) return std::nullopt;
       return Dims{a[1], a[0]};
@@ -150,16 +165,17 @@ std::string_view kind_name(Kind kind) {
     case Kind::concat_rows: return "concatrows";
     case Kind::concat_columns: return "concatcolumns";
     case Kind::conv: return "conv";
+    case Kind::batch_norm: return "batchnorm";
   }
   return "?";
 }
 
 // An op of an enumerated graph. Operand o < variables is variable o; otherwise it is the
-// result of term o - variables.
+// result of term o - variables. A unary op has one operand, a binary one two, a batch norm
+// five (the image, then its parameters).
 struct Term {
   Kind kind;
-  int a = 0;
-  int b = 0;
+  std::vector<int> operands;
 };
 
 struct Candidate {
@@ -176,11 +192,12 @@ struct Candidate {
   std::string expression(int operand) const {
     if (operand < variables) return fmt::format("x{}", operand);
     const Term& term = terms[static_cast<size_t>(operand - variables)];
-    if (!is_binary(term.kind)) return fmt::format("{}({})", kind_name(term.kind), expression(term.a));
-    std::string a = expression(term.a);
-    std::string b = expression(term.b);
-    if ((term.kind == Kind::add || term.kind == Kind::mul) && b < a) std::swap(a, b);
-    return fmt::format("{}({},{})", kind_name(term.kind), a, b);
+    std::vector<std::string> operands;
+    for (int o : term.operands) operands.push_back(expression(o));
+    if ((term.kind == Kind::add || term.kind == Kind::mul) && operands[1] < operands[0]) {
+      std::swap(operands[0], operands[1]);
+    }
+    return fmt::format("{}({})", kind_name(term.kind), fmt::join(operands, ","));
   }
   std::string expression() const { return expression(output()); }
 
@@ -192,9 +209,7 @@ struct Candidate {
         if (std::find(used.begin(), used.end(), operand) == used.end()) used.push_back(operand);
         return;
       }
-      const Term& term = terms[static_cast<size_t>(operand - variables)];
-      visit(term.a);
-      if (is_binary(term.kind)) visit(term.b);
+      for (int o : terms[static_cast<size_t>(operand - variables)].operands) visit(o);
     };
     visit(output());
     return used;
@@ -208,8 +223,7 @@ struct Candidate {
       if (o < variables) return o;
       if (auto it = renumbered.find(o); it != renumbered.end()) return it->second;
       Term term = terms[static_cast<size_t>(o - variables)];
-      term.a = copy(term.a);
-      if (is_binary(term.kind)) term.b = copy(term.b);
+      for (int& read : term.operands) read = copy(read);
       sub.terms.push_back(term);
       return renumbered[o] = variables + static_cast<int>(sub.terms.size()) - 1;
     };
@@ -231,8 +245,8 @@ Expected<Graph> build_graph(const Candidate& candidate, const std::vector<int>& 
   }
   for (size_t t = 0; t < candidate.terms.size(); ++t) {
     const Term& term = candidate.terms[t];
-    std::vector<Value*> inputs = {values.at(term.a)};
-    if (is_binary(term.kind)) inputs.push_back(values.at(term.b));
+    std::vector<Value*> inputs;
+    for (int o : term.operands) inputs.push_back(values.at(o));
     Attrs attrs;
     Op op = Op::neg;
     int piece = 0;  // the output of a split that the term is
@@ -288,6 +302,7 @@ Expected<Graph> build_graph(const Candidate& candidate, const std::vector<int>& 
         attrs.set("strides", std::vector<int64_t>{1, 1});
         attrs.set("pads", std::vector<int64_t>(4, kConvPad));
         break;
+      case Kind::batch_norm: op = Op::batch_norm_infer; break;
     }
     KILN_ASSIGN_OR_RETURN(Node* node, graph.add_node(op, std::move(inputs), attrs));
     values[candidate.variables + static_cast<int>(t)] = node->output(piece);
@@ -298,17 +313,24 @@ Expected<Graph> build_graph(const Candidate& candidate, const std::vector<int>& 
 
 // The variables' shapes while enumerating and fingerprinting: square matrices of an even
 // extent (so that they split in halves); or, for convolutions, an image x0 [N, C, H, W] and
-// weights [O, C, KH, KW] with O = C (so that convolutions chain).
+// weights [O, C, KH, KW] with O = C (so that convolutions chain), then the batch norm's four
+// parameters [C].
 constexpr int64_t kSquare = 4;
 
 std::vector<Dims> variable_dims(const GeneratorOptions& options) {
   std::vector<Dims> dims(static_cast<size_t>(options.variables), Dims{kSquare, kSquare});
   if (options.family == Family::convolutions) {
     for (size_t v = 0; v < dims.size(); ++v) {
-      dims[v] = v == 0 ? Dims{1, 2, 4, 4} : Dims{2, 2, 3, 3};
+      dims[v] = v == 0 ? Dims{1, kBatchNormChannels, 4, 4} : Dims{2, kBatchNormChannels, 3, 3};
     }
+    dims.insert(dims.end(), kBatchNormParameters, Dims{kBatchNormChannels});
   }
   return dims;
+}
+
+// The variables of a candidate: the options' and, for convolutions, the batch norm's.
+int all_variables(const GeneratorOptions& options) {
+  return options.variables + (options.family == Family::convolutions ? kBatchNormParameters : 0);
 }
 
 std::span<const Kind> kinds_of(Family family) {
@@ -320,18 +342,27 @@ std::span<const Kind> kinds_of(Family family) {
 // expression (the first found of each, which has the fewest terms).
 std::map<std::string, Candidate> enumerate(const GeneratorOptions& options) {
   std::map<std::string, Candidate> found;
+  const int variables = all_variables(options);
   for (int v = 0; v < options.variables; ++v) {
-    const Candidate variable{{}, options.variables, v};
+    const Candidate variable{{}, variables, v};
     found.emplace(variable.expression(), variable);
   }
-  Candidate current{{}, options.variables};
-  // The shape of each operand: the variables' squares, then each term's.
+  Candidate current{{}, variables};
+  // The shape of each operand: the variables', then each term's.
   std::vector<Dims> dims = variable_dims(options);
+  // The operands an op may read: the options' variables and the terms so far (the batch norm's
+  // parameters only through a batch norm).
+  const auto operand_pool = [&] {
+    std::vector<int> pool(static_cast<size_t>(options.variables));
+    std::iota(pool.begin(), pool.end(), 0);
+    for (size_t t = 0; t < current.terms.size(); ++t) pool.push_back(variables + static_cast<int>(t));
+    return pool;
+  };
   const std::function<void()> extend = [&]() {
     if (!current.terms.empty()) {
       std::vector<bool> read(current.terms.size(), false);
       for (const Term& term : current.terms) {
-        for (int o : {term.a, is_binary(term.kind) ? term.b : -1}) {
+        for (int o : term.operands) {
           if (o >= current.variables) read[static_cast<size_t>(o - current.variables)] = true;
         }
       }
@@ -341,14 +372,19 @@ std::map<std::string, Candidate> enumerate(const GeneratorOptions& options) {
       }
     }
     if (static_cast<int>(current.terms.size()) == options.max_ops) return;
-    const int pool = current.variables + static_cast<int>(current.terms.size());
+    const std::vector<int> pool = operand_pool();
     for (Kind kind : kinds_of(options.family)) {
-      for (int a = 0; a < pool; ++a) {
-        for (int b = 0; b < (is_binary(kind) ? pool : 1); ++b) {
+      for (int a : pool) {
+        for (int b : is_binary(kind) ? pool : std::vector<int>{a}) {
           const std::optional<Dims> result =
               result_dims(kind, dims[static_cast<size_t>(a)], dims[static_cast<size_t>(b)]);
           if (!result) continue;
-          current.terms.push_back({kind, a, b});
+          std::vector<int> operands = {a};
+          if (is_binary(kind)) operands.push_back(b);
+          if (kind == Kind::batch_norm) {
+            for (int p = 0; p < kBatchNormParameters; ++p) operands.push_back(options.variables + p);
+          }
+          current.terms.push_back({kind, std::move(operands)});
           dims.push_back(*result);
           extend();
           dims.pop_back();
@@ -361,15 +397,20 @@ std::map<std::string, Candidate> enumerate(const GeneratorOptions& options) {
   return found;
 }
 
-// The results on two sets of random inputs, to 10 significant digits.
-Expected<std::string> fingerprint(const Candidate& candidate, const std::vector<Dims>& dims) {
+// The results on two sets of random inputs, to 10 significant digits. A batch norm's variance
+// is drawn positive (`variance`, the variable's number, or -1), so that no element is NaN.
+Expected<std::string> fingerprint(const Candidate& candidate, const std::vector<Dims>& dims,
+                                  int variance) {
   std::vector<int> all(static_cast<size_t>(candidate.variables));
   for (int v = 0; v < candidate.variables; ++v) all[static_cast<size_t>(v)] = v;
   KILN_ASSIGN_OR_RETURN(const Graph graph, build_graph(candidate, all, dims, DType::f64, "g"));
   std::string key = graph.outputs()[0]->shape().to_string() + ":";
   for (uint64_t seed : {11u, 12u}) {
-    KILN_ASSIGN_OR_RETURN(const std::vector<Array> results,
-                          interpret(graph, random_inputs(graph, {.seed = seed})));
+    std::vector<Array> inputs = random_inputs(graph, {.seed = seed});
+    if (variance >= 0) {
+      for (double& v : inputs[static_cast<size_t>(variance)].data) v = std::fabs(v);
+    }
+    KILN_ASSIGN_OR_RETURN(const std::vector<Array> results, interpret(graph, inputs));
     for (double v : results[0].data) key += fmt::format("{:.9e} ", v);
   }
   return key;
@@ -386,8 +427,7 @@ Candidate renumber(const Candidate& candidate, const std::vector<int>& order) {
   Candidate result = candidate;
   const auto map = [&](int o) { return o < candidate.variables ? to.at(o) : o; };
   for (Term& term : result.terms) {
-    term.a = map(term.a);
-    if (is_binary(term.kind)) term.b = map(term.b);
+    for (int& operand : term.operands) operand = map(operand);
   }
   if (result.terms.empty()) result.variable = map(result.variable);
   return result;
@@ -458,24 +498,26 @@ std::optional<Rule> finest_matrix_rule(const Candidate& source, const Candidate&
 // Images and weights have too many axes to try every partition (12 for an image and two
 // weights), so their extents are refined greedily from the enumeration's: each group of axes
 // at one position of the variables' shapes (the spatial ones together, so that images and
-// kernels stay square and the prover's instances few) with one extent takes a fresh extent of
-// its own where the rule still holds.
+// kernels stay square and the prover's instances few; a batch norm parameter's one axis with
+// the channels) with one extent takes a fresh extent of its own where the rule still holds.
 std::optional<Rule> refined_convolution_rule(const Candidate& source, const Candidate& target,
                                              std::vector<Dims> dims, const std::string& name,
                                              bool& generalised) {
   std::optional<Rule> rule = rule_at(source, target, dims, name);
   if (!rule) return std::nullopt;
   int64_t fresh = 5;
-  const auto position = [](size_t axis) { return std::min<size_t>(axis, 2); };
+  const auto position = [](const Dims& d, size_t axis) {
+    return d.size() == 1 ? size_t{1} : std::min<size_t>(axis, 2);
+  };
   std::set<std::pair<size_t, int64_t>> groups;
   for (const Dims& d : dims) {
-    for (size_t axis = 0; axis < d.size(); ++axis) groups.emplace(position(axis), d[axis]);
+    for (size_t axis = 0; axis < d.size(); ++axis) groups.emplace(position(d, axis), d[axis]);
   }
   for (const auto& [where, extent] : groups) {
     std::vector<Dims> tried = dims;
     for (Dims& d : tried) {
       for (size_t axis = 0; axis < d.size(); ++axis) {
-        if (position(axis) == where && d[axis] == extent) d[axis] = fresh;
+        if (position(d, axis) == where && d[axis] == extent) d[axis] = fresh;
       }
     }
     if (std::optional<Rule> refined = rule_at(source, target, tried, name)) {
@@ -505,8 +547,10 @@ Expected<GeneratedRules> generate_rules(const GeneratorOptions& options) {
   std::map<std::string, std::vector<const Candidate*>> classes;  // fingerprint -> members
   std::map<std::string, std::string> class_of;                    // expression -> fingerprint
   const std::vector<Dims> dims = variable_dims(options);
+  const int variance =
+      options.family == Family::convolutions ? options.variables + kBatchNormVariance : -1;
   for (const auto& [expression, candidate] : candidates) {
-    Expected<std::string> key = fingerprint(candidate, dims);
+    Expected<std::string> key = fingerprint(candidate, dims, variance);
     if (!key) continue;  // does not build (enumeration checked the shapes, so cannot happen)
     classes[*key].push_back(&candidate);
     class_of[expression] = *key;

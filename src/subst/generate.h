@@ -10,7 +10,10 @@
 //      columns, and each half of a split of the rows or of the columns;
 //    - convolutions (an image x0 [1, 2, 4, 4], weights [2, 2, 3, 3]): conv (stride 1, pads
 //      1), neg, relu, the multiplication by 2, add, mul, the concats and the split halves
-//      along axes 0 and 1 (images or output channels; channels).
+//      along axes 0 and 1 (images or output channels; channels), and the inference batch norm
+//      of a 2-channel tensor by four parameter vectors [2] (scale, bias, mean, variance) that
+//      are variables of their own, beside the `variables` counted, read by batch norms only
+//      (as in TASO, the op's weights come with it; the variance is drawn positive).
 //    A graph whose shapes do not fit is not enumerated. Graphs that spell the same expression
 //    (independent ops in another order, or the operands of an add or mul swapped, which the
 //    matcher tries both ways) are counted once.

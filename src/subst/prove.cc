@@ -452,8 +452,10 @@ std::optional<std::pair<Graph, Graph>> instantiate(
   return std::pair{std::move(source), std::move(target)};
 }
 
-// Proves one instance; an error is a counterexample or Z3 giving up.
-Status prove_instance(const Rule& rule, const Graph& source, const Graph& target) {
+// Proves one instance; an error is a counterexample or Z3 giving up (`rejection` says which),
+// or an op the evaluator does not know.
+Status prove_instance(const Rule& rule, const Graph& source, const Graph& target,
+                      Rejection& rejection) {
   z3::context context;
   std::vector<SymTensor> inputs;
   for (size_t p = 0; p < source.inputs().size(); ++p) {
@@ -504,9 +506,11 @@ Status prove_instance(const Rule& rule, const Graph& source, const Graph& target
   switch (solver.check()) {
     case z3::unsat: return Status::ok();
     case z3::sat:
+      rejection = Rejection::refuted;
       return Status::errorf("{}: rule '{}' does not hold with {}", rule.origin, rule.name,
                             fmt::join(shapes, ", "));
     default:
+      rejection = Rejection::undecided;
       return Status::errorf("{}: rule '{}': Z3 could not decide it with {} ({})", rule.origin,
                             rule.name, fmt::join(shapes, ", "), solver.reason_unknown());
   }
@@ -514,7 +518,10 @@ Status prove_instance(const Rule& rule, const Graph& source, const Graph& target
 
 }  // namespace
 
-Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options) {
+Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options, Rejection* rejection) {
+  Rejection ignored = Rejection::unsupported;
+  Rejection& why = rejection != nullptr ? *rejection : ignored;
+  why = Rejection::unsupported;
   const std::vector<int64_t> extents = example_extents(rule);
   const std::vector<std::map<std::string, AttrValue>> attribute_sets = attribute_assignments(rule);
   double assignments = 1;
@@ -548,7 +555,7 @@ Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options) {
         ++proof.skipped;
         continue;
       }
-      KILN_RETURN_IF_ERROR(prove_instance(rule, instance->first, instance->second));
+      KILN_RETURN_IF_ERROR(prove_instance(rule, instance->first, instance->second, why));
       ++proof.instances;
     }
   }

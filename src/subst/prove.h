@@ -46,9 +46,16 @@ struct Proof {
   int skipped = 0;    // where the source or the target does not build
 };
 
-// The proof of `rule`, or why there is none: an op without symbolic semantics, a
-// counterexample (the extents at which the sides differ), or Z3 giving up.
-Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options = {});
+// Why a rule was not proved: a counterexample (the sides differ at some instance; for a
+// generated rule, a fingerprint collision), Z3 giving up within its time, or a rule the
+// prover cannot take (an op without symbolic semantics, too many instances, a rule that does
+// not apply to its own example).
+enum class Rejection { refuted, undecided, unsupported };
+
+// The proof of `rule`, or why there is none, its message naming the instance's shapes;
+// `rejection`, when given, is set to the kind of failure.
+Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options = {},
+                           Rejection* rejection = nullptr);
 
 // The axioms, evaluated on random reals; an error names one that does not hold.
 Status prove_axioms_numerically();

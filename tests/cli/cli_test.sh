@@ -257,6 +257,8 @@ expect subst-verify-shipped 0 'rules: ([0-9]+) proved, 0 rejected' -- \
   "$kiln" subst verify "$source_dir/src/subst/rules/handwritten.rules"
 expect subst-verify-wrong 1 "exp-is-neg: rejected: .*wrong.rules:1: rule 'exp-is-neg' does not hold" -- \
   "$kiln" subst verify "$work/wrong.rules"
+expect subst-verify-counts-refuted 1 '1 rule: 0 proved, 1 rejected: 1 refuted, 0 undecided' -- \
+  "$kiln" subst verify "$work/wrong.rules"
 expect subst-verify-bad-extent 2 'max-extent' -- "$kiln" subst verify --max-extent 0 "$work/wrong.rules"
 cat > "$work/tm.kiln" <<'IR'
 graph @tm(%a: f32[64,128], %b: f32[128,96]) {

@@ -137,10 +137,12 @@ int run_subst_verify(const std::string& file, int max_extent) {
   Expected<std::vector<subst::Rule>> rules = subst::read_rules_file(file);
   if (!rules) return report(rules.status());
   if (Status axioms = subst::prove_axioms_numerically(); !axioms) return report(axioms);
-  int rejected = 0;
+  int rejected = 0, refuted = 0, undecided = 0;
   for (const subst::Rule& rule : *rules) {
     const auto start = std::chrono::steady_clock::now();
-    Expected<subst::Proof> proof = subst::prove_rule(rule, {.max_extent = max_extent});
+    subst::Rejection rejection = subst::Rejection::unsupported;
+    Expected<subst::Proof> proof =
+        subst::prove_rule(rule, {.max_extent = max_extent}, &rejection);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (proof) {
@@ -150,11 +152,15 @@ int run_subst_verify(const std::string& file, int max_extent) {
     } else {
       fmt::print("{}: rejected: {}\n", rule.name, proof.status().message());
       ++rejected;
+      refuted += rejection == subst::Rejection::refuted;
+      undecided += rejection == subst::Rejection::undecided;
     }
   }
-  fmt::print("{}: {} proved, {} rejected (over the reals, extents up to {} and the example)\n",
+  // A refuted rule is false: for a generated rule, a fingerprint collision.
+  fmt::print("{}: {} proved, {} rejected: {} refuted, {} undecided by Z3, {} not provable here "
+             "(over the reals, extents up to {} and the example)\n",
              count_noun(rules->size(), "rule"), rules->size() - static_cast<size_t>(rejected),
-             rejected, max_extent);
+             rejected, refuted, undecided, rejected - refuted - undecided, max_extent);
   return rejected == 0 ? 0 : kUserError;
 }
 

@@ -501,15 +501,19 @@ graph @target(%x: f32[2,3]) {
   ASSERT_TRUE(rules.has_value()) << rules.status().message();
   ASSERT_EQ(rules->size(), 3u);
   for (size_t r = 0; r < 2; ++r) {
-    Expected<Proof> proof = prove_rule((*rules)[r]);
+    Rejection rejection = Rejection::unsupported;
+    Expected<Proof> proof = prove_rule((*rules)[r], {}, &rejection);
     ASSERT_FALSE(proof.has_value());
+    EXPECT_EQ(rejection, Rejection::refuted);
     const std::string& message = proof.status().message();
     EXPECT_NE(message.find("wrong.rules:"), std::string::npos) << message;
     EXPECT_NE(message.find("does not hold with %"), std::string::npos) << message;
     EXPECT_NE(message.find(": f32["), std::string::npos) << message;
   }
-  Expected<Proof> unprovable = prove_rule((*rules)[2]);
+  Rejection rejection = Rejection::refuted;
+  Expected<Proof> unprovable = prove_rule((*rules)[2], {}, &rejection);
   ASSERT_FALSE(unprovable.has_value());
+  EXPECT_EQ(rejection, Rejection::unsupported);
   EXPECT_NE(unprovable.status().message().find("cannot be proved: no symbolic semantics for 'softmax'"),
             std::string::npos)
       << unprovable.status().message();
@@ -718,20 +722,24 @@ TEST(Generate, CountsShrinkStageByStageAndTheRulesHold) {
 // Over an image and convolution weights, at 3 ops and 3 variables, the generator finds TASO's
 // convolution rules: two convolutions of one image summed are one over the weights' sum, and
 // joined over their channels are one over the joined weights (the parallel-convolution merge).
-TEST(Generate, ConvolutionRulesAreFoundAndProved) {
+// With the inference batch norm among its ops it finds that two batch norms by one set of
+// parameters, joined over their images, are one batch norm of the joined images.
+TEST(Generate, ConvolutionAndBatchNormRulesAreFoundAndProved) {
   Expected<GeneratedRules> generated =
       generate_rules({.max_ops = 3, .variables = 3, .family = Family::convolutions});
   ASSERT_TRUE(generated.has_value()) << generated.status().message();
+  const std::map<std::string, int> wanted_nodes = {
+      {"gen4d-add-conv-x0-x1-conv-x0-x2", 2},  // the weights' add or concat, one conv
+      {"gen4d-concatcolumns-conv-x0-x1-conv-x0-x2", 2},
+      {"gen4d-concatrows-batchnorm-x0-x1-x2-x3-x4-batchnorm-x5-x1-x2-x3-x4", 2},
+  };
   std::vector<const Rule*> wanted;
   for (const Rule& rule : generated->rules) {
-    if (rule.name == "gen4d-add-conv-x0-x1-conv-x0-x2" ||
-        rule.name == "gen4d-concatcolumns-conv-x0-x1-conv-x0-x2") {
-      wanted.push_back(&rule);
-    }
+    if (wanted_nodes.contains(rule.name)) wanted.push_back(&rule);
   }
-  ASSERT_EQ(wanted.size(), 2u);
+  ASSERT_EQ(wanted.size(), wanted_nodes.size());
   for (const Rule* rule : wanted) {
-    EXPECT_EQ(rule->target.num_nodes(), 2) << rule->name;  // the weights' add or concat, one conv
+    EXPECT_EQ(rule->target.num_nodes(), wanted_nodes.at(rule->name)) << rule->name;
     Expected<Proof> proof = prove_rule(*rule);
     EXPECT_TRUE(proof.has_value()) << proof.status().message();
   }
