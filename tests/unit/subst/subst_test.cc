@@ -27,6 +27,19 @@
 namespace kiln::subst {
 namespace {
 
+// That `graph` computes `before` on `inputs` (a rewritten graph against its original's results),
+// within f32 rounding.
+void expect_outputs_near(const Graph& graph, const std::vector<Array>& inputs,
+                         const std::vector<Array>& before) {
+  const std::vector<Array> after = *interpret(graph, inputs);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t o = 0; o < before.size(); ++o) {
+    for (int64_t i = 0; i < before[o].size(); ++i) {
+      EXPECT_NEAR(after[o][i], before[o][i], 1e-5 * (1 + std::fabs(before[o][i])));
+    }
+  }
+}
+
 std::vector<Rule> rules_file(const std::string& name) {
   const char* root = std::getenv("KILN_SOURCE_DIR");
   const std::string dir = root != nullptr ? root : ".";
@@ -173,10 +186,7 @@ TEST(Match, SharedLhsMatmulsAreMatchedAndMerged) {
   int matmuls = 0;
   for (const Node* node : graph.nodes()) matmuls += node->op() == Op::matmul;
   EXPECT_EQ(matmuls, 1) << print_graph(graph);
-  const std::vector<Array> after = *interpret(graph, inputs);
-  for (int64_t i = 0; i < before[0].size(); ++i) {
-    EXPECT_NEAR(after[0][i], before[0][i], 1e-5 * (1 + std::fabs(before[0][i])));
-  }
+  expect_outputs_near(graph, inputs, before);
 }
 
 TEST(Match, OperandsOfAddAndMulMatchInEitherOrder) {
@@ -199,10 +209,7 @@ TEST(Match, OperandsOfAddAndMulMatchInEitherOrder) {
   ASSERT_TRUE(apply_match(graph, rule, matches[0]));
   eliminate_dead_code(graph);
   EXPECT_EQ(graph.num_nodes(), 2) << print_graph(graph);
-  const std::vector<Array> after = *interpret(graph, inputs);
-  for (int64_t i = 0; i < before[0].size(); ++i) {
-    EXPECT_NEAR(after[0][i], before[0][i], 1e-5 * (1 + std::fabs(before[0][i])));
-  }
+  expect_outputs_near(graph, inputs, before);
   // A matmul does not commute: with the shared operand on the right, the left-operand rule
   // does not match.
   Graph products;
@@ -340,12 +347,7 @@ TEST(Apply, DeclaredExtentsBindToTheMatchAndLiteralOnesMustFit) {
     EXPECT_TRUE(merged.find("sizes = [6, 2]") != std::string::npos ||
                 merged.find("sizes = [2, 6]") != std::string::npos)
         << merged;
-    const std::vector<Array> after = *interpret(graph, inputs);
-    for (size_t o = 0; o < 2; ++o) {
-      for (int64_t i = 0; i < before[o].size(); ++i) {
-        EXPECT_NEAR(after[o][i], before[o][i], 1e-5 * (1 + std::fabs(before[o][i])));
-      }
-    }
+    expect_outputs_near(graph, inputs, before);
   }
 }
 
@@ -445,10 +447,7 @@ TEST(Match, AttributeChoicesBindOneValueForTheWholeMatch) {
     eliminate_dead_code(graph);
     ASSERT_EQ(graph.num_nodes(), 2) << print_graph(graph);  // the weights' sum, one conv
     EXPECT_EQ(graph.nodes()[1]->attrs().get_ints("dilations"), (std::vector<int64_t>{2, 2}));
-    const std::vector<Array> after = *interpret(graph, inputs);
-    for (int64_t i = 0; i < before[0].size(); ++i) {
-      EXPECT_NEAR(after[0][i], before[0][i], 1e-5 * (1 + std::fabs(before[0][i])));
-    }
+    expect_outputs_near(graph, inputs, before);
   }
 }
 
@@ -640,12 +639,7 @@ graph @target(%x: f32[2,3], %y: f32[2,3]) {
   EXPECT_EQ(result->priced, 4);
   const std::vector<Array> inputs = random_inputs(graph);
   const std::vector<Array> before = *interpret(graph, inputs);
-  const std::vector<Array> after = *interpret(result->graph, inputs);
-  for (size_t o = 0; o < 2; ++o) {
-    for (int64_t i = 0; i < before[o].size(); ++i) {
-      EXPECT_NEAR(after[o][i], before[o][i], 1e-5 * (1 + std::fabs(before[o][i])));
-    }
-  }
+  expect_outputs_near(result->graph, inputs, before);
 }
 
 TEST(Search, StopsAtItsTimeBudgetWithTheBestSoFar) {
