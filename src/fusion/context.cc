@@ -53,14 +53,15 @@ class DisjointSets {
 // group's structural key (PartitionContext::structure_key): groups of one structure (a
 // transformer's layers; the same graph partitioned again, as the substitution search does for
 // every candidate) are lowered and estimated once. An estimate's views are kept as (position
-// in the group, output index), since its value pointers belong to one graph. Cleared when it
-// holds kMaxRemembered groups, so a long process stays bounded.
+// in the group, output index), since its value pointers belong to one graph. Cleared when its
+// keys reach kMaxRememberedKeyBytes, so a long process stays bounded: a key is a line of text
+// per node, so a count of groups alone (200,000 of up to 64 nodes) could have held gigabytes.
 struct RememberedEstimate {
   cost::KernelEstimate estimate;  // views empty
   std::vector<std::pair<size_t, int>> views;
 };
 
-constexpr size_t kMaxRemembered = 200000;
+constexpr size_t kMaxRememberedKeyBytes = size_t{64} << 20;
 
 template <typename T>
 class StructuralMemo {
@@ -73,13 +74,18 @@ class StructuralMemo {
   }
   void remember(std::string key, T value) {
     std::lock_guard lock(mutex_);
-    if (entries_.size() >= kMaxRemembered) entries_.clear();
+    if (key_bytes_ + key.size() > kMaxRememberedKeyBytes) {
+      entries_.clear();
+      key_bytes_ = 0;
+    }
+    key_bytes_ += key.size();
     entries_.emplace(std::move(key), std::move(value));
   }
 
  private:
   std::mutex mutex_;
   std::unordered_map<std::string, T> entries_;
+  size_t key_bytes_ = 0;
 };
 
 StructuralMemo<RememberedEstimate>& remembered_estimates() {
