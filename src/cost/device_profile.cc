@@ -158,8 +158,8 @@ CpuTimes cpu_times_now() {
 
 // Whether other programs used less than a quarter of the cores since `start`. The load average
 // alone is not enough: it trails by a minute, and a profile measured under a parallel test run
-// that it called quiet had its elementwise rate 150 times too low (0.52 against 82 GFLOP/s),
-// cached for good, so every later partition on that machine was priced wrong.
+// that it called quiet had its elementwise rate about 110 times too low (0.52 against 57
+// GFLOP/s quiet), cached for good, so every later partition on that machine was priced wrong.
 bool others_stayed_idle_since(const CpuTimes& start, int cores) {
   const CpuTimes end = cpu_times_now();
   const double wall = std::chrono::duration<double>(end.when - start.when).count();

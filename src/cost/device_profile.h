@@ -55,8 +55,8 @@ Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache
 // quiet when the one-minute load average, less this process, is below half the cores before
 // measuring, and other processes used less than a quarter of the cores while it measured.
 // $KILN_DEVICE_PROFILE pins it instead: "reference" is reference_profile(), anything else the
-// path of a profile's JSON file (as the cache holds). Tests that print partitions pin it, so
-// their kernel counts do not depend on the machine or on a measurement taken under load.
+// path of a profile's JSON file (as the cache holds). The CLI test pins it, so the kernel
+// counts it expects do not depend on the machine or on a measurement taken under load.
 Expected<DeviceProfile> host_device_profile();
 
 std::string profile_to_json(const DeviceProfile& profile);

@@ -54,8 +54,8 @@ class DisjointSets {
 // transformer's layers; the same graph partitioned again, as the substitution search does for
 // every candidate) are lowered and estimated once. An estimate's views are kept as (position
 // in the group, output index), since its value pointers belong to one graph. Cleared when its
-// keys reach kMaxRememberedKeyBytes, so a long process stays bounded: a key is a line of text
-// per node, so a count of groups alone (200,000 of up to 64 nodes) could have held gigabytes.
+// keys reach kMaxRememberedKeyBytes, so a long process stays bounded (bounded by bytes, not
+// by groups, since a key is a line of text per node).
 struct RememberedEstimate {
   cost::KernelEstimate estimate;  // views empty
   std::vector<std::pair<size_t, int>> views;
@@ -87,11 +87,6 @@ class StructuralMemo {
   std::unordered_map<std::string, T> entries_;
   size_t key_bytes_ = 0;
 };
-
-StructuralMemo<RememberedEstimate>& remembered_estimates() {
-  static StructuralMemo<RememberedEstimate> memo;
-  return memo;
-}
 
 }  // namespace
 
@@ -219,9 +214,10 @@ std::string PartitionContext::structure_key(const NodeSet& group) {
 const cost::KernelEstimate& PartitionContext::estimate(const NodeSet& group) {
   auto it = estimates_.find(group);
   if (it != estimates_.end()) return it->second;
+  static StructuralMemo<RememberedEstimate> remembered_estimates;
   const std::vector<Node*> nodes = nodes_of(group);
   const std::string key = structure_key(group);
-  if (std::optional<RememberedEstimate> remembered = remembered_estimates().find(key)) {
+  if (std::optional<RememberedEstimate> remembered = remembered_estimates.find(key)) {
     cost::KernelEstimate estimate = std::move(remembered->estimate);
     for (const auto& [position, output] : remembered->views) {
       estimate.views.push_back(nodes[position]->output(output));
@@ -235,7 +231,7 @@ const cost::KernelEstimate& PartitionContext::estimate(const NodeSet& group) {
     const auto position = std::ranges::find(nodes, view->producer()) - nodes.begin();
     remembered.views.emplace_back(static_cast<size_t>(position), view->output_index());
   }
-  remembered_estimates().remember(key, std::move(remembered));
+  remembered_estimates.remember(key, std::move(remembered));
   return estimates_.emplace(group, std::move(estimate)).first->second;
 }
 

@@ -507,6 +507,11 @@ Status prove_instance(const Rule& rule, const Graph& source, const Graph& target
     return Status::errorf("{}: rule '{}' does not hold with {}", rule.origin, rule.name,
                           fmt::join(shapes, ", "));
   };
+  const auto undecided = [&](const std::string& reason) {
+    rejection = Rejection::undecided;
+    return Status::errorf("{}: rule '{}': Z3 could not decide it with {} ({})", rule.origin,
+                          rule.name, fmt::join(shapes, ", "), reason);
+  };
   // Whether any element can differ, all at once: one query, 5 s.
   solver.set("timeout", 5000u);  // milliseconds
   solver.push();
@@ -514,35 +519,24 @@ Status prove_instance(const Rule& rule, const Graph& source, const Graph& target
   const z3::check_result whole = solver.check();
   if (whole == z3::unsat) return Status::ok();
   if (whole == z3::sat) return refuted();
-  std::string reason = solver.reason_unknown();
   solver.pop();
   // Undecided at once: each element alone, a far smaller query, within 20 s for them all.
   // relu(x + x) = 2 relu(x) over a [5, 6, 7, 7] image timed out as one disjunction of 1,470
   // if-then-else terms; element by element each is linear arithmetic of one unknown.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   solver.set("timeout", 1000u);
-  bool decided = true;
   for (const z3::expr& element_differs : differs) {
     if (std::chrono::steady_clock::now() > deadline) {
-      decided = false;
-      reason = "the element-by-element proof ran past 20 s";
-      break;
+      return undecided("the element-by-element proof ran past 20 s");
     }
     solver.push();
     solver.add(element_differs);
     const z3::check_result one = solver.check();
     if (one == z3::sat) return refuted();
-    if (one != z3::unsat) {
-      decided = false;
-      reason = solver.reason_unknown();
-    }
+    if (one != z3::unsat) return undecided(solver.reason_unknown());
     solver.pop();
-    if (!decided) break;
   }
-  if (decided) return Status::ok();
-  rejection = Rejection::undecided;
-  return Status::errorf("{}: rule '{}': Z3 could not decide it with {} ({})", rule.origin,
-                        rule.name, fmt::join(shapes, ", "), reason);
+  return Status::ok();
 }
 
 }  // namespace
