@@ -219,10 +219,7 @@ std::string ExprEmitter::emit_expr(const loop::Expr& e) {
       const auto* c = e.as<loop::Cast>();
       return cast(c->type, c->value.type(), emit_expr(c->value));
     }
-    case loop::ExprKind::load: {
-      const auto* l = e.as<loop::Load>();
-      return load_value(l->type, element(l->buffer, l->index));
-    }
+    case loop::ExprKind::load: return emit_load(*e.as<loop::Load>());
     case loop::ExprKind::call: {
       const auto* c = e.as<loop::Call>();
       std::vector<std::string> args;
@@ -233,6 +230,10 @@ std::string ExprEmitter::emit_expr(const loop::Expr& e) {
     case loop::ExprKind::reduce: return emit_reduce(*e.as<loop::Reduce>());
   }
   KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+}
+
+std::string ExprEmitter::emit_load(const loop::Load& load) {
+  return load_value(load.type, element(load.buffer, load.index));
 }
 
 std::string ExprEmitter::element(const loop::Buffer& buffer, const loop::Expr& index) {

@@ -63,6 +63,8 @@ class ExprEmitter {
 
   std::string emit_expr(const loop::Expr& e);
   std::string element(const loop::Buffer& buffer, const loop::Expr& index);
+  // The element read as a value; a back end may read it from somewhere else.
+  virtual std::string emit_load(const loop::Load& load);
   virtual std::string emit_let(const loop::Let& let) = 0;
   virtual std::string emit_reduce(const loop::Reduce& reduce) = 0;
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,6 +14,7 @@
 
 #include "codegen/c_syntax.h"
 #include "codegen/cpu/prelude.h"
+#include "loop/ir_visitor.h"
 #include "loop/scalar.h"
 #include "loop/schedule.h"
 #include "loop/substitute.h"
@@ -22,6 +26,63 @@ namespace {
 
 using loop::Expr;
 using loop::Stmt;
+
+// The buffers a statement stores into, on any path.
+class StoredBuffers : public loop::IRVisitor {
+ public:
+  std::set<std::string, std::less<>> names;
+
+ protected:
+  void visit_store(const loop::Store& node) override {
+    names.insert(node.buffer.name());
+    IRVisitor::visit_store(node);
+  }
+  void visit_gemm(const loop::Gemm& node) override {
+    names.insert(node.c.buffer.name());
+    IRVisitor::visit_gemm(node);
+  }
+};
+
+// The loads a vectorized loop's body makes on every iteration at the same element: their
+// index uses only variables bound outside the loop, and the loop stores nothing into their
+// buffer. Only loads the body always evaluates count (not those under a select's branch, a
+// reduction, an inner loop or an if), so reading one once before the loop, which runs at
+// least once (its extent is a positive constant), reads nothing the loop would not.
+//
+// Why the emitter reads them before the loop: inside an OpenMP parallel region the buffer
+// pointers are the outlined function's captures, no longer __restrict, so GCC must assume
+// that the loop's stores may change such an element, reloads it every iteration and refuses
+// to vectorize ("latch block not empty"). BERT's attention softmax, whose scaling factor is
+// a one-element buffer, ran its exp scalar: 6.8 ms against 2.5 ms on one core.
+class InvariantLoads : public loop::IRVisitor {
+ public:
+  InvariantLoads(std::set<std::string, std::less<>> outer_vars,
+                 std::set<std::string, std::less<>> stored)
+      : outer_vars_(std::move(outer_vars)), stored_(std::move(stored)) {}
+
+  std::vector<const loop::Load*> loads;
+
+ protected:
+  void visit_load(const loop::Load& node) override {
+    const auto vars = loop::free_vars(node.index);
+    const bool invariant = std::all_of(vars.begin(), vars.end(), [&](const std::string& v) {
+      return outer_vars_.contains(v);
+    });
+    if (invariant && !stored_.contains(node.buffer.name())) loads.push_back(&node);
+    IRVisitor::visit_load(node);
+  }
+  void visit_select(const loop::Select& node) override { visit(node.condition); }
+  void visit_reduce(const loop::Reduce&) override {}
+  void visit_for(const loop::For& node) override {
+    visit(node.min);
+    visit(node.extent);
+  }
+  void visit_if_then_else(const loop::IfThenElse& node) override { visit(node.condition); }
+
+ private:
+  std::set<std::string, std::less<>> outer_vars_;
+  std::set<std::string, std::less<>> stored_;
+};
 
 // Emits one kernel function. Scopes map loop-IR names (never emitted) to fresh identifiers.
 class KernelEmitter : public ExprEmitter {
@@ -196,7 +257,10 @@ class KernelEmitter : public ExprEmitter {
     }
     const bool opens_parallel_region = f.for_kind == loop::ForKind::parallel && !in_parallel_;
     if (opens_parallel_region) line("#pragma omp parallel for");
-    if (f.for_kind == loop::ForKind::vectorized) line("#pragma omp simd");
+    if (f.for_kind == loop::ForKind::vectorized) {
+      read_invariant_loads(f);
+      line("#pragma omp simd");
+    }
     if (f.for_kind == loop::ForKind::unrolled) {
       // GCC accepts unroll factors up to 65534; the verifier makes the extent a constant.
       line(fmt::format("#pragma GCC unroll {}", std::min<int64_t>(*const_extent, 65534)));
@@ -206,12 +270,43 @@ class KernelEmitter : public ExprEmitter {
     in_parallel_ = in_parallel_ || opens_parallel_region;
     emit_nested(f.body);
     if (opens_parallel_region) in_parallel_ = false;
+    hoisted_loads_.clear();
     line("}");
     unbind_var();
     if (!constant_bounds) {
       --indent_;
       line("}");
     }
+  }
+
+  // Reads each of a vectorized loop's invariant loads (see InvariantLoads) into a constant
+  // before it; the loop's body then names the constant.
+  void read_invariant_loads(const loop::For& f) {
+    std::set<std::string, std::less<>> outer_vars;
+    for (const auto& [name, ident] : vars_) outer_vars.insert(name);
+    StoredBuffers stored;
+    stored.visit(f.body);
+    InvariantLoads invariant(std::move(outer_vars), std::move(stored.names));
+    invariant.visit(f.body);
+    for (const loop::Load* load : invariant.loads) {
+      const std::string& buffer = load->buffer.name();
+      const bool outer_buffer = std::any_of(buffers_.begin(), buffers_.end(),
+                                            [&](const auto& entry) { return entry.first == buffer; });
+      if (!outer_buffer) continue;  // allocated inside the loop
+      std::string read = element(load->buffer, load->index);
+      if (hoisted_loads_.contains(read)) continue;
+      const std::string ident = fresh_name('h');
+      line(fmt::format("const {} {} = {};", value_type(load->type), ident,
+                       load_value(load->type, read)));
+      hoisted_loads_.emplace(std::move(read), ident);
+    }
+  }
+
+  std::string emit_load(const loop::Load& load) override {
+    if (hoisted_loads_.empty()) return ExprEmitter::emit_load(load);
+    const auto hoisted = hoisted_loads_.find(element(load.buffer, load.index));
+    if (hoisted != hoisted_loads_.end()) return hoisted->second;
+    return ExprEmitter::emit_load(load);
   }
 
   // kiln_gemm(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate): the
@@ -253,6 +348,9 @@ class KernelEmitter : public ExprEmitter {
   }
 
   bool in_parallel_ = false;
+  // Inside a vectorized loop: the element each invariant load reads, as emitted, and the
+  // constant it was read into before the loop.
+  std::map<std::string, std::string> hoisted_loads_;
 };
 
 }  // namespace

@@ -113,6 +113,24 @@ Case two_phases() {
   return Case(Kernel{.name = "two_phases", .params = {a, out}, .body = body}, {}, 4);
 }
 
+// A row's statistic stored just before a vectorized loop over the row, which reads it, a
+// one-element scale and (under a select) a per-row value at the same element in every
+// iteration: the emitter reads the first two once before the loop (emitter_test.cc).
+Case invariant_loads() {
+  Buffer x = Buffer::param("x", DType::f32, {5, 24}), scale = Buffer::param("scale", DType::f32, {1});
+  Buffer side = Buffer::param("side", DType::f32, {5});
+  Buffer norm = Buffer::param("norm", DType::f32, {5}), out = Buffer::param("out", DType::f32, {5, 24});
+  Expr i = var("i"), j = var("j"), k = var("k");
+  Expr row_sum = sum("k", 0, 24, load(x, {i, k}) * load(x, {i, k}));
+  Expr scaled = load(x, {i, j}) * load(scale, make_int(0)) / (load(norm, i) + f32(1.0));
+  Stmt body = for_loop(
+      "i", 0, 5, ForKind::parallel,
+      block({store(norm, i, row_sum),
+             for_loop("j", 0, 24, ForKind::vectorized,
+                      store(out, {i, j}, scaled + select(j < 3, load(side, i), f32(0.5))))}));
+  return Case(Kernel{.name = "invariant_loads", .params = {x, scale, side, norm, out}, .body = body});
+}
+
 Case branches() {
   Buffer x = Buffer::param("x", DType::i64, {12});
   Buffer out = Buffer::param("out", DType::i64, {12}), marks = Buffer::param("marks", DType::i64, {12});
@@ -295,6 +313,7 @@ std::map<std::string, Case> all_cases() {
       {"nested_lets", nested_lets()},
       {"two_phases", two_phases()},
       {"branches", branches()},
+      {"invariant_loads", invariant_loads()},
       {"floor_division_i64", floor_division(DType::i64)},
       {"floor_division_i32", floor_division(DType::i32)},
       {"casts", casts()},
