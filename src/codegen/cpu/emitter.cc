@@ -45,9 +45,10 @@ class StoredBuffers : public loop::IRVisitor {
 
 // The loads a vectorized loop's body makes on every iteration at the same element: their
 // index uses only variables bound outside the loop, and the loop stores nothing into their
-// buffer. Only loads the body always evaluates count (not those under a select's branch, a
-// reduction, an inner loop or an if), so reading one once before the loop, which runs at
-// least once (its extent is a positive constant), reads nothing the loop would not.
+// buffer. Only loads the body always evaluates count (a select evaluates both branches, as
+// the IR defines it; a reduction's body, an inner loop's and an if's branches may not run),
+// so reading one once before the loop, which runs at least once (its extent is a positive
+// constant), reads nothing the loop would not.
 //
 // Why the emitter reads them before the loop: inside an OpenMP parallel region the buffer
 // pointers are the outlined function's captures, no longer __restrict, so GCC must assume
@@ -71,7 +72,6 @@ class InvariantLoads : public loop::IRVisitor {
     if (invariant && !stored_.contains(node.buffer.name())) loads.push_back(&node);
     IRVisitor::visit_load(node);
   }
-  void visit_select(const loop::Select& node) override { visit(node.condition); }
   void visit_reduce(const loop::Reduce&) override {}
   void visit_for(const loop::For& node) override {
     visit(node.min);

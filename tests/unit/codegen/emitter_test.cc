@@ -57,27 +57,32 @@ TEST(CpuEmitter, OpensOneParallelRegionAndMarksSimdAndUnrolledLoops) {
 }
 
 // Inside a parallel region GCC no longer sees the buffers as __restrict and would reload
-// scale[0] every iteration, which kept such loops scalar; the emitter reads it once before
-// the loop. Not so a load under a select's branch (the loop might not evaluate it) or one
-// from a buffer the loop writes.
+// scale[0] every iteration, which kept such loops scalar; the emitter reads it, and the row's
+// side[i] under a select (whose branches are both evaluated), once before the loop. Not so a
+// load from a buffer the loop writes, nor one in a reduction's body (it may not run).
 TEST(CpuEmitter, ReadsAVectorLoopsInvariantLoadsBeforeIt) {
   Buffer x = Buffer::param("x", DType::f32, {4, 8}), scale = Buffer::param("scale", DType::f32, {1});
   Buffer side = Buffer::param("side", DType::f32, {4}), out = Buffer::param("out", DType::f32, {4, 8});
   Expr i = var("i"), j = var("j");
   Expr value = load(x, {i, j}) * load(scale, make_int(0)) * load(scale, make_int(0)) +
                load(out, {i, make_int(0)}) +
-               select(j < 2, load(side, i), make_float(0.0, DType::f32));
+               select(j < 2, load(side, i), make_float(0.0, DType::f32)) +
+               sum("k", 0, i, load(side, make_int(0)));
   Stmt body = for_loop("i", 0, 4, ForKind::parallel,
                        for_loop("j", 0, 8, ForKind::vectorized, store(out, {i, j}, value)));
   const Kernel kernel{.name = "invariant", .params = {x, scale, side, out}, .body = body};
   Expected<std::string> source = emit_translation_unit({&kernel, 1});
   ASSERT_TRUE(source.has_value()) << source.status().message();
-  // b1 is scale, b2 side, b3 out: scale is read once, into a constant the loop uses twice.
+  // b1 is scale, b2 side, b3 out: scale is read once, into a constant the loop uses twice;
+  // side[i] once; side[0] inside the sum's lambda; out[i, 0] and out[i, j] in the loop.
   EXPECT_EQ(count(*source, "= b1[0L];"), 1u) << *source;
   EXPECT_EQ(count(*source, "b1["), 1u) << *source;
-  EXPECT_EQ(count(*source, "b2[v"), 1u) << *source;
-  EXPECT_EQ(count(*source, "b3[((v"), 2u) << *source;
+  EXPECT_EQ(count(*source, "= b2[v"), 1u) << *source;
+  EXPECT_EQ(count(*source, "b2[0L]"), 1u) << *source;
+  EXPECT_EQ(count(*source, "= b2[0L];"), 0u) << *source;
+  EXPECT_EQ(count(*source, "b3["), 2u) << *source;
   EXPECT_LT(source->find("= b1[0L];"), source->find("#pragma omp simd")) << *source;
+  EXPECT_LT(source->find("= b2[v"), source->find("#pragma omp simd")) << *source;
 }
 
 TEST(CpuEmitter, RejectsAKernelThatDoesNotVerify) {
