@@ -39,6 +39,12 @@ struct DeviceProfile {
 
 DeviceProfile reference_profile();
 
+// The size in bytes of the level-`level` data or unified cache that Linux describes under
+// `cache_dir` (/sys/devices/system/cpu/cpu0/cache: index*/level, type and size, as "32768K");
+// 0 when there is none or its size cannot be read. measure_device_profile takes the cache
+// sizes from there before glibc's sysconf, which can be far off in a VM.
+int64_t cache_bytes_from_sysfs(const std::filesystem::path& cache_dir, int level);
+
 // Measures this machine now (about 0.1 s).
 Expected<DeviceProfile> measure_device_profile();
 

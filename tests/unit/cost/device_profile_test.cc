@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "support/files.h"
 #include "unit/test_util.h"
 
@@ -61,6 +63,32 @@ TEST(DeviceProfile, MeasuresPlausibleNumbers) {
   EXPECT_GT(profile->kernel_overhead, 0);
   EXPECT_LT(profile->kernel_overhead, 0.05);  // generous: other tests may share the cores
   EXPECT_FALSE(profile->cpu.empty());
+}
+
+// A sysfs cache folder like a 2-core AMD EPYC VM's, whose glibc said 320 MiB of L3.
+TEST(DeviceProfile, CacheSizesComeFromLinuxsDescription) {
+  testing::TempDir dir;
+  const auto index = [&](int n, const std::string& level, const std::string& type,
+                         const std::string& size) {
+    const std::filesystem::path folder = dir.path() / fmt::format("index{}", n);
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder / "level") << level << "\n";
+    std::ofstream(folder / "type") << type << "\n";
+    std::ofstream(folder / "size") << size << "\n";
+  };
+  index(0, "1", "Data", "32K");
+  index(1, "1", "Instruction", "64K");
+  index(2, "2", "Unified", "1024K");
+  index(3, "3", "Unified", "32768K");
+  EXPECT_EQ(cache_bytes_from_sysfs(dir.path(), 1), 32 << 10);  // the data cache, not the other
+  EXPECT_EQ(cache_bytes_from_sysfs(dir.path(), 2), 1 << 20);
+  EXPECT_EQ(cache_bytes_from_sysfs(dir.path(), 3), 32 << 20);
+  EXPECT_EQ(cache_bytes_from_sysfs(dir.path(), 4), 0);
+  EXPECT_EQ(cache_bytes_from_sysfs(dir.path() / "missing", 3), 0);
+  index(3, "3", "Unified", "lots");
+  EXPECT_EQ(cache_bytes_from_sysfs(dir.path(), 3), 0);
+  index(3, "3", "Unified", "2M");
+  EXPECT_EQ(cache_bytes_from_sysfs(dir.path(), 3), 2 << 20);
 }
 
 // The one file under `root`/device, or an empty path.
