@@ -70,9 +70,14 @@ int64_t cache_bytes(int level, int sysconf_name, int64_t fallback) {
 int64_t parse_cache_size(std::string text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   int64_t unit = 1;
-  if (!text.empty() && (text.back() == 'K' || text.back() == 'M' || text.back() == 'G')) {
-    unit = text.back() == 'K' ? int64_t{1} << 10 : text.back() == 'M' ? int64_t{1} << 20 : int64_t{1} << 30;
-    text.pop_back();
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'K': unit = int64_t{1} << 10; break;
+      case 'M': unit = int64_t{1} << 20; break;
+      case 'G': unit = int64_t{1} << 30; break;
+      default: break;
+    }
+    if (unit > 1) text.pop_back();
   }
   if (text.empty() || text.size() > 12 ||
       !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {

@@ -17,6 +17,7 @@
 #include "loop/ir_visitor.h"
 #include "loop/scalar.h"
 #include "loop/schedule.h"
+#include "loop/schedule_analysis.h"
 #include "loop/substitute.h"
 #include "loop/verifier.h"
 #include "support/check.h"
@@ -26,22 +27,6 @@ namespace {
 
 using loop::Expr;
 using loop::Stmt;
-
-// The buffers a statement stores into, on any path.
-class StoredBuffers : public loop::IRVisitor {
- public:
-  std::set<std::string, std::less<>> names;
-
- protected:
-  void visit_store(const loop::Store& node) override {
-    names.insert(node.buffer.name());
-    IRVisitor::visit_store(node);
-  }
-  void visit_gemm(const loop::Gemm& node) override {
-    names.insert(node.c.buffer.name());
-    IRVisitor::visit_gemm(node);
-  }
-};
 
 // The loads a vectorized loop's body makes on every iteration at the same element: their
 // index uses only variables bound outside the loop, and the loop stores nothing into their
@@ -284,9 +269,11 @@ class KernelEmitter : public ExprEmitter {
   void read_invariant_loads(const loop::For& f) {
     std::set<std::string, std::less<>> outer_vars;
     for (const auto& [name, ident] : vars_) outer_vars.insert(name);
-    StoredBuffers stored;
-    stored.visit(f.body);
-    InvariantLoads invariant(std::move(outer_vars), std::move(stored.names));
+    std::set<std::string, std::less<>> stored;  // a vector loop holds no gemm
+    for (const loop::Access& access : loop::collect_accesses(f.body, {}).list) {
+      if (access.is_store) stored.insert(access.buffer.name());
+    }
+    InvariantLoads invariant(std::move(outer_vars), std::move(stored));
     invariant.visit(f.body);
     for (const loop::Load* load : invariant.loads) {
       const std::string& buffer = load->buffer.name();
