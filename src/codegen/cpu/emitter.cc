@@ -29,8 +29,8 @@ using loop::Expr;
 using loop::Stmt;
 
 // The loads a vectorized loop's body makes on every iteration at the same element: their
-// index uses only variables bound outside the loop, and the loop stores nothing into their
-// buffer. Only loads the body always evaluates count (a select evaluates both branches, as
+// index uses only variables bound outside the loop, and the loop neither stores into nor
+// allocates their buffer. Only loads the body always evaluates count (a select evaluates both branches, as
 // the IR defines it; a reduction's body, an inner loop's and an if's branches may not run),
 // so reading one once before the loop, which runs at least once (its extent is a positive
 // constant), reads nothing the loop would not.
@@ -43,8 +43,8 @@ using loop::Stmt;
 class InvariantLoads : public loop::IRVisitor {
  public:
   InvariantLoads(std::set<std::string, std::less<>> outer_vars,
-                 std::set<std::string, std::less<>> stored)
-      : outer_vars_(std::move(outer_vars)), stored_(std::move(stored)) {}
+                 std::set<std::string, std::less<>> changing)
+      : outer_vars_(std::move(outer_vars)), changing_(std::move(changing)) {}
 
   std::vector<const loop::Load*> loads;
 
@@ -54,7 +54,7 @@ class InvariantLoads : public loop::IRVisitor {
     const bool invariant = std::all_of(vars.begin(), vars.end(), [&](const std::string& v) {
       return outer_vars_.contains(v);
     });
-    if (invariant && !stored_.contains(node.buffer.name())) loads.push_back(&node);
+    if (invariant && !changing_.contains(node.buffer.name())) loads.push_back(&node);
     IRVisitor::visit_load(node);
   }
   void visit_reduce(const loop::Reduce&) override {}
@@ -66,7 +66,7 @@ class InvariantLoads : public loop::IRVisitor {
 
  private:
   std::set<std::string, std::less<>> outer_vars_;
-  std::set<std::string, std::less<>> stored_;
+  std::set<std::string, std::less<>> changing_;  // written or allocated by the loop
 };
 
 // Emits one kernel function. Scopes map loop-IR names (never emitted) to fresh identifiers.
@@ -269,17 +269,15 @@ class KernelEmitter : public ExprEmitter {
   void read_invariant_loads(const loop::For& f) {
     std::set<std::string, std::less<>> outer_vars;
     for (const auto& [name, ident] : vars_) outer_vars.insert(name);
-    std::set<std::string, std::less<>> stored;  // a vector loop holds no gemm
-    for (const loop::Access& access : loop::collect_accesses(f.body, {}).list) {
-      if (access.is_store) stored.insert(access.buffer.name());
+    // Buffers the loop writes or allocates (a vector loop holds no gemm) are not invariant.
+    loop::Accesses accesses = loop::collect_accesses(f.body, {});
+    std::set<std::string, std::less<>> changing = std::move(accesses.allocated);
+    for (const loop::Access& access : accesses.list) {
+      if (access.is_store) changing.insert(access.buffer.name());
     }
-    InvariantLoads invariant(std::move(outer_vars), std::move(stored));
+    InvariantLoads invariant(std::move(outer_vars), std::move(changing));
     invariant.visit(f.body);
     for (const loop::Load* load : invariant.loads) {
-      const std::string& buffer = load->buffer.name();
-      const bool outer_buffer = std::any_of(buffers_.begin(), buffers_.end(),
-                                            [&](const auto& entry) { return entry.first == buffer; });
-      if (!outer_buffer) continue;  // allocated inside the loop
       std::string read = element(load->buffer, load->index);
       if (hoisted_loads_.contains(read)) continue;
       const std::string ident = fresh_name('h');

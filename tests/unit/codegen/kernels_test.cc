@@ -115,7 +115,7 @@ Case two_phases() {
 
 // A row's statistic stored just before a vectorized loop over the row, which reads it, a
 // one-element scale and (under a select) a per-row value at the same element in every
-// iteration: the emitter reads the first two once before the loop (emitter_test.cc).
+// iteration: the emitter reads all three once before the loop (emitter_test.cc).
 Case invariant_loads() {
   Buffer x = Buffer::param("x", DType::f32, {5, 24}), scale = Buffer::param("scale", DType::f32, {1});
   Buffer side = Buffer::param("side", DType::f32, {5});
