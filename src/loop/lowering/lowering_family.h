@@ -89,13 +89,18 @@ Expr max_pool_last_max(const ComputeArgs& args, const ElementAt& partial_of);
 
 // max_pool_grad as a scatter (lower_group stores it so). max_pool_window_argmax is the
 // row-major number of the tap the interpreter routes the gradient of window `window` ([n, c,
-// *pooled] of dy) to: args are max_pool_grad's, read at that window; with `max`, the window's
-// maximum is given (max_pool_leading_max and max_pool_last_max compute it in two steps, with
-// args of max_pool_grad: the taps are x's either way). max_pool_tap_position is the index in
-// x ([n, c, *spatial]) of tap `tap` (such a number) of that window, clamped into x.
+// *pooled] of dy) to: args are max_pool_grad's, read at that window. For a separable pool it
+// is found in the two steps' rows instead (args of max_pool_grad: the taps are x's either
+// way): max_pool_leading_argmax is, at `partial`, the first tap of the leading dims equal to
+// the leading maximum m there (numbered row-major over the leading dims); max_pool_last_argmax
+// is the window's tap given its maximum m and both rows (the leading maximum and argmax at a
+// partial index). max_pool_tap_position is the index in x ([n, c, *spatial]) of tap `tap`
+// (such a number) of that window, clamped into x.
 Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& window);
-Expr max_pool_window_argmax_of(const ComputeArgs& args, const std::vector<Expr>& window,
-                               const Expr& max);
+Expr max_pool_leading_argmax(const ComputeArgs& args, const std::vector<Expr>& partial,
+                             const Expr& m);
+Expr max_pool_last_argmax(const ComputeArgs& args, const Expr& m, const ElementAt& partial_max_of,
+                          const ElementAt& partial_argmax_of);
 std::vector<Expr> max_pool_tap_position(const ComputeArgs& args, const std::vector<Expr>& window,
                                         const Expr& tap);
 

@@ -282,9 +282,44 @@ Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& wi
   return window_first_argmax(args, window_of(args.attrs), window);
 }
 
-Expr max_pool_window_argmax_of(const ComputeArgs& args, const std::vector<Expr>& window,
-                               const Expr& max) {
-  return window_first_argmax_of(args, window_of(args.attrs), window, max);
+// The first tap of x's leading dims at `partial` that equals the leading maximum m there or is
+// NaN, numbered row-major over the leading dims' kernel; their volume when none does.
+Expr max_pool_leading_argmax(const ComputeArgs& args, const std::vector<Expr>& partial,
+                             const Expr& m) {
+  const Window win = window_of(args.attrs);
+  std::vector<bool> reduced(win.kernel.size(), true);
+  reduced.back() = false;
+  int64_t leading_volume = 1;
+  for (size_t d = 0; d + 1 < win.kernel.size(); ++d) leading_volume *= win.kernel[d];
+  return window_reduce(args, ReduceOp::min, win, partial, reduced, element_of_x(args),
+                       [&](const std::vector<Expr>& k, const Expr& inside, const Expr& element) {
+                         return bind(args.names, element, [&](const Expr& v) {
+                           return select(inside && (v == m || v != v), flat_tap(win, k),
+                                         Expr(leading_volume));
+                         });
+                       });
+}
+
+// The window's first maximum from the two steps' rows: the window maximum m is some column's
+// leading maximum, and the row-major first tap equal to m (or the first NaN) lies in a column
+// whose leading maximum equals m (or is NaN), at that column's leading argmax; so it is the
+// least leading argmax * K + k over such columns k of the last dim's K taps.
+Expr max_pool_last_argmax(const ComputeArgs& args, const Expr& m, const ElementAt& partial_max_of,
+                          const ElementAt& partial_argmax_of) {
+  const Window win = window_of(args.attrs);
+  const size_t last = win.kernel.size() - 1;
+  const int64_t width = args.inputs[0].shape.dims().back();
+  int64_t volume = 1;
+  for (int64_t k : win.kernel) volume *= k;
+  return reduce_nest(ReduceOp::min, {win.kernel[last]}, args.names, [&](const std::vector<Expr>& k) {
+    const Expr pos = args.index.back() * win.strides[last] - win.pads_begin[last] + k[0];
+    std::vector<Expr> at(args.index.begin(), args.index.end() - 1);
+    at.push_back(clamp_index(pos, width));
+    return bind(args.names, partial_max_of(at), [&](const Expr& v) {
+      return select(pos >= 0 && pos < width && (v == m || v != v),
+                    partial_argmax_of(at) * win.kernel[last] + k[0], Expr(volume));
+    });
+  });
 }
 
 std::vector<Expr> max_pool_tap_position(const ComputeArgs& args, const std::vector<Expr>& window,

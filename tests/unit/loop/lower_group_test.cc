@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -247,10 +248,12 @@ std::map<ReduceOp, int> reductions_in_output_stores(const Kernel& kernel) {
 }
 
 // max_pool_grad is a scatter: dx zeroed, then each window's argmax found once (bound by a let,
-// no buffer of argmaxes; the window's maximum from a row of maxima over the window rows, the
-// one local buffer) and its dy added there; dx's stores hold no max or min. Ties pick the
-// window's first maximal tap, as the interpreter does: an image of equal values (every tap
-// ties) and one of few distinct values.
+// no buffer of argmaxes per window; the window's maximum and argmax from two local rows, the
+// maxima over the window rows and the first row tap holding each) and its dy added there;
+// dx's stores hold no max or min. Ties pick the window's first maximal tap, as the
+// interpreter does: an image of equal values (every tap ties) and one of few distinct
+// values; a NaN tap takes the gradient, the first of several in a window; and a 3-d pool,
+// whose leading taps are numbered over two dims.
 TEST(LowerGroup, MaxPoolGradScattersEachWindowOnce) {
   Graph graph;
   GraphBuilder b(graph);
@@ -266,9 +269,15 @@ TEST(LowerGroup, MaxPoolGradScattersEachWindowOnce) {
   for (size_t i = 0; i < few.size(); ++i) few[i] = static_cast<double>((i * 7) % 3);
   EXPECT_TRUE(matches_interpreter(graph, {Array(DType::f32, x->shape(), few), inputs[1]}, 4));
   EXPECT_TRUE(matches_interpreter(graph, {Array(DType::f32, x->shape()), inputs[1]}, 4));
+  std::vector<double> with_nans = few;
+  for (size_t i = 0; i < with_nans.size(); i += 5) {
+    with_nans[i] = std::numeric_limits<double>::quiet_NaN();
+  }
+  EXPECT_TRUE(
+      matches_interpreter(graph, {Array(DType::f32, x->shape(), with_nans), inputs[1]}, 4));
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
-  EXPECT_EQ(count(lowered->kernel).allocations, 1) << print(lowered->kernel);
+  EXPECT_EQ(count(lowered->kernel).allocations, 2) << print(lowered->kernel);
   const std::map<ReduceOp, int> in_dx = reductions_in_output_stores(lowered->kernel);
   EXPECT_EQ(in_dx.count(ReduceOp::max), 0u) << print(lowered->kernel);
   EXPECT_EQ(in_dx.count(ReduceOp::min), 0u) << print(lowered->kernel);
@@ -283,6 +292,19 @@ TEST(LowerGroup, MaxPoolGradScattersEachWindowOnce) {
   line.set_outputs(
       {l.apply1(Op::max_pool_grad, {lx, l.input("dy", DType::f32, {2, 3, 6})}, line_attrs)});
   EXPECT_TRUE(matches_interpreter(line, random_inputs(line), 4));
+  Graph cube;
+  GraphBuilder c(cube);
+  Value* cx = c.input("x", DType::f32, {1, 2, 4, 5, 6});
+  const Attrs cube_attrs = {{"kernel", std::vector<int64_t>{2, 3, 2}},
+                            {"strides", std::vector<int64_t>{2, 1, 2}},
+                            {"pads", std::vector<int64_t>{0, 1, 1, 1, 0, 0}}};
+  cube.set_outputs(
+      {c.apply1(Op::max_pool_grad, {cx, c.input("dy", DType::f32, {1, 2, 2, 4, 3})}, cube_attrs)});
+  std::vector<Array> cube_inputs = random_inputs(cube);
+  EXPECT_TRUE(matches_interpreter(cube, cube_inputs, 4));
+  std::vector<double> ties(static_cast<size_t>(cx->shape().num_elements()));
+  for (size_t i = 0; i < ties.size(); ++i) ties[i] = static_cast<double>((i * 5) % 2);
+  EXPECT_TRUE(matches_interpreter(cube, {Array(DType::f32, cx->shape(), ties), cube_inputs[1]}, 4));
 }
 
 // A max_pool over two spatial dims takes the maximum over the rows of each window into a
