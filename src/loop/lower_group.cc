@@ -109,6 +109,10 @@ Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {
 // its blocks (a matmul's row blocks, a convolution's images).
 struct GemmPlan {
   std::vector<const Value*> epilogues;  // stored in the block loop right after each gemm
+  // The epilogues that read other columns of their row (a row reduction: softmax's maximum
+  // and sum, a layer norm's statistics) or a value of the row's shape (is_row_epilogue). With
+  // any, the epilogues run row by row, not element by element.
+  std::set<const Value*> row_epilogues;
   // The product needs no full buffer of its own: a matmul's lives in a per-block buffer, a
   // convolution's in its last epilogue's buffer (place_products_in_epilogues).
   bool block_local = false;
@@ -320,7 +324,9 @@ class GroupLowerer {
   // ran as a kernel of its own) and moves the product through memory once less.
   void place_products_in_epilogues() {
     for (auto& [product, plan] : gemms_) {
-      if (!plan.block_local || plan.epilogues.empty()) continue;
+      // A row epilogue reads the product at other columns of its row, which the last
+      // epilogue's stores would already have overwritten.
+      if (!plan.block_local || plan.epilogues.empty() || !plan.row_epilogues.empty()) continue;
       const Value* last = plan.epilogues.back();
       if (last->dtype() != product->dtype()) continue;
       buffers_.emplace(product, buffers_.at(last));
@@ -447,10 +453,12 @@ class GroupLowerer {
       GemmPlan plan;
       for (size_t s = position_.at(value) + 1; s < stored_.size(); ++s) {
         const Value* candidate = stored_[s];
-        if (!epilogue_values_.contains(candidate) && is_epilogue(*candidate, *value, plan)) {
-          plan.epilogues.push_back(candidate);
-          epilogue_values_.insert(candidate);
-        }
+        if (epilogue_values_.contains(candidate)) continue;
+        const bool elementwise = is_epilogue(*candidate, *value, plan);
+        if (!elementwise && (conv || !is_row_epilogue(*candidate, *value, plan))) continue;
+        plan.epilogues.push_back(candidate);
+        if (!elementwise) plan.row_epilogues.insert(candidate);
+        epilogue_values_.insert(candidate);
       }
       plan.block_local = !used_outside(value) && std::none_of(
           stored_.begin(), stored_.end(), [&](const Value* other) {
@@ -487,6 +495,94 @@ class GroupLowerer {
     if (!reads_at_own_index(node.def().fusion_kind) || candidate.shape() != product.shape()) return false;
     const std::optional<bool> reaches = block_reads(node, product, plan);
     return reaches.value_or(false);
+  }
+
+  // A row epilogue of a matmul's product: a value its own definition stores (no special
+  // nest), of the product's shape or of its rows' (the last dim dropped or 1), whose
+  // definition, with its inlined producers, reads the product or an earlier epilogue, and
+  // reads them only in its own row (at any column: a row's maximum, sum or mean), and reads
+  // nothing else computed after the product. A block holds whole rows, so the value can be
+  // stored row by row right after the gemm, while the block is in cache: attention's softmax
+  // and its gradient, a layer norm after a projection.
+  bool is_row_epilogue(const Value& candidate, const Value& product, const GemmPlan& plan) {
+    const Node& node = *candidate.producer();
+    if (!stored_by_definition(node)) return false;
+    const std::vector<int64_t>& dims = product.shape().dims();
+    std::vector<int64_t> rows(dims.begin(), dims.end() - 1);
+    std::vector<int64_t> kept = rows;
+    kept.push_back(1);
+    const std::vector<int64_t>& shape = candidate.shape().dims();
+    if (shape != dims && shape != rows && shape != kept) return false;
+    RowProbe probe;
+    probe.product = &product;
+    probe.plan = &plan;
+    const std::vector<Expr> index = symbolic_index(candidate.rank());
+    for (size_t d = 0; d < index.size(); ++d) {
+      probe.scope[index[d].as<Variable>()->name] = Interval{0, shape[d] - 1};
+    }
+    probe.row.assign(index.begin(), index.begin() + static_cast<ptrdiff_t>(rows.size()));
+    Expected<Expr> element = compute_element(node, candidate.output_index(), index,
+                                             row_probe(node, probe), probe_names_);
+    return element.has_value() && probe.row_local && probe.reaches;
+  }
+
+  // What row_probe finds in a candidate row epilogue's definition.
+  struct RowProbe {
+    const Value* product = nullptr;
+    const GemmPlan* plan = nullptr;
+    std::vector<Expr> row;  // the candidate's row: its index without the column
+    BoundsScope scope;      // of the candidate's index variables
+    bool row_local = true;  // every read of the product or an epilogue is in `row`
+    bool reaches = false;   // some read is
+  };
+
+  // The accessor of `node`'s inputs while a candidate row epilogue is probed: reads of the
+  // product and of its epilogues are checked against the row, computed values not stored are
+  // inlined (their reads checked in turn), and stored values must be computed before the
+  // product. Reads stand in for a probe buffer's element.
+  InputAccessor row_probe(const Node& node, RowProbe& probe) {
+    return [this, &node, &probe](int input, const std::vector<Expr>& index) -> Expr {
+      const Value* value = node.input(input);
+      const Expr stand_in = load(Buffer::param("probe", value->dtype(), {1}), 0);
+      const std::vector<const Value*>& epilogues = probe.plan->epilogues;
+      if (value == probe.product || std::ranges::count(epilogues, value) != 0) {
+        probe.reaches = true;
+        probe.row_local = probe.row_local && in_row(index, probe);
+        return stand_in;
+      }
+      if (!computed(value->producer())) return stand_in;  // a kernel input
+      if (stored(value)) {
+        probe.row_local = probe.row_local && position_.at(value) < position_.at(probe.product);
+        return stand_in;
+      }
+      const Node& producer = *value->producer();
+      Expected<Expr> element = compute_element(producer, value->output_index(), index,
+                                               row_probe(producer, probe), probe_names_);
+      if (!element) {
+        probe.row_local = false;
+        return stand_in;
+      }
+      return std::move(element).value();
+    };
+  }
+
+  // Whether a read at `index` is in the probed row: its leading components are the row's.
+  static bool in_row(const std::vector<Expr>& index, const RowProbe& probe) {
+    if (index.size() < probe.row.size()) return false;
+    for (size_t d = 0; d < probe.row.size(); ++d) {
+      if (!equal(simplify(index[d], probe.scope), probe.row[d])) return false;
+    }
+    return true;
+  }
+
+  // Whether the group stores `node`'s value by its definition (store_nest), not by a nest of
+  // its own (run's dispatch: gemm, convolution, scatter, pool and spmm nests) or batch
+  // norm's statistics first.
+  bool stored_by_definition(const Node& node) const {
+    return !lowers_matmul_to_gemm(node) && !lowers_conv_to_gemm(node) && !is_scatter(node) &&
+           node.op() != Op::max_pool_grad &&
+           !(node.op() == Op::max_pool && lowering::max_pool_is_separable(node.attrs())) &&
+           !is_transposed_spmm(node) && !stores_batch_statistics_first(node);
   }
 
   // For `node` (elementwise or broadcast, output of the product's shape, evaluated at an
@@ -852,7 +948,7 @@ class GroupLowerer {
         std::vector<Expr> index = fresh_index(extents, vars);
         index.front() = g * channels + index.front();
         index.insert(index.begin(), n);
-        Expected<Stmt> stores = epilogue_stores(plan->second, index);
+        Expected<Stmt> stores = epilogue_stores(plan->second.epilogues, index);
         if (!stores) {
           if (error_.is_ok()) error_ = stores.status();
           return no_op();
@@ -956,27 +1052,61 @@ class GroupLowerer {
   }
 
   // One loop nest over the block's rows and columns storing every epilogue value, in order
-  // (a later epilogue may load an earlier one's element, stored just before).
+  // (a later epilogue may load an earlier one's element, stored just before). With row
+  // epilogues (GemmPlan::row_epilogues), each row of the block stores its epilogues in
+  // order: a value of the row's shape at the row, and values of the product's shape in loops
+  // over the row's columns, a row epilogue starting a loop of its own (it may read an earlier
+  // value at columns a shared loop would not have stored yet), an elementwise one joining
+  // the loop before it:
+  //
+  //   for (r, 0, block rows) { s[r] = sum over c of ...; for (c, 0, N) { y[r, c] = ... } }
   Expected<Stmt> epilogue_nest(const Value& product, const GemmPlan& plan,
                                const std::vector<Expr>& batch, const Expr& row0,
                                const Expr& block_m, int64_t n) {
     const std::string row_var = names_.fresh("i"), col_var = names_.fresh("i");
-    std::vector<Expr> index = batch;
+    std::vector<Expr> row = batch;
     if (plan.fold_batch) {
-      index = unfold_row(row0 + var(row_var), product.shape());
+      row = unfold_row(row0 + var(row_var), product.shape());
     } else {
-      index.push_back(row0 + var(row_var));
+      row.push_back(row0 + var(row_var));
     }
+    std::vector<Expr> index = row;
     index.push_back(var(col_var));
-    KILN_ASSIGN_OR_RETURN(Stmt stores, epilogue_stores(plan, index));
-    return for_loop(row_var, 0, block_m, for_loop(col_var, 0, n, std::move(stores)));
+    if (plan.row_epilogues.empty()) {
+      KILN_ASSIGN_OR_RETURN(Stmt stores, epilogue_stores(plan.epilogues, index));
+      return for_loop(row_var, 0, block_m, for_loop(col_var, 0, n, std::move(stores)));
+    }
+    std::vector<Stmt> per_row;
+    std::vector<const Value*> columns;  // consecutive values of the product's shape
+    const auto flush_columns = [&]() -> Status {
+      if (columns.empty()) return Status::ok();
+      KILN_ASSIGN_OR_RETURN(Stmt stores, epilogue_stores(columns, index));
+      per_row.push_back(for_loop(col_var, 0, n, std::move(stores)));
+      columns.clear();
+      return Status::ok();
+    };
+    for (const Value* value : plan.epilogues) {
+      if (value->shape() == product.shape()) {
+        if (plan.row_epilogues.contains(value)) KILN_RETURN_IF_ERROR(flush_columns());
+        columns.push_back(value);
+        continue;
+      }
+      KILN_RETURN_IF_ERROR(flush_columns());
+      std::vector<Expr> at = row;
+      if (value->rank() == product.rank()) at.push_back(0);  // the row's shape with a last dim of 1
+      KILN_ASSIGN_OR_RETURN(Stmt store, epilogue_stores({value}, at));
+      per_row.push_back(std::move(store));
+    }
+    KILN_RETURN_IF_ERROR(flush_columns());
+    return for_loop(row_var, 0, block_m, block(std::move(per_row)));
   }
 
-  // The stores of every epilogue value at `index`, in order (a later epilogue may load an
-  // earlier one's element, stored just before).
-  Expected<Stmt> epilogue_stores(const GemmPlan& plan, const std::vector<Expr>& index) {
+  // The stores of `values` at `index`, in order (a later epilogue may load an earlier one's
+  // element, stored just before).
+  Expected<Stmt> epilogue_stores(const std::vector<const Value*>& values,
+                                 const std::vector<Expr>& index) {
     std::vector<Stmt> stores;
-    for (const Value* value : plan.epilogues) {
+    for (const Value* value : values) {
       const Node& node = *value->producer();
       KILN_ASSIGN_OR_RETURN(Expr element, compute_element(node, value->output_index(), index,
                                                           accessor(node), names_));

@@ -406,14 +406,14 @@ TEST(LowerMatmul, MatricesSharingOneRightOperandAreRowsOfOneGemm) {
 }
 
 TEST(LowerMatmul, ConsumersThatReadOtherElementsFallBackToAFullBuffer) {
-  // transpose(y) reads y at another index, and sum(y) reduces over it: neither runs on the
-  // block, so y is materialised in full; the add still runs on the block.
+  // transpose(y) reads y at another index, and sum(y) over its rows reads other rows: neither
+  // runs on the block, so y is materialised in full; the add still runs on the block.
   Graph graph;
   GraphBuilder b(graph);
   Value* y = b.matmul(b.input("x", DType::f32, {4, 3}), b.input("w", DType::f32, {3, 4}));
   Value* added = b.add(y, b.input("bias", DType::f32, {4}));
   Value* flipped = b.transpose(y, {1, 0});
-  Value* total = b.sum(y, {1});
+  Value* total = b.sum(y, {0});
   graph.set_outputs({added, flipped, total});
   Expected<LoweredGroup> lowered =
       lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 3});
@@ -439,6 +439,92 @@ TEST(LowerMatmul, EpiloguesReadingALaterValueFallBack) {
   EXPECT_EQ(counts.gemms, 1);
   EXPECT_EQ(counts.stores, 2) << print(lowered->kernel);  // the sum, then the add
   EXPECT_EQ(counts.allocations, 2) << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+}
+
+// Counts the statements at the top of a kernel's body (its nests).
+size_t top_level_statements(const Kernel& kernel) {
+  Stmt body = kernel.body;
+  while (const Allocate* allocation = body.as<Allocate>()) body = allocation->body;
+  const Block* statements = body.as<Block>();
+  return statements == nullptr ? 1 : statements->stmts.size();
+}
+
+TEST(LowerMatmul, RowReductionsRunOnEachBlockAfterItsGemm) {
+  // softmax(x w * 0.5): the softmax reads its row's maximum and sum, so it runs row by row
+  // on each block right after its gemm, and the product lives in a block-sized local. Blocks
+  // of 3 rows over 7 (a tail block); a batch folded into the rows of one gemm; and a batch
+  // of matrices, one gemm each.
+  struct Case {
+    std::vector<int64_t> x, w;
+  };
+  for (const Case& c : {Case{{7, 4}, {4, 5}}, Case{{2, 7, 4}, {4, 5}}, Case{{3, 4, 2}, {3, 2, 6}}}) {
+    Graph graph;
+    GraphBuilder b(graph);
+    Value* y = b.matmul(b.input("x", DType::f32, Shape(c.x)), b.input("w", DType::f32, Shape(c.w)));
+    graph.set_outputs({b.softmax(b.mul(y, b.scalar(0.5)))});
+    Expected<LoweredGroup> lowered =
+        lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 3});
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    const std::string text = print(lowered->kernel);
+    EXPECT_EQ(top_level_statements(lowered->kernel), 1u) << text;  // the gemm's block loop
+    EXPECT_EQ(count(lowered->kernel).allocations, 1) << text;      // the block
+    EXPECT_NE(text.find("blk"), std::string::npos) << text;
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  }
+}
+
+TEST(LowerMatmul, RowStatisticsAndTheirReadersRunRowByRow) {
+  // A layer norm of x w written as primitives, and a row sum with keepdims: the means are
+  // stored at each row of the block, then the values of the product's shape that read them
+  // over the row's columns; the graph's outputs of the row's shape are stored on the block
+  // too.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f32, {2, 5, 3}), b.input("w", DType::f32, {3, 6}));
+  Value* mean = b.mean(y, {2}, /*keepdims=*/true);
+  Value* centered = b.sub(y, mean);
+  Value* variance = b.mean(b.mul(centered, centered), {2}, /*keepdims=*/true);
+  Value* normed = b.mul(centered, b.rsqrt(b.add(variance, b.scalar(1e-5))));
+  Value* row_sums = b.sum(y, {2});
+  graph.set_outputs({normed, row_sums});
+  Expected<LoweredGroup> lowered =
+      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 4});
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(top_level_statements(lowered->kernel), 1u) << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+}
+
+TEST(LowerMatmul, ARowEpilogueReadsAnEarlierEpilogueOnlyOnceItsRowIsStored) {
+  // layer_norm(gelu(x w + b)): the gelu is stored (the layer norm reads it three times per
+  // element and it calls erf), an elementwise epilogue; the layer norm reads it across the
+  // row, so it runs in a loop over the row's columns after the gelu's, not beside it.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f32, {2, 3, 4}), b.input("w", DType::f32, {4, 8}));
+  Value* g = b.gelu(b.add(y, b.input("b", DType::f32, {8})));
+  graph.set_outputs({b.layer_norm(g, b.input("scale", DType::f32, {8}),
+                                  b.input("bias", DType::f32, {8}))});
+  Expected<LoweredGroup> lowered =
+      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 4});
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(top_level_statements(lowered->kernel), 1u) << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+}
+
+TEST(LowerMatmul, AReductionReadingAnotherRowIsNotARowEpilogue) {
+  // The sum of a row and the row after it (a slice of the product shifted by one row) reads
+  // outside the block's row: it is stored after the gemm, from the product in full.
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f32, {4, 3}), b.input("w", DType::f32, {3, 5}));
+  Value* next = b.slice(y, {1}, {4}, {0});
+  Value* head = b.slice(y, {0}, {3}, {0});
+  graph.set_outputs({b.sum(b.add(head, next), {1})});
+  Expected<LoweredGroup> lowered =
+      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 2});
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(top_level_statements(lowered->kernel), 2u) << print(lowered->kernel);
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
 }
 
