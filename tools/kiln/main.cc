@@ -535,11 +535,15 @@ void print_fusion_profile(const CompiledGraph& unfused, const runtime::Profile& 
                           const CompiledGraph& fused, const runtime::Profile& fused_profile) {
   std::map<int64_t, double> node_seconds;  // by node id: each mode compiles a clone
   const double unfused_runs = std::max(unfused_profile.runs, 1);
+  double unfused_total = 0, unfused_contractions = 0;
   for (size_t s = 0; s < unfused.program->steps.size(); ++s) {
+    const double seconds = unfused_profile.step_seconds[s] / unfused_runs;
+    unfused_total += seconds;
     const int record = unfused.step_kernel_record[s];
     if (record < 0) continue;
     for (const Node* node : unfused.records[static_cast<size_t>(record)].nodes) {
-      node_seconds[node->id()] += unfused_profile.step_seconds[s] / unfused_runs;
+      node_seconds[node->id()] += seconds;
+      if (node->def().fusion_kind == FusionKind::contraction) unfused_contractions += seconds;
     }
   }
   struct Row {
@@ -567,6 +571,14 @@ void print_fusion_profile(const CompiledGraph& unfused, const runtime::Profile& 
   fmt::print("\nilp kernels against their nodes unfused (profiles of the runs above): {} fused, "
              "{} unfused\n",
              format_seconds(total_fused), format_seconds(total_apart));
+  // Fusion leaves a contraction's library call as it is and saves the passes around it, so
+  // the unfused run over its contractions bounds the speedup any partition can give.
+  if (unfused_contractions > 0) {
+    fmt::print("contractions (matmul, conv, spmm) took {} of the unfused run's {}: even with "
+               "every other op free, fusion could not run it more than {:.2f}x faster\n",
+               format_seconds(unfused_contractions), format_seconds(unfused_total),
+               unfused_total / unfused_contractions);
+  }
   const auto print_row = [&](const Row& row) {
     fmt::print("  {:>5}  {:>10}  {:>10}  {:>+10.3f} ms  {}\n", row.step, format_seconds(row.fused),
                format_seconds(row.apart), (row.fused - row.apart) * 1e3,
