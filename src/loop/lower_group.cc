@@ -1,6 +1,7 @@
 #include "loop/lower_group.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -782,22 +783,38 @@ class GroupLowerer {
     Expr window_max;
   };
   PoolRow pool_row(const Node& node, const std::vector<Expr>& window) {
+    PoolRow row;
+    row.buffer = Buffer::local(names_.fresh("row"), node.input(0)->dtype(),
+                               node.input(0)->shape().dims().back());
+    row.fill = fill_row(node, window, row.buffer,
+                        [](const ComputeArgs& args, const std::vector<Expr>& partial, const Expr&) {
+                          return lowering::max_pool_leading_max(args, partial);
+                        });
     const std::vector<TensorType> input_types = node.input_types();
     const std::vector<TensorType> output_types = node.output_types();
     const InputAccessor input = accessor(node);
-    const int64_t width = node.input(0)->shape().dims().back();
-    PoolRow row;
-    row.buffer = Buffer::local(names_.fresh("row"), node.input(0)->dtype(), width);
-    const std::string w = names_.fresh("i");
-    std::vector<Expr> partial(window.begin(), window.end() - 1);
-    partial.push_back(var(w));
-    const ComputeArgs row_args{node.attrs(), input_types, output_types, 0, partial, input, names_};
-    row.fill = for_loop(w, 0, width,
-                        store(row.buffer, var(w), lowering::max_pool_leading_max(row_args, partial)));
     const ComputeArgs args{node.attrs(), input_types, output_types, 0, window, input, names_};
     row.window_max = lowering::max_pool_last_max(
         args, [&](const std::vector<Expr>& at) { return load(row.buffer, at.back()); });
     return row;
+  }
+
+  // A loop over the positions w of x's last dim storing into `buffer`[w] the value `element`
+  // gives at the partial index [n, c, leading pooled indices of `window`, w], with `node`'s
+  // args at that index.
+  using RowElement = std::function<Expr(const ComputeArgs& args, const std::vector<Expr>& partial,
+                                        const Expr& w)>;
+  Stmt fill_row(const Node& node, const std::vector<Expr>& window, const Buffer& buffer,
+                const RowElement& element) {
+    const std::vector<TensorType> input_types = node.input_types();
+    const std::vector<TensorType> output_types = node.output_types();
+    const InputAccessor input = accessor(node);
+    const std::string w = names_.fresh("i");
+    std::vector<Expr> partial(window.begin(), window.end() - 1);
+    partial.push_back(var(w));
+    const ComputeArgs args{node.attrs(), input_types, output_types, 0, partial, input, names_};
+    return for_loop(w, 0, node.input(0)->shape().dims().back(),
+                    store(buffer, var(w), element(args, partial, var(w))));
   }
 
   // max_pool_grad as the interpreter computes it, a scatter: per image and channel, dx is
@@ -859,17 +876,13 @@ class GroupLowerer {
                           let_stmt(tap, lowering::max_pool_window_argmax(args, window), add));
     } else {
       const PoolRow row = pool_row(node, window);
-      const int64_t width = node.input(0)->shape().dims().back();
-      const Buffer first = Buffer::local(names_.fresh("first"), DType::i64, width);
-      const std::string w = names_.fresh("i");
-      std::vector<Expr> partial(window.begin(), window.end() - 1);
-      partial.push_back(var(w));
-      const ComputeArgs row_args{node.attrs(), input_types, output_types, 0, partial, input, names_};
-      const Stmt first_fill =
-          for_loop(w, 0, width,
-                   store(first, var(w),
-                         lowering::max_pool_leading_argmax(row_args, partial,
-                                                           load(row.buffer, var(w)))));
+      const Buffer first =
+          Buffer::local(names_.fresh("first"), DType::i64, node.input(0)->shape().dims().back());
+      const Stmt first_fill = fill_row(
+          node, window, first,
+          [&](const ComputeArgs& row_args, const std::vector<Expr>& partial, const Expr& w) {
+            return lowering::max_pool_leading_argmax(row_args, partial, load(row.buffer, w));
+          });
       const std::string max = names_.fresh("m");
       const Expr argmax = lowering::max_pool_last_argmax(
           args, var(max, value.dtype()),

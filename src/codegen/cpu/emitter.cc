@@ -30,10 +30,10 @@ using loop::Stmt;
 
 // The loads a vectorized loop's body makes on every iteration at the same element: their
 // index uses only variables bound outside the loop, and the loop neither stores into nor
-// allocates their buffer. Only loads the body always evaluates count (a select evaluates both branches, as
-// the IR defines it; a reduction's body, an inner loop's and an if's branches may not run),
-// so reading one once before the loop, which runs at least once (its extent is a positive
-// constant), reads nothing the loop would not.
+// allocates their buffer. Only loads the body always evaluates count (a select evaluates both
+// branches, as the IR defines it; a reduction's body, an inner loop's and an if's branches may
+// not run), so reading one once before the loop, which runs at least once (its extent is a
+// positive constant), reads nothing the loop would not.
 //
 // Why the emitter reads them before the loop: inside an OpenMP parallel region the buffer
 // pointers are the outlined function's captures, no longer __restrict, so GCC must assume

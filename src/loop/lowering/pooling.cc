@@ -127,17 +127,22 @@ Expr flat_tap(const Window& win, const std::vector<Expr>& k) {
   return flat;
 }
 
-// The row-major number of the tap of the window of `out` that the interpreter's window_argmax
+// The row-major number of the tap of the window at `at` that the interpreter's window_argmax
 // picks, given the window's maximum m: the first real tap equal to m, or the first NaN (m is
 // NaN exactly when some real tap is, and NaN equals nothing). Padding taps never count, even
-// where m is -inf. Every window holds a real tap (pads are smaller than the kernel), so the
-// result is always below the kernel volume, the value of taps that do not match.
+// where m is -inf. Only the dims marked in `reduced`, a leading run of them, are the
+// window's (max_pool_leading_argmax numbers the leading dims' taps alone). Every window holds
+// a real tap (pads are smaller than the kernel), so the result is always below the volume of
+// the reduced dims, the value of taps that do not match.
 Expr window_first_argmax_of(const ComputeArgs& args, const Window& win,
-                            const std::vector<Expr>& out, const Expr& m) {
+                            const std::vector<Expr>& at, const std::vector<bool>& reduced,
+                            const Expr& m) {
   int64_t volume = 1;
-  for (int64_t k : win.kernel) volume *= k;
+  for (size_t d = 0; d < win.kernel.size(); ++d) {
+    if (reduced[d]) volume *= win.kernel[d];
+  }
   return window_reduce(
-      args, ReduceOp::min, win, out,
+      args, ReduceOp::min, win, at, reduced, element_of_x(args),
       [&](const std::vector<Expr>& k, const Expr& inside, const Expr& element) {
         return bind(args.names, element, [&](const Expr& v) {
           return select(inside && (v == m || v != v), flat_tap(win, k), Expr(volume));
@@ -149,7 +154,7 @@ Expr window_first_argmax_of(const ComputeArgs& args, const Window& win,
 Expr window_first_argmax(const ComputeArgs& args, const Window& win,
                          const std::vector<Expr>& out) {
   return bind(args.names, window_max(args, win, out), [&](const Expr& m) {
-    return window_first_argmax_of(args, win, out, m);
+    return window_first_argmax_of(args, win, out, std::vector<bool>(win.kernel.size(), true), m);
   });
 }
 
@@ -289,15 +294,7 @@ Expr max_pool_leading_argmax(const ComputeArgs& args, const std::vector<Expr>& p
   const Window win = window_of(args.attrs);
   std::vector<bool> reduced(win.kernel.size(), true);
   reduced.back() = false;
-  int64_t leading_volume = 1;
-  for (size_t d = 0; d + 1 < win.kernel.size(); ++d) leading_volume *= win.kernel[d];
-  return window_reduce(args, ReduceOp::min, win, partial, reduced, element_of_x(args),
-                       [&](const std::vector<Expr>& k, const Expr& inside, const Expr& element) {
-                         return bind(args.names, element, [&](const Expr& v) {
-                           return select(inside && (v == m || v != v), flat_tap(win, k),
-                                         Expr(leading_volume));
-                         });
-                       });
+  return window_first_argmax_of(args, win, partial, reduced, m);
 }
 
 // The window's first maximum from the two steps' rows: the window maximum m is some column's
@@ -311,7 +308,7 @@ Expr max_pool_last_argmax(const ComputeArgs& args, const Expr& m, const ElementA
   const int64_t width = args.inputs[0].shape.dims().back();
   int64_t volume = 1;
   for (int64_t k : win.kernel) volume *= k;
-  return reduce_nest(ReduceOp::min, {win.kernel[last]}, args.names, [&](const std::vector<Expr>& k) {
+  const auto tap = [&](const std::vector<Expr>& k) {
     const Expr pos = args.index.back() * win.strides[last] - win.pads_begin[last] + k[0];
     std::vector<Expr> at(args.index.begin(), args.index.end() - 1);
     at.push_back(clamp_index(pos, width));
@@ -319,7 +316,8 @@ Expr max_pool_last_argmax(const ComputeArgs& args, const Expr& m, const ElementA
       return select(pos >= 0 && pos < width && (v == m || v != v),
                     partial_argmax_of(at) * win.kernel[last] + k[0], Expr(volume));
     });
-  });
+  };
+  return reduce_nest(ReduceOp::min, {win.kernel[last]}, args.names, tap);
 }
 
 std::vector<Expr> max_pool_tap_position(const ComputeArgs& args, const std::vector<Expr>& window,

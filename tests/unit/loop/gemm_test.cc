@@ -450,6 +450,16 @@ size_t top_level_statements(const Kernel& kernel) {
   return statements == nullptr ? 1 : statements->stmts.size();
 }
 
+// Lowers `graph` whole in blocks of `block_rows`, expects `nests` statements at the top of the
+// kernel (1: every value in the gemm's block loop) and the interpreter's values.
+void expect_nests_matching_the_interpreter(const Graph& graph, int64_t block_rows, size_t nests) {
+  Expected<LoweredGroup> lowered =
+      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = block_rows});
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  EXPECT_EQ(top_level_statements(lowered->kernel), nests) << print(lowered->kernel);
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+}
+
 TEST(LowerMatmul, RowReductionsRunOnEachBlockAfterItsGemm) {
   // softmax(x w * 0.5): the softmax reads its row's maximum and sum, so it runs row by row
   // on each block right after its gemm, and the product lives in a block-sized local. Blocks
@@ -458,10 +468,12 @@ TEST(LowerMatmul, RowReductionsRunOnEachBlockAfterItsGemm) {
   struct Case {
     std::vector<int64_t> x, w;
   };
-  for (const Case& c : {Case{{7, 4}, {4, 5}}, Case{{2, 7, 4}, {4, 5}}, Case{{3, 4, 2}, {3, 2, 6}}}) {
+  const Case cases[] = {{{7, 4}, {4, 5}}, {{2, 7, 4}, {4, 5}}, {{3, 4, 2}, {3, 2, 6}}};
+  for (const Case& c : cases) {
     Graph graph;
     GraphBuilder b(graph);
-    Value* y = b.matmul(b.input("x", DType::f32, Shape(c.x)), b.input("w", DType::f32, Shape(c.w)));
+    Value* y =
+        b.matmul(b.input("x", DType::f32, Shape(c.x)), b.input("w", DType::f32, Shape(c.w)));
     graph.set_outputs({b.softmax(b.mul(y, b.scalar(0.5)))});
     Expected<LoweredGroup> lowered =
         lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 3});
@@ -488,11 +500,7 @@ TEST(LowerMatmul, RowStatisticsAndTheirReadersRunRowByRow) {
   Value* normed = b.mul(centered, b.rsqrt(b.add(variance, b.scalar(1e-5))));
   Value* row_sums = b.sum(y, {2});
   graph.set_outputs({normed, row_sums});
-  Expected<LoweredGroup> lowered =
-      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 4});
-  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
-  EXPECT_EQ(top_level_statements(lowered->kernel), 1u) << print(lowered->kernel);
-  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  expect_nests_matching_the_interpreter(graph, 4, 1);
 }
 
 TEST(LowerMatmul, ARowEpilogueReadsAnEarlierEpilogueOnlyOnceItsRowIsStored) {
@@ -505,11 +513,7 @@ TEST(LowerMatmul, ARowEpilogueReadsAnEarlierEpilogueOnlyOnceItsRowIsStored) {
   Value* g = b.gelu(b.add(y, b.input("b", DType::f32, {8})));
   graph.set_outputs({b.layer_norm(g, b.input("scale", DType::f32, {8}),
                                   b.input("bias", DType::f32, {8}))});
-  Expected<LoweredGroup> lowered =
-      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 4});
-  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
-  EXPECT_EQ(top_level_statements(lowered->kernel), 1u) << print(lowered->kernel);
-  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  expect_nests_matching_the_interpreter(graph, 4, 1);
 }
 
 TEST(LowerMatmul, AReductionReadingAnotherRowIsNotARowEpilogue) {
@@ -521,11 +525,7 @@ TEST(LowerMatmul, AReductionReadingAnotherRowIsNotARowEpilogue) {
   Value* next = b.slice(y, {1}, {4}, {0});
   Value* head = b.slice(y, {0}, {3}, {0});
   graph.set_outputs({b.sum(b.add(head, next), {1})});
-  Expected<LoweredGroup> lowered =
-      lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 2});
-  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
-  EXPECT_EQ(top_level_statements(lowered->kernel), 2u) << print(lowered->kernel);
-  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  expect_nests_matching_the_interpreter(graph, 2, 2);
 }
 
 TEST(LowerMatmul, AnEpilogueFeedingAnotherMatmulIsStoredInALocal) {
