@@ -8,7 +8,7 @@
 //    `parallel` and `vectorized` promise that iterations are independent (the scheduler that
 //    sets them proves it), `unrolled` asks for the body to be copied. Vectorized and unrolled
 //    loops have constant extents. `gpu_block` and `gpu_thread` are the GPU mapping
-//    (codegen/cuda/gpu_mapping.h): a gpu_block loop is one kernel launch whose iterations are
+//    (loop/gpu_mapping.h): a gpu_block loop is one kernel launch whose iterations are
 //    thread blocks; a gpu_thread loop inside it spreads its iterations over the block's
 //    threads, and statements of the block's body outside thread loops run once per block, in
 //    order, with a barrier after each. Both promise independent iterations, as `parallel`

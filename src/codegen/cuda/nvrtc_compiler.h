@@ -2,7 +2,7 @@
 //
 // NVRTC compiles for a named architecture without a GPU present, so the CUDA back end's code
 // is compiled and checked on any machine with the CUDA toolkit; running it needs a GPU
-// (runtime/cuda_executor.h). Built without the toolkit (CMake found no NVRTC), nvrtc_available
+// runtime, which Kiln lacks. Built without the toolkit (CMake found no NVRTC), nvrtc_available
 // is false and compiling is an error that says so; nothing else in Kiln needs the toolkit.
 //
 // Options: --gpu-architecture=sm_XX (default sm_90, Hopper: H100 and H200), --std=c++17, and
