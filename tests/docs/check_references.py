@@ -12,9 +12,9 @@ What is scanned
     non-blank characters are `//`), for paths.
 
 Links
-  A link target `[text](target)` is a path (below); `target#anchor` to a Markdown file, or
-  `#anchor` alone, must name one of that file's headings (GitHub's anchor: lower case,
-  punctuation dropped, spaces as `-`).
+  A link target `[text](target)` must exist relative to the citing file's folder (URLs are not
+  checked); `target#anchor` to a Markdown file, or `#anchor` alone, must name one of that
+  file's headings (GitHub's anchor: lower case, punctuation dropped, spaces as `-`).
 
 Paths
   A token is a path when it contains a `/` and either its first component names a folder of
@@ -26,13 +26,18 @@ Paths
     must match), `{a,b}` lists alternatives (each must resolve), a trailing `/` is a folder,
     and a path whose last component has no extension may name a module (`ir/parser`: parser.h
     or parser.cc).
+  - A path whose first component is not such a folder is relative to a folder the text names
+    nearby (`lowering/<family>.cc` on README's line for `src/loop/`): it resolves when some
+    path in the repository ends with it, whole components.
   - A file name resolves when a file of that name exists anywhere in the repository (outside
-    build folders), or relative to the citing file's folder.
+    build folders), or relative to the citing file's folder. A name whose stem is in capitals
+    and that exists nowhere (`FILE.json`, `OUT.txt`) is a placeholder.
   - Not checked: URLs; paths outside the repository (starting with `/`, `~`, `..`, `$VAR`, or
     a placeholder such as `<cache root>/...`); paths under build folders (`build/`,
-    `build-*/`); and the names in GENERATED (what `kiln compile` and the harnesses write) and
-    EXTERNAL (system and third-party files a text may name). These lists are explicit: add a
-    name here, with its reason, rather than loosening a rule.
+    `build-*/`) or the peers' virtual environment (`.venv-peers/`); paths under the folders of
+    Kiln's cache root in CACHE_FOLDERS (`device/<hash>.json`); and the names in GENERATED
+    (what `kiln compile` writes) and EXTERNAL (system and third-party files a text may name).
+    These lists are explicit: add a name there, with its reason, rather than loosening a rule.
 
 Identifiers (Markdown inline code spans only)
   A code span is checked when it is, as a whole, an identifier of Kiln's own form, optionally
@@ -120,7 +125,7 @@ class Repo:
         self.top = set()
         for name in os.listdir(self.root):
             if os.path.isdir(os.path.join(self.root, name)) and name not in SKIPPED_WALK:
-                if not BUILD_FOLDER.match(name):
+                if not BUILD_FOLDER.match(name) and not name.startswith(".venv"):
                     self.top.add(name)
         self.roots = set(self.top)
         for base in ("src", "include"):
@@ -403,9 +408,10 @@ class Checker:
                 continue
             line = line_of(prose, m.start())
             if target:
+                # A link is relative to the citing file, as a Markdown viewer resolves it.
                 self.counts["paths"] += 1
                 self.checked(rel, line, "link", target)
-                if not check_path(self.repo, citing_dir, target):
+                if not os.path.exists(os.path.join(citing_dir, target)):
                     self.report(rel, line, "no such link target", target)
                     continue
             if anchor and (target.endswith(".md") or not target):
@@ -452,13 +458,16 @@ def self_test(repo):
     checker = Checker(repo)
     checker.scan_markdown("docs/self_test.md",
                           "See `src/loop/no_such_file_xyz.h`, loop/stmt.h and `Graph::add_node`;\n"
-                          "`no_such_identifier_xyz()` and `KILN_NO_SUCH_VARIABLE`.\n")
-    checker.scan_header("src/self_test.h", "// See codegen/cuda/no_such_mapping.h and ir/graph.h.\n")
+                          "`no_such_identifier_xyz()` and `KILN_NO_SUCH_VARIABLE`;\n"
+                          "[a page](design/no_such_page_xyz.md), [the map](architecture.md).\n")
+    checker.scan_header("src/self_test.h",
+                        "// See codegen/cuda/no_such_mapping.h and ir/graph.h.\n")
     flagged = " ".join(checker.problems)
     expected = ["no_such_file_xyz.h", "no_such_identifier_xyz", "KILN_NO_SUCH_VARIABLE",
-                "no_such_mapping.h"]
+                "no_such_page_xyz.md", "no_such_mapping.h"]
     missing = [e for e in expected if e not in flagged]
-    wrong = [p for p in checker.problems if "stmt.h" in p or "add_node" in p or "graph.h" in p]
+    wrong = [p for p in checker.problems
+             if any(ok in p for ok in ("stmt.h", "add_node", "graph.h", "architecture.md"))]
     if missing or wrong or len(checker.problems) != len(expected):
         sys.exit("check_references.py: self-test failed: missed %s, wrongly flagged %s" %
                  (missing, wrong))
