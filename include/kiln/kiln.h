@@ -5,6 +5,11 @@
 //   if (!model) { report(model.status()); }
 //   kiln::Expected<std::vector<kiln::Array>> outputs = model->run(inputs);
 //
+// `compile` runs the whole pipeline (compiler/pipeline.h); `run_pipeline` runs it as far as the
+// options say (PipelineOptions::stop_after) and returns what it made, for reading: the rewritten
+// graph, the partition, loop IR, the program or the generated code (a CUDA compilation, which
+// Kiln cannot run yet, is read this way).
+//
 // A CompiledModel owns its graph, its loaded kernels and its arena. `run` takes and returns
 // Arrays (encoding them to each dtype's bytes); `run_raw` takes the caller's own memory, laid
 // out as the kernel ABI says (codegen/cpu/emitter.h), and copies nothing. Runs of one model
@@ -26,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/compile_graph.h"
+#include "compiler/pipeline.h"
 #include "compiler/run.h"
 #include "ir/array.h"
 #include "ir/graph.h"
@@ -34,6 +39,23 @@
 #include "support/status.h"
 
 namespace kiln {
+
+// What the pipeline made of a graph: the graph as the graph stages left it, and the
+// compilation, complete or up to the stage it stopped after.
+class Compilation {
+ public:
+  const Graph& graph() const { return *graph_; }
+  const CompiledGraph& compiled() const { return *compiled_; }
+
+ private:
+  friend class Compiler;
+  Compilation(std::unique_ptr<Graph> graph, std::unique_ptr<CompiledGraph> compiled)
+      : graph_(std::move(graph)), compiled_(std::move(compiled)) {}
+
+  // Held by pointer so that moving keeps the addresses the compilation refers to.
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<CompiledGraph> compiled_;
+};
 
 class CompiledModel {
  public:
@@ -94,11 +116,14 @@ class Compiler {
  public:
   explicit Compiler(CompileOptions options = {}) : options_(std::move(options)) {}
 
-  // Compiles `graph`: verifies it, applies the graph rewrites the options enable
-  // (passes/pipeline.h; the model's graph() is the rewritten graph, with the same inputs and
-  // outputs), and fuses it as the options say (by default, the partition of least estimated
-  // time on this machine).
+  // Compiles `graph` through every stage of the pipeline: verifies it, applies the graph
+  // rewrites the options enable (the model's graph() is the rewritten graph, with the same
+  // inputs and outputs), fuses it as the options say (by default, the partition of least
+  // estimated time on this machine), and loads the code for this CPU.
   Expected<CompiledModel> compile(Graph graph) const;
+
+  // The pipeline up to options.pipeline.stop_after (every stage when unset).
+  Expected<Compilation> run_pipeline(Graph graph) const;
 
   // Compiles a training step whose first output is its loss (a floating scalar): the full step
   // and, when `eliminate_loss`, the step without the loss, each as `compile` does.

@@ -1,20 +1,25 @@
 #include "kiln/kiln.h"
 
-#include "compiler/decompose_by_cost.h"
-#include "ir/verifier.h"
 #include "passes/eliminate_loss.h"
 
 namespace kiln {
 
-Expected<CompiledModel> Compiler::compile(Graph graph) const {
+Expected<Compilation> Compiler::run_pipeline(Graph graph) const {
   auto owned = std::make_unique<Graph>(std::move(graph));
-  KILN_RETURN_IF_ERROR(verify(*owned));
-  KILN_ASSIGN_OR_RETURN(RewriteReport rewrites, rewrite_for_compile(*owned, options_));
-  KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, compile_graph(*owned, options_));
-  auto compiled_graph = std::make_unique<CompiledGraph>(std::move(compiled));
-  compiled_graph->rewrites = std::move(rewrites);
+  KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, kiln::run_pipeline(*owned, options_));
+  return Compilation(std::move(owned), std::make_unique<CompiledGraph>(std::move(compiled)));
+}
+
+Expected<CompiledModel> Compiler::compile(Graph graph) const {
+  KILN_ASSIGN_OR_RETURN(Compilation compilation, run_pipeline(std::move(graph)));
+  std::unique_ptr<CompiledGraph>& compiled_graph = compilation.compiled_;
+  if (compiled_graph->last_stage != Stage::codegen) {
+    return Status::errorf("the pipeline stopped after stage {} (--stop-after): there is no "
+                          "program to run",
+                          stage_name(*compiled_graph->last_stage));
+  }
   if (compiled_graph->cuda) {
-    // TODO(#9): a GPU runtime (device arena, launches on a stream, graph capture) needs a GPU
+    // TODO(#30): a GPU runtime (device arena, launches on a stream, graph capture) needs a GPU
     // to build and test it against.
     return Status::error("the kernels compiled for CUDA, but Kiln cannot run them yet: it has no "
                          "GPU runtime (`kiln compile --device cuda` writes the CUDA code, its "
@@ -27,7 +32,7 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
   }
   KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
                         runtime::Executor::create(compiled_graph->program, std::move(functions)));
-  return CompiledModel(std::move(owned), std::move(compiled_graph),
+  return CompiledModel(std::move(compilation.graph_), std::move(compiled_graph),
                        std::make_unique<runtime::Executor>(std::move(executor)));
 }
 

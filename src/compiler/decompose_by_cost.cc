@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "fusion/partition.h"
-#include "compiler/substitute_by_cost.h"
 #include "passes/decompose.h"
 
 namespace kiln {
@@ -50,20 +49,6 @@ Expected<std::vector<DecompositionDecision>> decompose_by_cost(Graph& graph,
     }
   }
   return decisions;
-}
-
-Expected<RewriteReport> rewrite_for_compile(Graph& graph, const CompileOptions& options) {
-  KILN_ASSIGN_OR_RETURN(RewriteReport report, rewrite_graph(graph, options.rewrites));
-  if (options.rewrites.enabled && options.rewrites.substitute &&
-      options.fusion.mode != fusion::FusionMode::off) {
-    KILN_ASSIGN_OR_RETURN(report.substitution, substitute_by_cost(graph, options));
-    report.nodes_after = graph.num_nodes();
-  }
-  if (options.rewrites.runs(kDecomposeRewrite) && options.fusion.mode != fusion::FusionMode::off) {
-    KILN_ASSIGN_OR_RETURN(report.decompositions, decompose_by_cost(graph, options));
-    report.nodes_after = graph.num_nodes();
-  }
-  return report;
 }
 
 }  // namespace kiln

@@ -11,9 +11,9 @@
 
 #include <vector>
 
-#include "compiler/compile_graph.h"
+#include "compiler/compiled_graph.h"
+#include "compiler/options.h"
 #include "ir/graph.h"
-#include "passes/pipeline.h"
 #include "support/status.h"
 
 namespace kiln {
@@ -24,11 +24,5 @@ inline constexpr double kDecompositionMargin = 1e-3;
 
 Expected<std::vector<DecompositionDecision>> decompose_by_cost(Graph& graph,
                                                                const CompileOptions& options);
-
-// The graph rewrites Compiler::compile runs before partitioning, and `kiln explain` shows: the
-// pipeline (passes/pipeline.h), then, when asked and fused, the substitution search
-// (compiler/substitute_by_cost.h), then, unless disabled or unfused (a composite's pieces would
-// each be a kernel), decomposition by cost.
-Expected<RewriteReport> rewrite_for_compile(Graph& graph, const CompileOptions& options);
 
 }  // namespace kiln

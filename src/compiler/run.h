@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/compile_graph.h"
+#include "compiler/pipeline.h"
 #include "ir/array.h"
 #include "runtime/executor.h"
 

@@ -21,8 +21,8 @@ Expected<SubstitutionSummary> substitute_by_cost(Graph& graph, const CompileOpti
   KILN_ASSIGN_OR_RETURN(subst::SearchResult result,
                         subst::search_substitutions(
                             graph, rules, cost,
-                            {.max_expansions = options.rewrites.substitute_max_expansions,
-                             .max_seconds = options.rewrites.substitute_max_seconds}));
+                            {.max_expansions = options.substitution.max_expansions,
+                             .max_seconds = options.substitution.max_seconds}));
   SubstitutionSummary summary{.steps = {},
                               .rules = static_cast<int>(rules.size()),
                               .expanded = result.expanded,

@@ -1,4 +1,4 @@
-// Substitution by cost (issue 7): TASO's search (subst/search.h) over the shipped rules the
+// Substitution by cost, the pipeline's substitute stage: TASO's search (subst/search.h) over the shipped rules the
 // build proved (subst/shipped_rules.h), each candidate graph priced by what it costs after
 // fusion: the rewrite pipeline runs on a copy (so a concatenation of frozen weights that a
 // rule introduces folds into a constant, passes/freeze_inputs.h), then the partitioner
@@ -6,9 +6,9 @@
 // the pipeline runs on it again.
 #pragma once
 
-#include "compiler/compile_graph.h"
+#include "compiler/compiled_graph.h"
+#include "compiler/options.h"
 #include "ir/graph.h"
-#include "passes/pipeline.h"
 #include "support/status.h"
 
 namespace kiln {

@@ -12,8 +12,8 @@
 //
 // Every computed node is in exactly one group; constants are in none (their values are
 // kernel inputs). Groups are convex and listed in an order that respects their dependencies,
-// ready for compile_groups (compiler/compile_graph.h). Each group is also checked at the loop
-// level: it must lower (loop/lower_group.h) within FusionOptions::max_local_bytes of local
+// ready for the pipeline's lower stage (compiler/pipeline.h). Each group is also checked at the
+// loop level: it must lower (loop/lower_group.h) within FusionOptions::max_local_bytes of local
 // buffers; a group that does not is forbidden and the partition chosen again, and the
 // explanation records the round trip.
 //

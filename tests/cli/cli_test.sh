@@ -207,6 +207,48 @@ expect zoo-train-zero-steps 2 'steps' -- "$kiln" zoo train mlp-tiny --steps 0
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy
 
+# A model source is a file or zoo:NAME: the zoo's run, compile, explain and bench are the
+# top-level commands on a preset; options of one kind of source are refused on the other.
+expect run-zoo-source 0 'check: all [0-9]+ kernels agree with the reference' \
+  -- "$kiln" run zoo:mlp-tiny --train --check
+expect run-zoo-source-output 0 'output %loss f32\[\]' -- "$kiln" run zoo:mlp-tiny
+expect compile-zoo-source 0 "wrote $work/zoo-source/kernels.cc, kernels.loop, plan.txt" \
+  -- "$kiln" compile zoo:mlp-tiny --inference -o "$work/zoo-source"
+expect explain-zoo-source 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
+  -- "$kiln" explain zoo:mlp-tiny --train --fusion greedy
+expect bench-zoo-source 0 '^seconds [0-9.]+$' \
+  -- bash -c "echo 1 | '$kiln' bench zoo:mlp-tiny -o '$work/bench-source.npz'"
+expect bench-file 0 '^seconds [0-9.]+ [0-9.]+$' \
+  -- bash -c "echo 2 | '$kiln' bench '$example' -o '$work/bench-file.npz'"
+expect run-file-zoo-option 1 '--batch applies to zoo presets \(zoo:NAME\)' \
+  -- "$kiln" run "$example" --batch 2
+expect run-file-train 1 '--train applies to zoo presets' -- "$kiln" run "$example" --train
+expect run-zoo-shape 1 '--shape applies to ONNX models' -- "$kiln" run zoo:mlp-tiny --shape x=1
+expect run-zoo-input 1 '--input applies to model files' \
+  -- "$kiln" run zoo:mlp-tiny --input "x=$work/x.npy"
+expect run-zoo-unknown 1 "unknown model 'nope'" -- "$kiln" run zoo:nope
+
+# The compiler pipeline: every stage timed, dumped or stopped after, from any compiling command.
+for stage in verify rewrite substitute decompose partition lower schedule scratch share-kernels \
+             plan-memory codegen; do
+  expect "time-stages-$stage" 0 "^stage $stage +[0-9.]+ ms" -- "$kiln" run "$example" --time-stages
+done
+expect dump-after-partition 0 '^// after stage partition' -- "$kiln" run "$example" --dump-after partition
+expect dump-after-lower-is-loop-ir 0 '^kernel kernel\(' \
+  -- "$kiln" compile "$example" -o "$work/dumped" --dump-after lower
+expect dump-after-codegen 0 'extern "C" void kiln_kernel_0' \
+  -- "$kiln" compile "$example" -o "$work/dumped" --dump-after codegen
+expect dump-after-all 0 '^// after stage plan-memory' -- "$kiln" run "$example" --dump-after all
+expect dump-after-unknown 2 'dump-after' -- "$kiln" run "$example" --dump-after lowering
+expect stop-after-partition 0 '^fusion ilp: 25 nodes in [0-9]+ kernels' \
+  -- "$kiln" run "$example" --stop-after partition --no-substitute
+expect stop-after-writes-nothing 0 '^0$' -- bash -c "'$kiln' compile '$example' -o '$work/stopped' \
+  --stop-after lower >/dev/null; ls '$work/stopped' 2>/dev/null | wc -l"
+expect stop-after-verify 0 '^mlp-tiny loss graph: 9 nodes$' -- "$kiln" zoo compile mlp-tiny --stop-after verify
+expect explain-runs-to-dumped-stage 0 '^// after stage schedule' \
+  -- "$kiln" explain "$example" --dump-after schedule
+expect stop-after-unknown 2 'stop-after' -- "$kiln" compile "$example" -o "$work/x" --stop-after end
+
 # The substitution search in a compile, on frozen weights: both layers' Q, K and V projections
 # merged, and the result still agrees with the reference. --freeze is for inference graphs.
 expect zoo-substitute 0 'substitutions: 4 rewrites in 2 steps by [0-9]+ proved rules' \
@@ -290,11 +332,11 @@ expect bad-int-range 2 'int-range' -- "$kiln" check --int-range 0 "$example"
 
 # Help on the program and every subcommand.
 expect help 0 'Subcommands:' -- "$kiln" --help
-for subcommand in check print opt ops run compile explain export conformance zoo subst; do
+for subcommand in check print opt ops run compile explain bench export conformance zoo subst; do
   expect "help-$subcommand" 0 "Usage: .*$subcommand" -- "$kiln" "$subcommand" --help
 done
 
-for subcommand in show run compile compare train explain export dump; do
+for subcommand in show run compile compare train explain export dump bench; do
   expect "help-zoo-$subcommand" 0 "Usage: .*zoo $subcommand" -- "$kiln" zoo "$subcommand" --help
 done
 expect help-subst-check 0 'Usage: .*subst check' -- "$kiln" subst check --help

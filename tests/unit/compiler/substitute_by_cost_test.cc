@@ -45,7 +45,7 @@ constexpr const char* kProjections = R"(graph @g(%h: f32[2,16,128], %g: f32[128]
 struct Compiled {
   int kernels = 0;
   int contractions = 0;  // nodes of the counted op in the compiled graph
-  RewriteReport rewrites;
+  GraphRewrites rewrites;
 };
 
 // Compiles `graph` with or without the search, runs it on `inputs` and checks its first output
@@ -55,7 +55,7 @@ Compiled compile_and_check(Graph graph, bool substitute, const std::vector<Array
   SCOPED_TRACE(substitute ? "with substitutions" : "without");
   CompileOptions options;
   options.fusion.profile = cost::reference_profile();
-  options.rewrites.substitute = substitute;
+  options.substitution.enabled = substitute;
   Expected<CompiledModel> model = Compiler(options).compile(std::move(graph));
   EXPECT_TRUE(model) << model.status().message();
   if (!model) return {};

@@ -42,7 +42,7 @@
 #endif
 
 #ifdef KILN_LOWERING_CHECK_COMPILED
-#include "compiler/compile_graph.h"
+#include "compiler/pipeline.h"
 #include "compiler/tensor_bytes.h"
 #include "runtime/executor.h"
 #endif

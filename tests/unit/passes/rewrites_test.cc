@@ -16,7 +16,7 @@
 #include "passes/fold_constants.h"
 #include "passes/fold_layout.h"
 #include "passes/freeze_inputs.h"
-#include "passes/pipeline.h"
+#include "passes/rewrite_graph.h"
 #include "unit/passes/pass_test_util.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-#include "passes/pipeline.h"
+#include "passes/rewrite_graph.h"
 
 #include <algorithm>
 #include <map>

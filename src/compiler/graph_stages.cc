@@ -1,0 +1,39 @@
+// The graph stages (rewrite, substitute, decompose) and the partition stage
+// (compiler/stages.h): each decides whether it runs, then calls the pass that does the work.
+#include "compiler/decompose_by_cost.h"
+#include "compiler/stages.h"
+#include "compiler/substitute_by_cost.h"
+
+namespace kiln {
+
+Expected<RewriteReport> rewrite_stage(Graph& graph, const CompileOptions& options) {
+  return rewrite_graph(graph, options.rewrites);
+}
+
+Expected<std::optional<SubstitutionSummary>> substitute_stage(Graph& graph,
+                                                              const CompileOptions& options) {
+  if (!options.rewrites.enabled || !options.substitution.enabled ||
+      options.fusion.mode == fusion::FusionMode::off) {
+    return std::optional<SubstitutionSummary>();
+  }
+  KILN_ASSIGN_OR_RETURN(SubstitutionSummary summary, substitute_by_cost(graph, options));
+  return std::optional<SubstitutionSummary>(std::move(summary));
+}
+
+Expected<std::vector<DecompositionDecision>> decompose_stage(Graph& graph,
+                                                             const CompileOptions& options) {
+  if (!options.rewrites.runs(kDecomposeRewrite) || options.fusion.mode == fusion::FusionMode::off) {
+    return std::vector<DecompositionDecision>();
+  }
+  return decompose_by_cost(graph, options);
+}
+
+Expected<fusion::Partition> partition_stage(const Graph& graph, const CompileOptions& options,
+                                            std::span<const std::vector<Node*>> given) {
+  if (given.empty()) return fusion::partition_graph(graph, options.fusion);
+  fusion::Partition partition;
+  for (const std::vector<Node*>& nodes : given) partition.groups.push_back({nodes, {}});
+  return partition;
+}
+
+}  // namespace kiln

@@ -1,0 +1,132 @@
+// The back-end stages that work on kernels: lower, schedule, scratch, share-kernels, codegen
+// (compiler/stages.h).
+#include <algorithm>
+#include <map>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "codegen/cpu/emitter.h"
+#include "codegen/cuda/emitter.h"
+#include "compiler/stages.h"
+#include "loop/default_schedule.h"
+#include "loop/gpu_mapping.h"
+#include "loop/printer.h"
+#include "loop/scratch.h"
+#include "runtime/kernel_abi.h"
+
+namespace kiln {
+namespace {
+
+static_assert(std::is_same_v<runtime::KernelFunction, codegen::cpu::KernelFunction>,
+              "the runtime and the code generator must agree on the kernel ABI");
+
+}  // namespace
+
+std::string kernel_label(std::span<const Node* const> nodes) {
+  if (nodes.size() == 1) return fmt::format("{} #{}", nodes[0]->op_name(), nodes[0]->id());
+  std::vector<std::string_view> names;
+  for (const Node* node : nodes) names.push_back(node->op_name());
+  return fmt::format("fused {} #{}", fmt::join(names, "+"), nodes[0]->id());
+}
+
+Expected<LoweredKernels> lower_stage(const Graph& graph, const fusion::Partition& partition) {
+  std::map<const Node*, size_t> position;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) position[graph.nodes()[i]] = i;
+  LoweredKernels result;
+  for (const fusion::Group& group : partition.groups) {
+    Expected<loop::LoweredGroup> lowered = loop::lower_group(graph, group.nodes);
+    if (!lowered) {
+      const std::vector<const Node*> nodes(group.nodes.begin(), group.nodes.end());
+      return lowered.status().with_context(kernel_label(nodes));
+    }
+    result.views.insert(result.views.end(), lowered->views.begin(), lowered->views.end());
+    if (lowered->outputs.empty()) continue;
+    KernelRecord record;
+    record.nodes.assign(group.nodes.begin(), group.nodes.end());
+    // lower_group accepts nodes in any order; keep the graph's, for labels and the check mode.
+    std::sort(record.nodes.begin(), record.nodes.end(),
+              [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
+    record.kernel = std::move(lowered->kernel);
+    record.inputs = std::move(lowered->inputs);
+    record.outputs = std::move(lowered->outputs);
+    result.records.push_back(std::move(record));
+  }
+  return result;
+}
+
+Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& options) {
+  const loop::ScheduleTarget target = loop::host_target();
+  for (KernelRecord& record : records) {
+    if (options.device != Device::cpu) {
+      Expected<loop::GpuMapping> mapped = loop::map_to_gpu(record.kernel);
+      if (!mapped) return mapped.status().with_context(kernel_label(record.nodes));
+      record.kernel = std::move(mapped->kernel);
+      record.scratch_bytes = std::move(mapped->scratch_bytes);
+      continue;
+    }
+    if (!options.schedule) continue;
+    record.schedule = loop::default_schedule(record.kernel, target);
+    Expected<loop::Kernel> scheduled = loop::apply_schedule(record.kernel, record.schedule);
+    if (!scheduled) {
+      // The default schedule keeps only directives it applied legally, so replaying it cannot
+      // fail: if it does, that is a bug, reported with the kernel.
+      return Status::errorf("internal compiler error: the default schedule of {} does not "
+                            "replay: {}\n{}",
+                            kernel_label(record.nodes), scheduled.status().message(),
+                            loop::print(record.kernel));
+    }
+    record.kernel = std::move(*scheduled);
+  }
+  return Status::ok();
+}
+
+void scratch_stage(std::vector<KernelRecord>& records, const CompileOptions& options) {
+  if (options.device != Device::cpu) return;
+  for (KernelRecord& record : records) {
+    record.kernel = loop::promote_scratch(record.kernel, record.scratch_bytes);
+  }
+}
+
+std::vector<loop::Kernel> share_kernels_stage(std::vector<KernelRecord>& records) {
+  std::map<std::string, int> number_of;
+  std::vector<loop::Kernel> kernels;
+  for (KernelRecord& record : records) {
+    const auto [it, inserted] =
+        number_of.emplace(loop::print(record.kernel), static_cast<int>(kernels.size()));
+    if (inserted) kernels.push_back(record.kernel);
+    record.program_kernel = it->second;
+  }
+  return kernels;
+}
+
+Expected<GeneratedCode> codegen_stage(std::span<const loop::Kernel> kernels,
+                                      const CompileOptions& options) {
+  GeneratedCode code;
+  if (options.device == Device::cuda) {
+    KILN_ASSIGN_OR_RETURN(codegen::cuda::CudaUnit unit, codegen::cuda::emit_cuda_unit(kernels));
+    KILN_ASSIGN_OR_RETURN(codegen::cuda::Cubin cubin,
+                          codegen::cuda::compile_cuda(unit.source, options.cuda));
+    code.cuda = CudaCompiled{std::move(unit.source), std::move(cubin.image),
+                             options.cuda.architecture, std::move(unit.launches)};
+    code.units = 1;
+    code.units_compiled = cubin.compiled ? 1 : 0;
+    return code;
+  }
+  KILN_ASSIGN_OR_RETURN(code.cpu, codegen::cpu::compile_kernels(kernels, options.cpu));
+  code.units = code.cpu.units();
+  code.units_compiled = code.cpu.units_compiled();
+  return code;
+}
+
+Expected<std::string> kernel_source(const CompiledGraph& compiled) {
+  if (compiled.cuda) return compiled.cuda->source;
+  if (!compiled.program) return Status::error("the compilation stopped before plan-memory");
+  std::vector<loop::Kernel> kernels(static_cast<size_t>(compiled.program->num_kernels));
+  for (const KernelRecord& record : compiled.records) {
+    kernels[static_cast<size_t>(record.program_kernel)] = record.kernel;
+  }
+  return codegen::cpu::emit_translation_unit(kernels);
+}
+
+}  // namespace kiln

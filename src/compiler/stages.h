@@ -1,0 +1,92 @@
+// The stages of the compiler pipeline as functions, each with a typed input and output.
+// compiler/pipeline.h calls them in order, times them and shows their results; they are
+// declared here so that each can be read, and tested, on its own.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compiler/compiled_graph.h"
+#include "compiler/options.h"
+#include "fusion/partition.h"
+#include "ir/graph.h"
+#include "loop/lower_group.h"
+#include "loop/stmt.h"
+#include "runtime/program.h"
+#include "support/status.h"
+
+namespace kiln {
+
+// --- The graph stages: each rewrites the graph in place and says what it did. --------------
+
+// The graph rewrites (passes/rewrite_graph.h).
+Expected<RewriteReport> rewrite_stage(Graph& graph, const CompileOptions& options);
+// The substitution search (compiler/substitute_by_cost.h); nullopt when it does not run (off,
+// rewrites off, or fusion off: it prices graphs after fusion).
+Expected<std::optional<SubstitutionSummary>> substitute_stage(Graph& graph,
+                                                              const CompileOptions& options);
+// Decomposition by cost (compiler/decompose_by_cost.h); no decisions when it does not run
+// (disabled, or fusion off: a composite's pieces would each be a kernel).
+Expected<std::vector<DecompositionDecision>> decompose_stage(Graph& graph,
+                                                             const CompileOptions& options);
+
+// --- The partition. -------------------------------------------------------------------------
+
+// The fusion partitioner's groups, or, when `given` is not empty, those groups as they are
+// (nodes of `graph` in dependency order; unchecked, for tests that compile chosen groups).
+Expected<fusion::Partition> partition_stage(const Graph& graph, const CompileOptions& options,
+                                            std::span<const std::vector<Node*>> given);
+
+// --- The back-end stages: the groups become a program. --------------------------------------
+
+// A kernel's name in steps, errors and profiles: "exp #3", or "fused matmul+add+gelu #7".
+std::string kernel_label(std::span<const Node* const> nodes);
+
+// Every group lowered (loop/lower_group.h), in the partition's order; groups that store
+// nothing (whose values nobody needs, or that give only views) are no kernel.
+struct LoweredKernels {
+  std::vector<KernelRecord> records;
+  std::vector<loop::ViewOutput> views;
+};
+Expected<LoweredKernels> lower_stage(const Graph& graph, const fusion::Partition& partition);
+
+// On a CPU, the default schedule for this machine applied to every kernel (unless
+// options.schedule is off); on a GPU device, every kernel mapped onto the GPU, which also
+// sizes its scratch buffers.
+Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
+
+// On a CPU, local buffers too large for the stack become scratch parameters in the arena
+// (loop/scratch.h); the GPU mapping placed its own.
+void scratch_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
+
+// Numbers the distinct kernels of `records` (by their printed loop IR) in order of first use,
+// sets each record's program_kernel, and returns the distinct kernels.
+std::vector<loop::Kernel> share_kernels_stage(std::vector<KernelRecord>& records);
+
+// The program: a step per kernel call and per output copy, each value's buffer, and the arena
+// planned over the buffers' lifetimes.
+struct PlannedProgram {
+  runtime::Program program;
+  std::vector<int> step_kernel_record;  // per step: its record, or -1 for a copy
+  int64_t arena_total_bytes = 0;
+  int64_t arena_live_bound_bytes = 0;
+};
+Expected<PlannedProgram> plan_memory_stage(const Graph& graph,
+                                           std::span<const KernelRecord> records,
+                                           std::span<const loop::ViewOutput> views,
+                                           int num_kernels);
+
+// The distinct kernels as code: C++ compiled through the cache and loaded (CPU devices), or
+// CUDA C compiled by NVRTC to a cubin with its launches (Device::cuda).
+struct GeneratedCode {
+  codegen::cpu::CompiledKernels cpu;
+  std::optional<CudaCompiled> cuda;
+  int units = 0;
+  int units_compiled = 0;
+};
+Expected<GeneratedCode> codegen_stage(std::span<const loop::Kernel> kernels,
+                                      const CompileOptions& options);
+
+}  // namespace kiln

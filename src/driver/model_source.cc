@@ -1,0 +1,195 @@
+#include "driver/model_source.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "driver/model_io.h"
+#include "interp/random_inputs.h"
+#include "ir/printer.h"
+#include "passes/eliminate_loss.h"
+#include "passes/freeze_inputs.h"
+
+namespace kiln {
+namespace {
+
+constexpr std::string_view kZooPrefix = "zoo:";
+
+// "1 node", "3 nodes".
+std::string count_noun(size_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
+// The options that only a preset takes, by their command-line names, when given.
+std::vector<std::string> zoo_options_given(const ModelSourceOptions& options) {
+  std::vector<std::string> given;
+  const ModelOptions& zoo = options.zoo;
+  if (zoo.batch) given.emplace_back("--batch");
+  if (zoo.seq_len) given.emplace_back("--seq-len");
+  if (zoo.image_size) given.emplace_back("--image-size");
+  if (zoo.nodes) given.emplace_back("--nodes");
+  if (zoo.avg_degree) given.emplace_back("--avg-degree");
+  if (options.graph.inference) given.emplace_back("--inference");
+  if (options.graph.train) given.emplace_back("--train");
+  if (options.graph.without_loss) given.emplace_back("--without-loss");
+  return given;
+}
+
+// Import options from the --shape NAME=DIMS flags.
+Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::string>& shapes) {
+  OnnxImportOptions import_options;
+  for (const std::string& spec : shapes) {
+    const size_t equals = spec.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return Status::errorf("--shape '{}': expected NAME=DIMS, e.g. x=1x128", spec);
+    }
+    Expected<std::vector<int64_t>> dims = parse_dims(spec.substr(equals + 1));
+    if (!dims) return dims.status().with_context("--shape");
+    import_options.input_shapes[spec.substr(0, equals)] = std::move(*dims);
+  }
+  return import_options;
+}
+
+Expected<SourceModel> load_file(const ModelSourceOptions& options) {
+  if (const std::vector<std::string> given = zoo_options_given(options); !given.empty()) {
+    return Status::errorf("{} applies to zoo presets (zoo:NAME), not to the model file {}",
+                          given.front(), options.spec);
+  }
+  KILN_ASSIGN_OR_RETURN(const OnnxImportOptions import_options,
+                        import_options_from_shapes(options.shapes));
+  KILN_ASSIGN_OR_RETURN(ImportedModel model, load_model(options.spec, import_options));
+  if (options.freeze) KILN_RETURN_IF_ERROR(freeze_weights(model));
+  SourceModel source;
+  source.description = fmt::format(
+      "{}: graph @{}: {}, {} weights, {}", options.spec, model.graph.name(),
+      count_noun(static_cast<size_t>(model.num_data_inputs), "input"), model.weights.size(),
+      count_noun(static_cast<size_t>(model.graph.num_nodes()), "node"));
+  source.graph = std::move(model.graph);
+  source.num_data_inputs = model.num_data_inputs;
+  source.weights = std::move(model.weights);
+  return source;
+}
+
+// The preset's graph the choice names, frozen when asked.
+Expected<Graph> zoo_graph(const ModelInstance& model, const ModelSourceOptions& options) {
+  const ZooGraphChoice& choice = options.graph;
+  if (!choice.train) {
+    const ModelGraph& source = choice.inference ? model.inference : model.loss;
+    Graph graph = source.graph.clone();
+    if (options.freeze) {
+      KILN_ASSIGN_OR_RETURN(const auto weights, model.weights(source));
+      KILN_RETURN_IF_ERROR(freeze_inputs(graph, weights));
+    }
+    return graph;
+  }
+  if (options.freeze) return Status::error("--freeze applies to a preset's loss or inference graph");
+  KILN_ASSIGN_OR_RETURN(std::optional<Optimizer> optimizer, parse_optimizer(choice.optimizer));
+  KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, optimizer));
+  if (choice.without_loss) KILN_RETURN_IF_ERROR(eliminate_loss(step.graph).status());
+  return std::move(step.graph);
+}
+
+Expected<SourceModel> load_preset(const std::string& preset, const ModelSourceOptions& options) {
+  if (!options.shapes.empty()) {
+    return Status::error("--shape applies to ONNX models; a zoo preset's sizes are --batch, "
+                         "--seq-len, --image-size, --nodes and --avg-degree");
+  }
+  if (options.graph.without_loss && !options.graph.train) {
+    return Status::error("--without-loss applies to the training step (--train)");
+  }
+  ModelOptions model_options = options.zoo;
+  model_options.seed = options.seed;
+  KILN_ASSIGN_OR_RETURN(ModelInstance model, build_model(preset, model_options));
+  KILN_ASSIGN_OR_RETURN(Graph graph, zoo_graph(model, options));
+  SourceModel source;
+  source.description =
+      fmt::format("{} {}: {}", model.preset, zoo_graph_kind(options.graph, options.freeze),
+                  count_noun(static_cast<size_t>(graph.num_nodes()), "node"));
+  source.num_data_inputs = static_cast<int>(graph.inputs().size());
+  source.graph = std::move(graph);
+  source.zoo.emplace(std::move(model));
+  return source;
+}
+
+// A preset's values for its graph's inputs: the preset's own; for the training step, those of
+// a first step; frozen, the data alone (the parameters and state are constants now).
+Expected<std::vector<Array>> preset_inputs(const ModelInstance& model, const Graph& graph,
+                                           const ModelSourceOptions& options) {
+  if (options.graph.train) return first_step_inputs(model, graph);
+  const ModelGraph& source = options.graph.inference ? model.inference : model.loss;
+  KILN_ASSIGN_OR_RETURN(std::vector<Array> values, model.input_values(source));
+  if (!options.freeze) return values;
+  std::vector<Array> data;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (source.input_kinds[i] == InputKind::data) data.push_back(std::move(values[i]));
+  }
+  return data;
+}
+
+}  // namespace
+
+std::optional<std::string> zoo_preset_of(const std::string& spec) {
+  if (!spec.starts_with(kZooPrefix)) return std::nullopt;
+  return spec.substr(kZooPrefix.size());
+}
+
+Expected<SourceModel> load_model_source(const ModelSourceOptions& options) {
+  if (const std::optional<std::string> preset = zoo_preset_of(options.spec)) {
+    return load_preset(*preset, options);
+  }
+  return load_file(options);
+}
+
+Expected<std::vector<Array>> model_inputs(SourceModel& model,
+                                          const ModelSourceOptions& options,
+                                          std::map<std::string, Array> given,
+                                          std::vector<std::string>& random_names) {
+  if (model.zoo) {
+    if (!given.empty()) {
+      return Status::errorf("--input applies to model files; a zoo preset's inputs are its own "
+                            "(given: '{}')",
+                            given.begin()->first);
+    }
+    return preset_inputs(*model.zoo, model.graph, options);
+  }
+  std::vector<Array> arrays;
+  for (int i = 0; i < model.num_data_inputs; ++i) {
+    const Value& input = *model.graph.inputs()[static_cast<size_t>(i)];
+    auto it = given.find(input.name());
+    if (it == given.end()) {
+      random_names.push_back(print_value_ref(input));
+      arrays.push_back(random_input(model.graph, static_cast<size_t>(i), {.seed = options.seed}));
+      continue;
+    }
+    if (it->second.type() != input.type()) {
+      return Status::errorf("input '{}' is {} in the model, the file gives {}", input.name(),
+                            input.type().to_string(), it->second.type().to_string());
+    }
+    arrays.push_back(std::move(it->second));
+    given.erase(it);
+  }
+  if (!given.empty()) {
+    return Status::errorf("the model has no input named '{}'", given.begin()->first);
+  }
+  for (Array& weight : model.weights) arrays.push_back(std::move(weight));
+  model.weights.clear();
+  return arrays;
+}
+
+Expected<std::optional<Optimizer>> parse_optimizer(const std::string& name) {
+  if (name == "none") return std::optional<Optimizer>();
+  if (name == "sgd") return std::optional<Optimizer>(Optimizer::sgd());
+  if (name == "adam") return std::optional<Optimizer>(Optimizer::adam());
+  if (name == "adamw") return std::optional<Optimizer>(Optimizer::adamw());
+  return Status::errorf("unknown optimizer '{}' (sgd, adam, adamw or none)", name);
+}
+
+std::string zoo_graph_kind(const ZooGraphChoice& choice, bool freeze) {
+  if (choice.train) {
+    return fmt::format("training step ({}{})", choice.optimizer,
+                       choice.without_loss ? ", without the loss" : "");
+  }
+  return fmt::format("{}{}", choice.inference ? "inference graph" : "loss graph",
+                     freeze ? " (parameters frozen)" : "");
+}
+
+}  // namespace kiln

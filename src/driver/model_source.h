@@ -1,0 +1,74 @@
+// Where a command's model comes from: a file (ONNX, or IR text) or a preset of the model zoo,
+// named "zoo:NAME", with the preset's sizes and the choice of its graph (the loss graph, the
+// inference graph or the training step). `kiln run`, `compile`, `explain` and `bench` take
+// either, so the zoo's commands of the same names are the same commands.
+//
+// Both kinds give a graph and its inputs' values: a file's data inputs given by name or random
+// (from `seed`) followed by its weights; a preset's own deterministic values (weights and data
+// from its seed; for the training step, those of a first step).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/array.h"
+#include "ir/graph.h"
+#include "models/model.h"
+#include "support/status.h"
+
+namespace kiln {
+
+// Which of a preset's graphs.
+struct ZooGraphChoice {
+  bool inference = false;     // the inference graph (logits, no loss)
+  bool train = false;         // the training step: forward, backward and the update
+  std::string optimizer = "adam";  // with `train`: sgd, adam, adamw, or none (the gradients)
+  bool without_loss = false;  // with `train`: the step without its loss (passes/eliminate_loss.h)
+};
+
+struct ModelSourceOptions {
+  std::string spec;  // a file path, or "zoo:NAME"
+  // A file's random data inputs' seed; a preset's weights' and data's (ModelOptions::seed).
+  uint64_t seed = 0;
+  // The weights compiled in as constants (passes/freeze_inputs.h): an ONNX model's
+  // initializers, a preset's parameters and state (not with the training step).
+  bool freeze = false;
+  std::vector<std::string> shapes;  // an ONNX file's symbolic dims: "NAME=1x128"
+  ModelOptions zoo;                 // a preset's sizes (its seed is `seed`)
+  ZooGraphChoice graph;             // a preset's graph
+};
+
+struct SourceModel {
+  Graph graph;
+  // The line a command prints first: "FILE: graph @g: 2 inputs, 3 weights, 9 nodes", or
+  // "bert-tiny training step (adam): 917 nodes".
+  std::string description;
+  int num_data_inputs = 0;       // a file's inputs that are not weights
+  std::vector<Array> weights;    // a file's, for its graph inputs after the data inputs
+  std::optional<ModelInstance> zoo;  // a preset's
+};
+
+// The preset's name when `spec` names one ("zoo:bert-tiny" -> "bert-tiny").
+std::optional<std::string> zoo_preset_of(const std::string& spec);
+
+// The model `options` name. Errors name the option that does not apply to the kind of source
+// (--shape to a preset, --train to a file).
+Expected<SourceModel> load_model_source(const ModelSourceOptions& options);
+
+// Values for every input of `model.graph`: a preset's own; for a file, the data inputs named in
+// `given` (which must exist and match their types), the rest random (listed in
+// `random_names`), then the weights (moved out of `model`).
+Expected<std::vector<Array>> model_inputs(SourceModel& model,
+                                          const ModelSourceOptions& options,
+                                          std::map<std::string, Array> given,
+                                          std::vector<std::string>& random_names);
+
+// "sgd", "adam", "adamw" or "none" (gradients only: nullopt).
+Expected<std::optional<Optimizer>> parse_optimizer(const std::string& name);
+
+// "training step (adam)", "inference graph (parameters frozen)", "loss graph".
+std::string zoo_graph_kind(const ZooGraphChoice& choice, bool freeze);
+
+}  // namespace kiln

@@ -1,0 +1,286 @@
+#include "cli.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "fusion/rules.h"
+#include "interp/interpreter.h"
+#include "passes/pass_manager.h"
+#include "passes/rewrite_graph.h"
+
+namespace kiln::cli {
+
+int report(const Status& status) {
+  std::fprintf(stderr, "kiln: error: %s\n", status.message().c_str());
+  return kUserError;
+}
+
+std::string count_noun(size_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
+std::string format_bytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+std::string format_seconds(double seconds) {
+  if (seconds >= 1) return fmt::format("{:.2f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
+  return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
+std::string with_thousands(int64_t n) {
+  std::string digits = std::to_string(n);
+  for (auto i = static_cast<ptrdiff_t>(digits.size()) - 3; i > 0; i -= 3) {
+    digits.insert(digits.begin() + i, ',');
+  }
+  return digits;
+}
+
+Status check_input_size(const Graph& graph) {
+  int64_t total = 0;
+  for (const Value* input : graph.inputs()) total += input->shape().num_elements();
+  const int64_t limit = InterpreterOptions{}.max_live_elements;
+  if (total > limit) {
+    return Status::errorf("the graph's inputs hold {} elements, more than the reference "
+                          "interpreter's limit of {}",
+                          total, limit);
+  }
+  return Status::ok();
+}
+
+void add_model_argument(CLI::App* command, std::string& spec, ModelArgument kind) {
+  switch (kind) {
+    case ModelArgument::file:
+      command->add_option("model", spec, "Model file (.onnx, or IR text)")->required();
+      return;
+    case ModelArgument::file_or_zoo:
+      command
+          ->add_option("model", spec,
+                       "Model: a file (.onnx, or IR text), or zoo:NAME for a preset of the model "
+                       "zoo (kiln zoo lists them)")
+          ->required();
+      return;
+    case ModelArgument::zoo_preset:
+      command->add_option("name", spec, "Model preset (kiln zoo lists them)")
+          ->required()
+          ->transform([](const std::string& name) { return "zoo:" + name; });
+      return;
+  }
+}
+
+void add_model_source(CLI::App* command, ModelSourceOptions& source, ModelArgument kind) {
+  add_model_argument(command, source.spec, kind);
+  if (kind == ModelArgument::file_or_zoo) {
+    add_shapes(command, source.shapes);
+    add_seed(command, source.seed,
+             "Seed of a model file's random inputs, or of a zoo preset's weights and data");
+  } else {
+    add_seed(command, source.seed, "Seed of the weights and data");
+  }
+  add_zoo_sizes(command, source.zoo);
+  add_graph_choice(command, source.graph, /*without_loss=*/true, /*allow_no_optimizer=*/true);
+  add_freeze(command, source.freeze);
+  command->get_option("--freeze")->excludes("--train");
+}
+
+void add_zoo_sizes(CLI::App* command, ModelOptions& sizes) {
+  const std::string group = "Zoo preset sizes (default: the preset's)";
+  command->add_option("--batch", sizes.batch, "Batch size")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  command->add_option("--seq-len", sizes.seq_len, "Sequence length (bert, xml-cnn)")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  command->add_option("--image-size", sizes.image_size, "Image height and width (vit, resnet)")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  command->add_option("--nodes", sizes.nodes, "Graph nodes (gcn)")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  command->add_option("--avg-degree", sizes.avg_degree, "Average node degree (gcn)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+}
+
+void add_seed(CLI::App* command, uint64_t& seed, std::string help) {
+  command->add_option("--seed", seed, std::move(help))->capture_default_str();
+}
+
+void add_graph_choice(CLI::App* command, ZooGraphChoice& choice, bool without_loss,
+                      bool allow_no_optimizer) {
+  command->add_flag("--inference", choice.inference, "The inference graph (logits, no loss)");
+  command->add_flag("--train", choice.train, "The training step (forward, backward, update)")
+      ->excludes("--inference");
+  add_optimizer(command, choice.optimizer, allow_no_optimizer);
+  if (without_loss) {
+    command
+        ->add_flag("--without-loss", choice.without_loss,
+                   "With --train: the step without its loss output (loss elimination), as a "
+                   "training loop runs it between the steps that log the loss")
+        ->needs("--train");
+  }
+}
+
+void add_optimizer(CLI::App* command, std::string& optimizer, bool allow_none) {
+  std::vector<std::string> names = {"sgd", "adam", "adamw"};
+  std::string help = "sgd (momentum 0.9), adam, adamw (weight decay 0.01)";
+  if (allow_none) {
+    names.emplace_back("none");
+    help = "With --train: " + help + ", or none (the step returns the gradients)";
+  }
+  command->add_option("--optimizer", optimizer, help)
+      ->capture_default_str()
+      ->check(CLI::IsMember(names));
+}
+
+void add_freeze(CLI::App* command, bool& freeze) {
+  command->add_flag("--freeze", freeze,
+                    "Compile the weights (an ONNX model's initializers, a zoo preset's parameters "
+                    "and state) in as constants, so that what is computed from them alone (a "
+                    "concatenation of weights made by a substitution) is computed once, when "
+                    "compiling; the model's inputs are then its data");
+}
+
+void add_shapes(CLI::App* command, std::vector<std::string>& shapes) {
+  command->add_option("--shape", shapes,
+                      "Static shape of an ONNX input with symbolic dimensions: NAME=1x128");
+}
+
+void add_compile_flags(CLI::App* command, CompileFlags& flags) {
+  std::vector<std::string> rules;
+  std::string rule_help = "A fusion rule not to apply, for bisecting a wrong result (repeatable):";
+  for (const fusion::FusionRule& rule : fusion::fusion_rules()) {
+    rules.emplace_back(rule.name);
+    rule_help += fmt::format(" {} ({});", rule.name, rule.summary);
+  }
+  command
+      ->add_option("--fusion", flags.fusion,
+                   "Which nodes share a kernel: off (one kernel per node), greedy (merge along "
+                   "edges while the cost model gains), ilp (the partition of least estimated "
+                   "time, by integer programming)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "greedy", "ilp"}));
+  command->add_option("--disable-rule", flags.disabled_rules, rule_help)
+      ->check(CLI::IsMember(rules));
+  command
+      ->add_option("--device", flags.device,
+                   "What the kernels are compiled for: cpu (this machine); cuda (NVIDIA GPUs: "
+                   "CUDA C compiled by NVRTC for sm_90; compile and explain only, Kiln has no "
+                   "GPU runtime yet); cuda-mapping-on-cpu (the GPU mapping run on this CPU, "
+                   "to check it)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda-mapping-on-cpu"}));
+  add_rewrite_flags(command, flags);
+  add_pipeline_flags(command, flags);
+}
+
+void add_rewrite_flags(CLI::App* command, CompileFlags& flags) {
+  std::vector<std::string> rewrites;
+  std::string rewrite_help = "A graph rewrite not to run before partitioning (repeatable):";
+  for (std::string_view name : rewrite_names()) {
+    rewrites.emplace_back(name);
+    const std::string_view summary =
+        name == kDecomposeRewrite
+            ? "write a kind of composite as primitives where the estimate says it pays"
+            : find_pass(name)->summary;
+    rewrite_help += fmt::format(" {} ({});", name, summary);
+  }
+  command
+      ->add_flag("--rewrites,!--no-rewrites", flags.rewrites,
+                 "Run the graph rewrites before partitioning (default), or not")
+      ->capture_default_str();
+  command->add_option("--disable-rewrite", flags.disabled_rewrites, rewrite_help)
+      ->check(CLI::IsMember(rewrites));
+  command
+      ->add_flag("--substitute,!--no-substitute", flags.substitute,
+                 "Search the rewrites by the shipped rules proved at build time that lower the "
+                 "estimated time after fusion (TASO's search; on by default, not with "
+                 "--fusion=off)")
+      ->capture_default_str();
+  command
+      ->add_option("--substitute-max-expansions", flags.substitute_max_expansions,
+                   "With --substitute: stop after expanding this many graphs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  command
+      ->add_option("--substitute-max-seconds", flags.substitute_max_seconds,
+                   "With --substitute: the search's time budget (expands no graph after it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+}
+
+void add_pipeline_flags(CLI::App* command, CompileFlags& flags) {
+  std::vector<std::string> stages;
+  for (const Stage stage : kStages) stages.emplace_back(stage_name(stage));
+  const std::string names = fmt::format("{}", fmt::join(stages, ", "));
+  const std::string group = "Compiler pipeline";
+  stages.emplace_back("all");
+  command
+      ->add_option("--dump-after", flags.dump_after,
+                   "Print the result of a stage of the compiler pipeline to standard error "
+                   "(repeatable; all for every stage): the graph, the partition, the loop IR, "
+                   "the program or the generated code. Stages: " + names)
+      ->check(CLI::IsMember(stages))
+      ->group(group);
+  command
+      ->add_flag("--time-stages", flags.time_stages,
+                 "Print the time of every stage of the compiler pipeline to standard error")
+      ->group(group);
+  stages.pop_back();
+  command
+      ->add_option("--stop-after", flags.stop_after,
+                   "Stop the compiler pipeline after this stage (with --dump-after, to look at "
+                   "a stage's result without waiting for the rest)")
+      ->check(CLI::IsMember(stages))
+      ->group(group);
+}
+
+Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
+  CompileOptions options;
+  KILN_ASSIGN_OR_RETURN(options.device, parse_device(flags.device));
+  KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(flags.fusion));
+  options.fusion.disabled_rules.insert(flags.disabled_rules.begin(), flags.disabled_rules.end());
+  options.rewrites.enabled = flags.rewrites;
+  options.rewrites.disabled.insert(flags.disabled_rewrites.begin(),
+                                   flags.disabled_rewrites.end());
+  options.substitution = {.enabled = flags.substitute,
+                          .max_expansions = flags.substitute_max_expansions,
+                          .max_seconds = flags.substitute_max_seconds};
+  for (const std::string& name : flags.dump_after) {
+    if (name == "all") {
+      options.pipeline.dump_after.insert(kStages.begin(), kStages.end());
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(const Stage stage, parse_stage(name));
+    options.pipeline.dump_after.insert(stage);
+  }
+  options.pipeline.time_stages = flags.time_stages;
+  if (!flags.stop_after.empty()) {
+    KILN_ASSIGN_OR_RETURN(options.pipeline.stop_after, parse_stage(flags.stop_after));
+  }
+  return options;
+}
+
+void add_check(CLI::App* command, bool& check, std::string help) {
+  command->add_flag("--check", check, std::move(help));
+}
+
+void add_profile(CLI::App* command, bool& profile, std::string help) {
+  command->add_flag("--profile", profile, std::move(help));
+}
+
+void add_repeat(CLI::App* command, int& repeat, std::string help, bool positive) {
+  command->add_option("--repeat", repeat, std::move(help))
+      ->capture_default_str()
+      ->check(positive ? CLI::PositiveNumber : CLI::NonNegativeNumber);
+}
+
+CLI::Option* add_output(CLI::App* command, std::string& path, std::string help) {
+  return command->add_option("--output,-o", path, std::move(help));
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,110 @@
+// What the `kiln` commands share: exit codes, error reports, number formats, how a command
+// hands its work to main, and every option that more than one command takes, each defined once
+// here (a command adds the ones it takes).
+//
+// Exit codes: 0 success, 1 user error (bad file, invalid graph, failed evaluation), 2 usage
+// error (unknown subcommand or option). Library errors arrive as Status values and are printed
+// as "kiln: error: MESSAGE".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "compiler/options.h"
+#include "driver/model_source.h"
+#include "support/status.h"
+
+namespace kiln::cli {
+
+inline constexpr int kUserError = 1;
+inline constexpr int kUsageError = 2;
+
+// Prints `status` as an error and returns kUserError.
+int report(const Status& status);
+
+std::string count_noun(size_t count, std::string_view noun);  // "1 node", "3 nodes"
+std::string format_bytes(int64_t bytes);                       // "40.0 KiB"
+std::string format_seconds(double seconds);                    // "1.23 s", "4.560 ms", "7.8 us"
+std::string with_thousands(int64_t n);                         // "109,512,762"
+
+// Random inputs are made whole before the reference interpreter's own memory limit applies, so
+// a graph whose inputs alone exceed that limit is refused up front.
+Status check_input_size(const Graph& graph);
+
+// A command's work, run once the command line parsed.
+using Action = std::function<int()>;
+
+// When `command` is the one parsed, `action` becomes run(*options).
+template <typename Options>
+void on_parsed(CLI::App* command, Action& action, std::shared_ptr<Options> options,
+               int (*run)(const Options&)) {
+  command->callback([&action, options, run] { action = [options, run] { return run(*options); }; });
+}
+
+// --- The model a command works on -------------------------------------------------------------
+
+// What the model argument names.
+enum class ModelArgument {
+  file,         // a model file: .onnx, or IR text
+  file_or_zoo,  // a model file, or zoo:NAME
+  zoo_preset,   // a preset's name (the zoo's own commands): the model is zoo:NAME
+};
+
+// The model argument, and for file_or_zoo and zoo_preset the options of a source
+// (driver/model_source.h): --seed, --freeze, --shape (files), the preset's sizes and graph.
+void add_model_argument(CLI::App* command, std::string& spec, ModelArgument kind);
+void add_model_source(CLI::App* command, ModelSourceOptions& source, ModelArgument kind);
+
+// A preset's sizes (--batch, --seq-len, --image-size, --nodes, --avg-degree).
+void add_zoo_sizes(CLI::App* command, ModelOptions& sizes);
+// --seed, with what it seeds.
+void add_seed(CLI::App* command, uint64_t& seed, std::string help);
+// Which of a preset's graphs: --inference, --train, --optimizer and, with `without_loss`, the
+// step without its loss. `allow_no_optimizer`: --optimizer none (the gradients) is allowed.
+void add_graph_choice(CLI::App* command, ZooGraphChoice& choice, bool without_loss,
+                      bool allow_no_optimizer);
+// --optimizer alone (sgd, adam, adamw, and none when allowed).
+void add_optimizer(CLI::App* command, std::string& optimizer, bool allow_none);
+void add_freeze(CLI::App* command, bool& freeze);
+void add_shapes(CLI::App* command, std::vector<std::string>& shapes);
+
+// --- Compiling --------------------------------------------------------------------------------
+
+// The command-line form of CompileOptions.
+struct CompileFlags {
+  std::string device = "cpu";
+  std::string fusion = "ilp";
+  std::vector<std::string> disabled_rules;
+  bool rewrites = true;
+  std::vector<std::string> disabled_rewrites;
+  bool substitute = SubstitutionOptions{}.enabled;
+  int substitute_max_expansions = SubstitutionOptions{}.max_expansions;
+  double substitute_max_seconds = SubstitutionOptions{}.max_seconds;
+  std::vector<std::string> dump_after;
+  bool time_stages = false;
+  std::string stop_after;
+};
+
+// --device, --fusion, --disable-rule, then add_rewrite_flags and add_pipeline_flags.
+void add_compile_flags(CLI::App* command, CompileFlags& flags);
+// --rewrites, --disable-rewrite and the substitution search's flags.
+void add_rewrite_flags(CLI::App* command, CompileFlags& flags);
+// --dump-after, --time-stages, --stop-after.
+void add_pipeline_flags(CLI::App* command, CompileFlags& flags);
+Expected<CompileOptions> compile_options_from(const CompileFlags& flags);
+
+// --- Running ----------------------------------------------------------------------------------
+
+void add_check(CLI::App* command, bool& check, std::string help);
+void add_profile(CLI::App* command, bool& profile, std::string help);
+void add_repeat(CLI::App* command, int& repeat, std::string help, bool positive);
+// -o/--output: a file or folder to write.
+CLI::Option* add_output(CLI::App* command, std::string& path, std::string help);
+
+}  // namespace kiln::cli

@@ -1,0 +1,189 @@
+// kiln check, print, opt, ops and export: model files and the graph IR.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "driver/model_io.h"
+#include "driver/model_source.h"
+#include "frontend/onnx_export.h"
+#include "interp/interpreter.h"
+#include "interp/random_inputs.h"
+#include "interp/statistics.h"
+#include "ir/op.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "passes/pass_manager.h"
+#include "support/files.h"
+
+namespace kiln::cli {
+namespace {
+
+struct CheckOptions {
+  std::string file;
+  uint64_t seed = 0;
+  int64_t int_range = 4;
+};
+
+int run_check(const CheckOptions& options) {
+  Expected<std::string> text = read_file(options.file);
+  if (!text) return report(text.status());
+  Expected<Graph> graph = parse_graph(*text, options.file);
+  if (!graph) return report(graph.status());
+  fmt::print("{}: graph @{}: {}, {}, {}; verified\n", options.file, graph->name(),
+             count_noun(graph->inputs().size(), "input"),
+             count_noun(static_cast<size_t>(graph->num_nodes()), "node"),
+             count_noun(graph->outputs().size(), "output"));
+  if (Status size = check_input_size(*graph); !size) return report(size);
+  const std::vector<Array> inputs =
+      random_inputs(*graph, {.seed = options.seed, .int_range = options.int_range});
+  Expected<std::vector<Array>> outputs = interpret(*graph, inputs);
+  if (!outputs) return report(outputs.status());
+  fmt::print("reference interpreter (f64), random inputs with seed {}:\n", options.seed);
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const Value& value = *graph->outputs()[i];
+    fmt::print("  {} {}: {}\n", print_value_ref(value), value.type().to_string(),
+               format_statistics(compute_statistics((*outputs)[i])));
+  }
+  return 0;
+}
+
+struct FileOptions {
+  std::string file;
+  std::string passes;  // opt
+};
+
+int run_print(const FileOptions& options) {
+  Expected<ImportedModel> model = load_model(options.file);
+  if (!model) return report(model.status());
+  if (!model->weights.empty()) {
+    fmt::print("// inputs after the first {} are the model's weights\n", model->num_data_inputs);
+  }
+  fmt::print("{}", print_graph(model->graph));
+  return 0;
+}
+
+// Runs graph passes by name on a model and prints the result.
+int run_opt(const FileOptions& options) {
+  Expected<std::vector<std::string>> names = parse_pass_list(options.passes);
+  if (!names) return report(names.status().with_context("--passes"));
+  Expected<ImportedModel> model = load_model(options.file);
+  if (!model) return report(model.status());
+  Expected<std::vector<PassRun>> runs =
+      run_passes(model->graph, *names, PassManagerOptions::from_environment());
+  if (!runs) return report(runs.status());
+  fmt::print("{}", print_graph(model->graph));
+  return 0;
+}
+
+struct OpsOptions {
+  std::string name;
+  bool onnx = false;
+};
+
+void print_op(const OpDef& def) {
+  fmt::print("{}({}{}) : {}\n  {}\n", def.name, fmt::join(def.input_names, ", "),
+             def.max_inputs == kVariadic ? "..." : "", fusion_kind_name(def.fusion_kind),
+             def.summary);
+  for (const AttrSpec& spec : def.attrs) {
+    const std::string default_text =
+        spec.default_value ? "= " + print_attr_value(*spec.default_value) : "(required)";
+    fmt::print("    {} : {} {}  {}\n", spec.name, attr_kind_name(spec.kind), default_text,
+               spec.doc);
+  }
+}
+
+int run_ops(const OpsOptions& options) {
+  if (options.onnx) {
+    const std::vector<std::string> types = supported_onnx_op_types();
+    fmt::print("{}\n{} ONNX op types import\n", fmt::join(types, " "), types.size());
+    return 0;
+  }
+  if (!options.name.empty()) {
+    const OpDef* def = find_op(options.name);
+    if (def == nullptr) return report(Status::errorf("unknown op '{}'", options.name));
+    print_op(*def);
+    return 0;
+  }
+  for (const OpDef& def : all_op_defs()) {
+    fmt::print("{:<22} {:<12} {}\n", def.name, fusion_kind_name(def.fusion_kind), def.summary);
+  }
+  fmt::print("{} ops\n", all_op_defs().size());
+  return 0;
+}
+
+struct ExportOptions {
+  ModelSourceOptions source;
+  std::string output_file;
+};
+
+// Loads a model (IR text or ONNX) and writes it as ONNX; an ONNX model's weights go back in as
+// initializers, so importing and exporting gives a self-contained model with static shapes.
+int run_export(const ExportOptions& options) {
+  Expected<SourceModel> source = load_model_source(options.source);
+  if (!source) return report(source.status());
+  ImportedModel model{.graph = std::move(source->graph),
+                      .num_data_inputs = source->num_data_inputs,
+                      .weights = std::move(source->weights),
+                      .opset = 0};
+  Status written = export_onnx_file(model, options.output_file);
+  if (!written) return report(written.with_context(options.source.spec));
+  fmt::print("wrote {}: graph @{}: {}, {} weights, {} (ONNX opset {})\n", options.output_file,
+             model.graph.name(), count_noun(static_cast<size_t>(model.num_data_inputs), "input"),
+             model.weights.size(),
+             count_noun(static_cast<size_t>(model.graph.num_nodes()), "Kiln node"),
+             kOnnxExportOpset);
+  return 0;
+}
+
+}  // namespace
+
+void add_ir_commands(CLI::App& app, Action& action) {
+  auto check = std::make_shared<CheckOptions>();
+  CLI::App* check_cmd = app.add_subcommand(
+      "check", "Parse and verify an IR text file, then run the reference interpreter on random "
+               "inputs and print each output's shape and statistics.");
+  check_cmd->add_option("file", check->file, "IR text file (.kiln)")->required();
+  add_seed(check_cmd, check->seed, "Seed for the random inputs");
+  check_cmd->add_option("--int-range", check->int_range, "Integer inputs are drawn from [0, N)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  on_parsed(check_cmd, action, check, run_check);
+
+  auto print = std::make_shared<FileOptions>();
+  CLI::App* print_cmd = app.add_subcommand(
+      "print", "Load a model (IR text, or ONNX imported) and print it in canonical IR text.");
+  add_model_argument(print_cmd, print->file, ModelArgument::file);
+  on_parsed(print_cmd, action, print, run_print);
+
+  auto opt = std::make_shared<FileOptions>();
+  std::string pass_help = "Comma-separated passes to run in order:";
+  for (const PassInfo& pass : all_passes()) {
+    pass_help += fmt::format(" {} ({});", pass.name, pass.summary);
+  }
+  CLI::App* opt_cmd = app.add_subcommand(
+      "opt", "Run graph passes on a model (IR text or ONNX) and print the result in IR text. "
+             "KILN_DUMP_AFTER=PASS prints the graph after that pass, KILN_TIME_PASSES=1 times "
+             "each pass (both to stderr).");
+  add_model_argument(opt_cmd, opt->file, ModelArgument::file);
+  opt_cmd->add_option("--passes", opt->passes, pass_help)->required();
+  on_parsed(opt_cmd, action, opt, run_opt);
+
+  auto ops = std::make_shared<OpsOptions>();
+  CLI::App* ops_cmd =
+      app.add_subcommand("ops", "List the ops Kiln knows, or show one op's inputs and attributes.");
+  ops_cmd->add_option("name", ops->name, "Op to describe");
+  ops_cmd->add_flag("--onnx", ops->onnx, "List the ONNX op types the importer supports instead")
+      ->excludes(ops_cmd->get_option("name"));
+  on_parsed(ops_cmd, action, ops, run_ops);
+
+  auto exported = std::make_shared<ExportOptions>();
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Load a model (IR text or ONNX) and write it as an ONNX model that other "
+                "runtimes can run; weights become initializers.");
+  add_model_argument(export_cmd, exported->source.spec, ModelArgument::file);
+  add_shapes(export_cmd, exported->source.shapes);
+  add_output(export_cmd, exported->output_file, "ONNX file to write")->required();
+  on_parsed(export_cmd, action, exported, run_export);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,195 @@
+// kiln run: compile a model (a file or zoo:NAME) for this CPU, run it and print its outputs;
+// checked kernel by kernel, timed and profiled when asked. `kiln zoo run NAME` is `kiln run
+// zoo:NAME`.
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "driver/compare.h"
+#include "driver/model_io.h"
+#include "driver/timing.h"
+#include "interp/interpreter.h"
+#include "interp/statistics.h"
+#include "ir/printer.h"
+#include "kiln/kiln.h"
+#include "report.h"
+
+namespace kiln::cli {
+namespace {
+
+struct RunOptions {
+  ModelSourceOptions source;
+  std::vector<std::string> inputs;
+  std::vector<std::string> expected;
+  std::string output_file;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  bool interpret = false;  // the reference interpreter instead of compiled code
+  bool check = false;
+  bool profile = false;
+  int repeat = 0;
+  CompileFlags compile;
+};
+
+// Checks every kernel of `model` against the reference; the largest absolute error, or the
+// error naming the first kernel that disagrees.
+Expected<double> check_kernels(CompiledModel& model, const std::vector<Array>& inputs) {
+  KILN_ASSIGN_OR_RETURN(CheckReport report, model.check(inputs));
+  if (!report.ok()) {
+    const KernelCheck& bad = report.kernels.back();
+    return Status::errorf("check: step {} ({}) disagrees with the reference: {}", bad.step,
+                          bad.label, bad.mismatch);
+  }
+  double worst = 0;
+  for (const KernelCheck& kernel : report.kernels) worst = std::max(worst, kernel.max_abs_error);
+  return worst;
+}
+
+// Compiles `graph`, checks it kernel by kernel when asked, and runs it (timed and profiled
+// when asked). Empty outputs when the pipeline was asked to stop before the end.
+Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<Array>& inputs,
+                                                const RunOptions& options) {
+  KILN_ASSIGN_OR_RETURN(const CompileOptions compile_options,
+                        compile_options_from(options.compile));
+  if (compile_options.pipeline.stop_after) {
+    KILN_ASSIGN_OR_RETURN(Compilation stopped,
+                          Compiler(compile_options).run_pipeline(std::move(graph)));
+    print_compile_summary(stopped.compiled());
+    return std::vector<Array>();
+  }
+  KILN_ASSIGN_OR_RETURN(CompiledModel model, Compiler(compile_options).compile(std::move(graph)));
+  print_compile_summary(model.compiled());
+  if (options.check) {
+    KILN_ASSIGN_OR_RETURN(const double worst, check_kernels(model, inputs));
+    fmt::print("check: all {} agree with the reference (largest abs error {:.3g})\n",
+               count_noun(model.compiled().records.size(), "kernel"), worst);
+  }
+  // The first run is the warm-up, never profiled (driver/timing.h).
+  KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, model.run(inputs));
+  runtime::Profile profile;
+  runtime::Profile* profiling = options.profile ? &profile : nullptr;
+  if (options.repeat > 0 || profiling != nullptr) {
+    KILN_ASSIGN_OR_RETURN(const std::vector<double> times,
+                          time_runs(model, inputs, std::max(options.repeat, 1), profiling));
+    if (options.repeat > 0) {
+      fmt::print("time per run ({} runs after a warm-up): median {}, min {}, max {}\n",
+                 options.repeat, format_seconds(median_of(times)), format_seconds(times.front()),
+                 format_seconds(times.back()));
+    }
+  }
+  if (profiling != nullptr) print_profile(model.program(), profile);
+  return outputs;
+}
+
+// Prints the outputs (a preset's first, the loss or the logits: the others are many), compares
+// them with the expected values and writes them when asked. False when one differs.
+Expected<bool> report_outputs(const SourceModel& model, std::vector<Array> outputs,
+                              bool compiled, const RunOptions& options) {
+  KILN_ASSIGN_OR_RETURN(auto expected, load_named_tensors(options.expected));
+  bool all_match = true;
+  std::vector<NamedArray> named;
+  if (!model.zoo) fmt::print("outputs ({}):\n", compiled ? "compiled" : "reference interpreter, f64");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Value& value = *model.graph.outputs()[i];
+    if (!model.zoo || i == 0) {
+      fmt::print("{}{} {}: {}\n", model.zoo ? "output " : "  ", print_value_ref(value),
+                 value.type().to_string(), format_statistics(compute_statistics(outputs[i])));
+    }
+    if (auto it = expected.find(value.name()); it != expected.end()) {
+      const Comparison comparison =
+          compare_arrays(outputs[i], it->second, {.atol = options.atol, .rtol = options.rtol});
+      fmt::print("    vs expected: max abs error {:.3g}, max rel error {:.3g}: {}\n",
+                 comparison.max_abs_error, comparison.max_rel_error,
+                 comparison.matches ? "within tolerance" : "MISMATCH, " + comparison.mismatch);
+      all_match = all_match && comparison.matches;
+      expected.erase(it);
+    }
+    named.push_back({value.name(), std::move(outputs[i])});
+  }
+  if (!expected.empty()) {
+    return Status::errorf("expected values given for '{}', which is not an output",
+                          expected.begin()->first);
+  }
+  if (!options.output_file.empty()) {
+    KILN_RETURN_IF_ERROR(write_npz(options.output_file, named));
+    fmt::print("wrote {}\n", options.output_file);
+  }
+  return all_match;
+}
+
+int run_run(const RunOptions& options) {
+  Expected<SourceModel> model = load_model_source(options.source);
+  if (!model) return report(model.status());
+  fmt::print("{}\n", model->description);
+  if (!model->zoo) {
+    if (Status size = check_input_size(model->graph); !size) return report(size);
+  }
+  Expected<std::map<std::string, Array>> given = load_named_tensors(options.inputs);
+  if (!given) return report(given.status());
+  std::vector<std::string> random_names;
+  Expected<std::vector<Array>> inputs =
+      model_inputs(*model, options.source, std::move(*given), random_names);
+  if (!inputs) return report(inputs.status());
+  if (!random_names.empty()) {
+    fmt::print("random inputs (seed {}): {}\n", options.source.seed, fmt::join(random_names, ", "));
+  }
+  const bool compiled = !options.interpret;
+  if (!compiled && (options.check || options.profile || options.repeat > 0)) {
+    return report(Status::error("--check, --profile and --repeat apply to compiled runs, not "
+                                "to --interpret"));
+  }
+  Expected<std::vector<Array>> outputs =
+      compiled ? run_compiled_model(model->graph.clone(), *inputs, options)
+               : interpret(model->graph, *inputs);
+  if (!outputs) return report(outputs.status());
+  if (outputs->empty()) return 0;  // stopped after a stage, as asked
+  Expected<bool> matched = report_outputs(*model, std::move(*outputs), compiled, options);
+  if (!matched) return report(matched.status());
+  if (!*matched) {
+    std::fprintf(stderr, "kiln: outputs differ from the expected values beyond tolerance\n");
+    return kUserError;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& parent, Action& action, ModelArgument model) {
+  auto run = std::make_shared<RunOptions>();
+  CLI::App* command = parent.add_subcommand(
+      "run", model == ModelArgument::zoo_preset
+                 ? "Compile a preset (the loss graph by default, the inference graph, or the "
+                   "training step) and run it on the preset's own inputs; `kiln run zoo:NAME`."
+                 : "Compile a model (ONNX file, IR text, or zoo:NAME) for this CPU, run it and "
+                   "print its outputs; compare them with expected values if given.");
+  add_model_source(command, run->source, model);
+  command->add_option("--input", run->inputs,
+                      "Input tensor: NAME=FILE (.npy or TensorProto .pb) or FILE.npz; inputs "
+                      "not given are random");
+  command->add_option("--expected", run->expected,
+                      "Expected outputs, as for --input; the run fails beyond tolerance");
+  add_output(command, run->output_file, "Write the outputs to this .npz file");
+  command->add_option("--atol", run->atol, "Absolute tolerance against --expected")
+      ->capture_default_str();
+  command->add_option("--rtol", run->rtol, "Relative tolerance against --expected")
+      ->capture_default_str();
+  command->add_flag("--interpret", run->interpret,
+                    "Run the fp64 reference interpreter instead of compiled code");
+  add_check(command, run->check,
+            "Compare every kernel's outputs with the reference evaluation of its nodes on the "
+            "same inputs; fail naming the first kernel that disagrees");
+  add_profile(command, run->profile,
+              "Print the time of every kernel, largest first, over the runs after the warm-up "
+              "(one, or --repeat N)");
+  add_repeat(command, run->repeat,
+             "Run N more times after the first (warm-up) run and print the median, min and max "
+             "time per run (compile time apart)",
+             /*positive=*/false);
+  add_compile_flags(command, run->compile);
+  on_parsed(command, action, run, run_run);
+}
+
+}  // namespace kiln::cli
