@@ -1,5 +1,6 @@
 #include "loop/loop_passes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -103,10 +104,8 @@ Expected<LoopPassRun> run_pass(const LoopPassInfo& pass, Kernel& kernel,
 std::span<const LoopPassInfo> all_loop_passes() { return kLoopPasses; }
 
 const LoopPassInfo* find_loop_pass(std::string_view name) {
-  for (const LoopPassInfo& pass : kLoopPasses) {
-    if (pass.name == name) return &pass;
-  }
-  return nullptr;
+  const auto* pass = std::ranges::find(kLoopPasses, name, &LoopPassInfo::name);
+  return pass == std::end(kLoopPasses) ? nullptr : pass;
 }
 
 Expected<std::vector<LoopPassRun>> run_loop_passes(Kernel& kernel,
@@ -114,9 +113,8 @@ Expected<std::vector<LoopPassRun>> run_loop_passes(Kernel& kernel,
                                                    const LoopPassOptions& options) {
   std::vector<const LoopPassInfo*> passes;
   for (const std::string& name : names) {
-    const LoopPassInfo* pass = find_loop_pass(name);
-    if (pass == nullptr) return Status::errorf("unknown loop pass '{}'", name);
-    passes.push_back(pass);
+    passes.push_back(find_loop_pass(name));
+    if (passes.back() == nullptr) return Status::errorf("unknown loop pass '{}'", name);
   }
   if (Status valid = verify(kernel); !valid) {
     return Status::errorf("loop passes run on kernels that verify, and this one does not: {}",

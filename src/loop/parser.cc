@@ -6,13 +6,11 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "loop/ir_visitor.h"
 #include "loop/printer.h"
 #include "loop/schedule.h"
 #include "loop/verifier.h"
@@ -221,55 +219,36 @@ bool fits_int64(const std::vector<int64_t>& shape, const std::vector<int64_t>& s
   return true;
 }
 
-// The names a statement binds anywhere inside it: loop, let and reduction variables.
-std::set<std::string> binders_in(const Stmt& stmt) {
-  class Collector : public IRVisitor {
-   public:
-    std::set<std::string> names;
-
-   protected:
-    void visit_for(const For& node) override {
-      names.insert(node.var);
-      IRVisitor::visit_for(node);
-    }
-    void visit_let_stmt(const LetStmt& node) override {
-      names.insert(node.name);
-      IRVisitor::visit_let_stmt(node);
-    }
-    void visit_let(const Let& node) override {
-      names.insert(node.name);
-      IRVisitor::visit_let(node);
-    }
-    void visit_reduce(const Reduce& node) override {
-      names.insert(node.var);
-      IRVisitor::visit_reduce(node);
-    }
-  } collector;
-  collector.visit(stmt);
-  return std::move(collector.names);
-}
-
 // One line of a block as read: a statement, or the head of a `let` (no statement) whose scope
-// the block's assembly decides.
+// the block's assembly decides; and the names bound anywhere in it, [first, last) of the
+// parser's binders in the order it read them (a let's own name first).
 struct Item {
   Stmt stmt;
   std::string let_name;
   Expr let_value;
+  size_t first_binder = 0, last_binder = 0;
 };
 
 Stmt sequence(std::vector<Stmt> stmts) {
   return stmts.size() == 1 ? std::move(stmts[0]) : block(std::move(stmts));
 }
 
+// For each name bound in a block, the indices of the items that bind it, ascending.
+std::map<std::string, std::vector<size_t>, std::less<>> binding_items(
+    const std::vector<Item>& items, const std::vector<std::string>& binders) {
+  std::map<std::string, std::vector<size_t>, std::less<>> bound_at;
+  for (size_t i = 0; i < items.size(); ++i) {
+    for (size_t b = items[i].first_binder; b < items[i].last_binder; ++b) {
+      bound_at[binders[b]].push_back(i);
+    }
+  }
+  return bound_at;
+}
+
 // The statement of a block's items: each let scopes over the items after it up to the first
 // that binds its name again, or the end of the let around it (loop/parser.h: let scopes).
-Stmt assemble(const std::vector<Item>& items) {
-  std::map<std::string, std::vector<size_t>, std::less<>> bound_at;  // item indices, ascending
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (!items[i].stmt.defined()) bound_at[items[i].let_name].push_back(i);
-    if (!items[i].stmt.defined()) continue;
-    for (const std::string& name : binders_in(items[i].stmt)) bound_at[name].push_back(i);
-  }
+Stmt assemble(const std::vector<Item>& items, const std::vector<std::string>& binders) {
+  auto bound_at = binding_items(items, binders);
   struct OpenLet {
     std::string name;
     Expr value;
@@ -399,14 +378,14 @@ class Parser {
   // Counts one level of nesting while alive.
   class Nesting {
    public:
-    explicit Nesting(int& counter) : depth(++counter) {}
-    ~Nesting() { --depth; }
+    explicit Nesting(int& depth) : depth_(++depth) {}
+    ~Nesting() { --depth_; }
     Nesting(const Nesting&) = delete;
     Nesting& operator=(const Nesting&) = delete;
-    bool too_deep() const { return depth > kMaxLoopIRNesting; }
+    bool too_deep() const { return depth_ > kMaxLoopIRNesting; }
 
    private:
-    int& depth;
+    int& depth_;
   };
   Status too_deep(const Token& token) const {
     return error_at(token, fmt::format("nested more than {} levels deep", kMaxLoopIRNesting));
@@ -414,8 +393,10 @@ class Parser {
 
   // --- Scopes ---
 
+  // `parse` run with `name` bound to `type` (a loop's, reduction's or let expression's).
   template <typename Parse>
   auto with_var(std::string name, DType type, Parse&& parse) {
+    binders_.push_back(name);
     vars_.emplace_back(std::move(name), type);
     auto result = parse();
     vars_.pop_back();
@@ -554,12 +535,15 @@ class Parser {
     std::vector<Item> items;
     const size_t vars_outside = vars_.size();
     while (!at("}") && peek().kind != TokenKind::end) {
+      const size_t first_binder = binders_.size();
       KILN_ASSIGN_OR_RETURN(Item item, parse_item());
+      item.first_binder = first_binder;
+      item.last_binder = binders_.size();
       items.push_back(std::move(item));
     }
     vars_.resize(vars_outside);  // the block's lets
     KILN_RETURN_IF_ERROR(expect("}"));
-    return assemble(items);
+    return assemble(items, binders_);
   }
 
   Expected<Item> parse_item() {
@@ -570,6 +554,7 @@ class Parser {
     take();  // 'let'
     std::string name(take().text);
     take();  // '='
+    binders_.push_back(name);
     KILN_ASSIGN_OR_RETURN(Expr value, parse_expr());
     vars_.emplace_back(name, value.type());  // until the end of the block
     return Item{{}, std::move(name), std::move(value)};
@@ -588,16 +573,28 @@ class Parser {
     return unexpected("a statement");
   }
 
-  // [kind] 'for' '(' name ',' expr ',' expr ')' body; `start` is the statement's first token.
+  // What loops and reductions begin with: '(' name ',' min ',' extent.
+  struct Range {
+    std::string name;
+    Expr min, extent;
+  };
+  Expected<Range> parse_range(std::string_view what) {
+    Range range;
+    KILN_RETURN_IF_ERROR(expect("("));
+    KILN_ASSIGN_OR_RETURN(range.name, expect_name(what));
+    KILN_RETURN_IF_ERROR(expect(","));
+    KILN_ASSIGN_OR_RETURN(range.min, parse_expr());
+    KILN_RETURN_IF_ERROR(expect(","));
+    KILN_ASSIGN_OR_RETURN(range.extent, parse_expr());
+    return range;
+  }
+
+  // [kind] 'for' range ')' body; `start` is the statement's first token.
   Expected<Stmt> parse_for(const Token& start, ForKind kind) {
     take();  // 'for'
-    KILN_RETURN_IF_ERROR(expect("("));
-    KILN_ASSIGN_OR_RETURN(std::string name, expect_name("a loop variable"));
-    KILN_RETURN_IF_ERROR(expect(","));
-    KILN_ASSIGN_OR_RETURN(Expr min, parse_expr());
-    KILN_RETURN_IF_ERROR(expect(","));
-    KILN_ASSIGN_OR_RETURN(Expr extent, parse_expr());
+    KILN_ASSIGN_OR_RETURN(Range range, parse_range("a loop variable"));
     KILN_RETURN_IF_ERROR(expect(")"));
+    auto [name, min, extent] = std::move(range);
     KILN_RETURN_IF_ERROR(checked(start, for_loop(name, min, extent, kind, no_op())).status());
     KILN_ASSIGN_OR_RETURN(Stmt body, with_var(name, DType::i64, [&] { return parse_body(); }));
     return for_loop(std::move(name), std::move(min), std::move(extent), kind, std::move(body));
@@ -849,19 +846,15 @@ class Parser {
     return args;
   }
 
-  // op '(' var ',' min ',' extent ',' body ')', `name` being the op's token.
+  // op range ',' body ')', `name` being the op's token.
   Expected<Expr> parse_reduce(const Token& name, ReduceOp op, bool vectorized) {
-    KILN_RETURN_IF_ERROR(expect("("));
-    KILN_ASSIGN_OR_RETURN(std::string variable, expect_name("a reduction variable"));
+    KILN_ASSIGN_OR_RETURN(Range range, parse_range("a reduction variable"));
     KILN_RETURN_IF_ERROR(expect(","));
-    KILN_ASSIGN_OR_RETURN(Expr min, parse_expr());
-    KILN_RETURN_IF_ERROR(expect(","));
-    KILN_ASSIGN_OR_RETURN(Expr extent, parse_expr());
-    KILN_RETURN_IF_ERROR(expect(","));
-    KILN_ASSIGN_OR_RETURN(Expr body, with_var(variable, DType::i64, [&] { return parse_expr(); }));
+    KILN_ASSIGN_OR_RETURN(Expr body,
+                          with_var(range.name, DType::i64, [&] { return parse_expr(); }));
     KILN_RETURN_IF_ERROR(expect(")"));
-    return checked(name, reduce(op, std::move(variable), std::move(min), std::move(extent),
-                                std::move(body), vectorized));
+    return checked(name, reduce(op, std::move(range.name), std::move(range.min),
+                                std::move(range.extent), std::move(body), vectorized));
   }
 
   std::string_view text_;
@@ -872,6 +865,7 @@ class Parser {
   int depth_ = 0;
   std::vector<std::pair<std::string, DType>> vars_;  // innermost last
   std::vector<Buffer> buffers_;                      // innermost last
+  std::vector<std::string> binders_;  // every variable a binder named, in the order read
 };
 
 }  // namespace
