@@ -3,10 +3,16 @@
 // same, verifying and computing bit-identical results: the one-op groups of every op's lowering
 // cases (lowering_op_cases.h), and the fused groups of the lowering tests (fused_graphs.h:
 // primitives fused into one kernel, matmuls and convolutions with their epilogues, in blocks of
-// a few rows as gemm_test.cc lowers them too).
+// a few rows as gemm_test.cc lowers them too), and the example transformer layer lowered
+// whole and node by node.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "ir/builder.h"
+#include "ir/parser.h"
+#include "support/files.h"
 #include "unit/loop/fused_graphs.h"
 #include "unit/loop/lowering_op_cases.h"
 #include "unit/loop/round_trip_check.h"
@@ -64,6 +70,21 @@ TEST(LoopParserCorpus, ConvolutionsAndTheirEpiloguesReadBack) {
     }
     for (int op : {0, 1})
       EXPECT_TRUE(graph_round_trips(testing::conv_epilogue_graph(DType::f64, c, op)));
+  }
+}
+
+TEST(LoopParserCorpus, TheExampleEncoderLayerReadsBack) {
+  const char* source_dir = std::getenv("KILN_SOURCE_DIR");
+  ASSERT_NE(source_dir, nullptr) << "KILN_SOURCE_DIR is not set (ctest sets it to the source tree)";
+  Expected<std::string> text = read_file(std::string(source_dir) + "/examples/encoder_layer.kiln");
+  ASSERT_TRUE(text.has_value()) << text.status().message();
+  Expected<Graph> graph = parse_graph(*text, "encoder_layer.kiln");
+  ASSERT_TRUE(graph.has_value()) << graph.status().message();
+  EXPECT_TRUE(graph_round_trips(*graph));
+  for (Node* node : graph->nodes()) {
+    Expected<LoweredGroup> lowered = lower_group(*graph, std::span<Node* const>(&node, 1));
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    EXPECT_TRUE(testing::compiled_forms_round_trip(lowered->kernel)) << node->op_name();
   }
 }
 
