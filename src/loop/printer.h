@@ -17,7 +17,7 @@
 // precedence is parenthesised). i64 and bool constants print bare (42, true), finite f32
 // constants with an `f` suffix (0.5f), f64 with a point (0.5), other types as a cast of the
 // literal (i32(3), f16(0.5), f32(-inf)); casts print as `type(x)`. A parameter buffer that is
-// not row-major prints its strides.
+// not row-major prints its strides. loop/parser.h reads the text back.
 #pragma once
 
 #include <string>

@@ -20,6 +20,248 @@ bool is_numeric(DType type) { return is_integer(type) || is_floating(type); }
 // BLAS takes extents and leading dimensions as int (OpenBLAS's default 32-bit interface).
 constexpr int64_t kMaxGemmExtent = std::numeric_limits<int32_t>::max();
 
+Status fail(const std::string& problem, const std::string& node) {
+  return Status::errorf("{} in: {}", problem, node);
+}
+
+Status expect_type(const Expr& operand, DType type, std::string_view what, const Expr& node) {
+  if (operand.type() == type) return Status::ok();
+  return fail(fmt::format("{} is {}, not {}", what, dtype_name(operand.type()), dtype_name(type)),
+              print(node));
+}
+
+// --- The rules of one node, given its children's types (check_node) -----------------------
+
+Status check_int_imm(const Expr& e) {
+  const int64_t value = e.as<IntImm>()->value;
+  if (!is_integer(e.type()) && e.type() != DType::boolean) {
+    return fail(fmt::format("an integer constant has type {}", dtype_name(e.type())), print(e));
+  }
+  if (wrap_to_type(value, e.type()) != value) {
+    return fail(fmt::format("{} does not fit {}", value, dtype_name(e.type())), print(e));
+  }
+  return Status::ok();
+}
+
+Status check_float_imm(const Expr& e) {
+  const double value = e.as<FloatImm>()->value;
+  if (!is_floating(e.type())) {
+    return fail(fmt::format("a floating constant has type {}", dtype_name(e.type())), print(e));
+  }
+  if (!std::isnan(value) && round_to_dtype(value, e.type()) != value) {
+    return fail(fmt::format("{} is not representable in {}", value, dtype_name(e.type())),
+                print(e));
+  }
+  return Status::ok();
+}
+
+Status check_binary(const Expr& e) {
+  const Binary& b = *e.as<Binary>();
+  const std::string_view symbol = binary_op_symbol(b.op);
+  if (b.a.type() != b.b.type()) {
+    return fail(fmt::format("operands of '{}' have different types {} and {}", symbol,
+                            dtype_name(b.a.type()), dtype_name(b.b.type())),
+                print(e));
+  }
+  const DType operand = b.a.type();
+  const bool equality = b.op == BinaryOp::eq || b.op == BinaryOp::ne;
+  if (is_logical(b.op) && operand != DType::boolean) {
+    return fail(fmt::format("'{}' takes bool operands, not {}", symbol, dtype_name(operand)),
+                print(e));
+  }
+  if (!is_logical(b.op) && !equality && !is_numeric(operand)) {
+    return fail(fmt::format("'{}' takes numeric operands, not {}", symbol, dtype_name(operand)),
+                print(e));
+  }
+  const DType expected = is_comparison(b.op) || is_logical(b.op) ? DType::boolean : operand;
+  if (e.type() != expected) {
+    return fail(fmt::format("'{}' has type {}, not {}", symbol, dtype_name(e.type()),
+                            dtype_name(expected)),
+                print(e));
+  }
+  return Status::ok();
+}
+
+Status check_select(const Expr& e) {
+  const Select& s = *e.as<Select>();
+  KILN_RETURN_IF_ERROR(expect_type(s.condition, DType::boolean, "a select condition", e));
+  if (s.true_value.type() != s.false_value.type() || s.true_value.type() != e.type()) {
+    return fail(fmt::format("select branches have types {} and {}",
+                            dtype_name(s.true_value.type()), dtype_name(s.false_value.type())),
+                print(e));
+  }
+  return Status::ok();
+}
+
+Status check_call(const Expr& e) {
+  const Call& c = *e.as<Call>();
+  const std::string_view name = intrinsic_name(c.intrinsic);
+  if (static_cast<int>(c.args.size()) != intrinsic_arity(c.intrinsic)) {
+    return fail(fmt::format("{} takes {} argument(s), not {}", name, intrinsic_arity(c.intrinsic),
+                            c.args.size()),
+                print(e));
+  }
+  for (const Expr& arg : c.args) {
+    KILN_RETURN_IF_ERROR(expect_type(arg, e.type(), fmt::format("an argument of {}", name), e));
+  }
+  const bool ok = c.intrinsic == Intrinsic::abs            ? is_numeric(e.type())
+                  : c.intrinsic == Intrinsic::dropout_bits ? e.type() == DType::i64
+                                                           : is_floating(e.type());
+  if (!ok) return fail(fmt::format("{} of {}", name, dtype_name(e.type())), print(e));
+  return Status::ok();
+}
+
+Status check_reduce(const Expr& e) {
+  const Reduce& r = *e.as<Reduce>();
+  KILN_RETURN_IF_ERROR(expect_type(r.min, DType::i64, "a reduction minimum", e));
+  KILN_RETURN_IF_ERROR(expect_type(r.extent, DType::i64, "a reduction extent", e));
+  if (!is_numeric(r.body.type()) || e.type() != r.body.type()) {
+    return fail(
+        fmt::format("a {} reduces a {} body", reduce_op_name(r.op), dtype_name(r.body.type())),
+        print(e));
+  }
+  return Status::ok();
+}
+
+Status check_expr_node(const Expr& e) {
+  switch (e.kind()) {
+    case ExprKind::int_imm: return check_int_imm(e);
+    case ExprKind::float_imm: return check_float_imm(e);
+    case ExprKind::binary: return check_binary(e);
+    case ExprKind::logical_not:
+      return expect_type(e.as<Not>()->a, DType::boolean, "the operand of '!'", e);
+    case ExprKind::select: return check_select(e);
+    case ExprKind::load: return expect_type(e.as<Load>()->index, DType::i64, "a load index", e);
+    case ExprKind::call: return check_call(e);
+    case ExprKind::reduce: return check_reduce(e);
+    case ExprKind::variable:
+    case ExprKind::cast:
+    case ExprKind::let: return Status::ok();
+  }
+  KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+}
+
+Status check_for_header(const Stmt& s) {
+  const For& f = *s.as<For>();
+  if (f.min.type() != DType::i64 || f.extent.type() != DType::i64) {
+    return fail("loop bounds must be i64", first_line(s));
+  }
+  const bool needs_constant = f.for_kind == ForKind::vectorized || f.for_kind == ForKind::unrolled;
+  const std::optional<int64_t> extent = as_const_int(f.extent);
+  if (needs_constant && (!extent || *extent <= 0)) {
+    return fail(
+        fmt::format("a {} loop needs a constant positive extent", for_kind_name(f.for_kind)),
+        first_line(s));
+  }
+  return Status::ok();
+}
+
+Status check_store_types(const Stmt& s) {
+  const Store& st = *s.as<Store>();
+  if (st.index.type() != DType::i64) {
+    return fail(fmt::format("a store index is {}, not i64", dtype_name(st.index.type())),
+                first_line(s));
+  }
+  if (st.value.type() != st.buffer.dtype()) {
+    return fail(fmt::format("a store of {} to '{}', which holds {}", dtype_name(st.value.type()),
+                            st.buffer.name(), dtype_name(st.buffer.dtype())),
+                first_line(s));
+  }
+  return Status::ok();
+}
+
+// A gemm operand of `rows` x `cols`: its leading dimension covers a row, and where the
+// offset and extents are constant the region lies inside its buffer.
+Status check_region(const MatrixRegion& region, const Expr& rows, const Expr& cols,
+                    std::string_view operand, const std::string& line) {
+  const int64_t ld = region.leading_dim;
+  if (ld < 1 || ld > kMaxGemmExtent) {
+    return fail(fmt::format("gemm {} has leading dimension {}", operand, ld), line);
+  }
+  const std::optional<int64_t> r = as_const_int(rows), c = as_const_int(cols);
+  if (c && ld < *c) {
+    return fail(fmt::format("gemm {} has leading dimension {} < its {} columns", operand, ld, *c),
+                line);
+  }
+  const std::optional<int64_t> offset = as_const_int(region.offset);
+  if (offset && *offset < 0) {
+    return fail(fmt::format("gemm {} starts at offset {}", operand, *offset), line);
+  }
+  if (offset && r && c && *r > 0 && *c > 0) {
+    const int64_t last = *offset + (*r - 1) * ld + *c - 1;
+    if (last >= region.buffer.flat_size()) {
+      return fail(fmt::format("gemm {} reads {}[{}], past its {} elements", operand,
+                              region.buffer.name(), last, region.buffer.flat_size()),
+                  line);
+    }
+  }
+  return Status::ok();
+}
+
+Status check_gemm_operands(const Gemm& g, const std::string& line) {
+  const DType dtype = g.c.buffer.dtype();
+  for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+    if (region->offset.type() != DType::i64) return fail("a gemm offset is not i64", line);
+    if (region->buffer.dtype() != dtype) {
+      return fail(fmt::format("gemm operands hold {} and {}", dtype_name(region->buffer.dtype()),
+                              dtype_name(dtype)),
+                  line);
+    }
+  }
+  if (dtype != DType::f32 && dtype != DType::f64) {
+    return fail(fmt::format("a gemm of {}; it takes f32 or f64", dtype_name(dtype)), line);
+  }
+  if (g.c.buffer.name() == g.a.buffer.name() || g.c.buffer.name() == g.b.buffer.name()) {
+    return fail(fmt::format("gemm writes '{}', which it also reads", g.c.buffer.name()), line);
+  }
+  return Status::ok();
+}
+
+Status check_gemm(const Stmt& s) {
+  const Gemm& g = *s.as<Gemm>();
+  const std::string line = first_line(s);
+  KILN_RETURN_IF_ERROR(check_gemm_operands(g, line));
+  for (const Expr* extent : {&g.m, &g.n, &g.k}) {
+    if (extent->type() != DType::i64) return fail("a gemm extent is not i64", line);
+    const std::optional<int64_t> value = as_const_int(*extent);
+    if (value && *value > kMaxGemmExtent) {
+      return fail(fmt::format("gemm extent {} exceeds BLAS's int", *value), line);
+    }
+  }
+  // Stored shapes: A is m x k (k x m transposed), B is k x n (n x k), C is m x n.
+  KILN_RETURN_IF_ERROR(check_region(g.a, g.transpose_a ? g.k : g.m, g.transpose_a ? g.m : g.k,
+                                    "A", line));
+  KILN_RETURN_IF_ERROR(check_region(g.b, g.transpose_b ? g.n : g.k, g.transpose_b ? g.k : g.n,
+                                    "B", line));
+  return check_region(g.c, g.m, g.n, "C", line);
+}
+
+Status check_stmt_node(const Stmt& s) {
+  switch (s.kind()) {
+    case StmtKind::for_loop: return check_for_header(s);
+    case StmtKind::store: return check_store_types(s);
+    case StmtKind::allocate: {
+      const Buffer& buffer = s.as<Allocate>()->buffer;
+      if (buffer.scope() == MemoryScope::global) {
+        return fail("an allocation is global", first_line(s));
+      }
+      return buffer.flat_size() > 0 ? Status::ok() : fail("an allocation is empty", first_line(s));
+    }
+    case StmtKind::if_then_else: {
+      const Expr& condition = s.as<IfThenElse>()->condition;
+      if (condition.type() == DType::boolean) return Status::ok();
+      return fail(fmt::format("an if condition is {}, not bool", dtype_name(condition.type())),
+                  first_line(s));
+    }
+    case StmtKind::gemm: return check_gemm(s);
+    case StmtKind::let_stmt:
+    case StmtKind::block: return Status::ok();
+  }
+  KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
+}
+
+// --- Scoping and nesting, over the whole tree ---------------------------------------------
+
 class Verifier {
  public:
   Status bind_param(const Buffer& buffer) {
@@ -43,38 +285,20 @@ class Verifier {
   void bind_free_var(const std::string& name, DType type) { vars_.emplace(name, type); }
 
   Status check(const Expr& e) {
-    switch (e.kind()) {
-      case ExprKind::int_imm: return check_int_imm(e);
-      case ExprKind::float_imm: return check_float_imm(e);
-      case ExprKind::variable: return check_variable(e);
-      case ExprKind::binary: return check_binary(e);
-      case ExprKind::logical_not: {
-        KILN_RETURN_IF_ERROR(check(e.as<Not>()->a));
-        return expect_type(e.as<Not>()->a, DType::boolean, "the operand of '!'", e);
-      }
-      case ExprKind::select: return check_select(e);
-      case ExprKind::cast: return check(e.as<Cast>()->value);
-      case ExprKind::load: {
-        const Load& l = *e.as<Load>();
-        KILN_RETURN_IF_ERROR(check_buffer_use(l.buffer, print(e)));
-        KILN_RETURN_IF_ERROR(check(l.index));
-        return expect_type(l.index, DType::i64, "a load index", e);
-      }
-      case ExprKind::call: return check_call(e);
-      case ExprKind::let: {
-        const Let& l = *e.as<Let>();
-        KILN_RETURN_IF_ERROR(check(l.value));
-        return in_scope(l.name, l.value.type(), print(e), [&] { return check(l.body); });
-      }
-      case ExprKind::reduce: return check_reduce(e);
-    }
-    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
+    KILN_RETURN_IF_ERROR(check_children(e));
+    return check_expr_node(e);
   }
 
   Status check(const Stmt& s) {
     switch (s.kind()) {
       case StmtKind::for_loop: return check_for(s);
-      case StmtKind::store: return check_store(s);
+      case StmtKind::store: {
+        const Store& st = *s.as<Store>();
+        KILN_RETURN_IF_ERROR(check_buffer_use(st.buffer, first_line(s)));
+        KILN_RETURN_IF_ERROR(check(st.index));
+        KILN_RETURN_IF_ERROR(check(st.value));
+        return check_stmt_node(s);
+      }
       case StmtKind::let_stmt: {
         const LetStmt& l = *s.as<LetStmt>();
         KILN_RETURN_IF_ERROR(check(l.value));
@@ -84,55 +308,49 @@ class Verifier {
       case StmtKind::if_then_else: {
         const IfThenElse& i = *s.as<IfThenElse>();
         KILN_RETURN_IF_ERROR(check(i.condition));
-        if (i.condition.type() != DType::boolean) {
-          return fail(
-              fmt::format("an if condition is {}, not bool", dtype_name(i.condition.type())),
-              first_line(s));
-        }
+        KILN_RETURN_IF_ERROR(check_stmt_node(s));
         KILN_RETURN_IF_ERROR(check(i.then_case));
         return i.else_case.defined() ? check(i.else_case) : Status::ok();
       }
       case StmtKind::block:
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(check(child));
         return Status::ok();
-      case StmtKind::gemm: return check_gemm(s);
+      case StmtKind::gemm: return check_gemm_uses(s);
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
 
  private:
-  static Status fail(const std::string& problem, const std::string& node) {
-    return Status::errorf("{} in: {}", problem, node);
-  }
-
-  static Status expect_type(const Expr& operand, DType type, std::string_view what,
-                            const Expr& node) {
-    if (operand.type() == type) return Status::ok();
-    return fail(fmt::format("{} is {}, not {}", what, dtype_name(operand.type()), dtype_name(type)),
-                print(node));
-  }
-
-  Status check_int_imm(const Expr& e) {
-    const int64_t value = e.as<IntImm>()->value;
-    if (!is_integer(e.type()) && e.type() != DType::boolean) {
-      return fail(fmt::format("an integer constant has type {}", dtype_name(e.type())), print(e));
+  Status check_children(const Expr& e) {
+    switch (e.kind()) {
+      case ExprKind::int_imm:
+      case ExprKind::float_imm: return Status::ok();
+      case ExprKind::variable: return check_variable(e);
+      case ExprKind::binary:
+        KILN_RETURN_IF_ERROR(check(e.as<Binary>()->a));
+        return check(e.as<Binary>()->b);
+      case ExprKind::logical_not: return check(e.as<Not>()->a);
+      case ExprKind::select: {
+        const Select& s = *e.as<Select>();
+        KILN_RETURN_IF_ERROR(check(s.condition));
+        KILN_RETURN_IF_ERROR(check(s.true_value));
+        return check(s.false_value);
+      }
+      case ExprKind::cast: return check(e.as<Cast>()->value);
+      case ExprKind::load:
+        KILN_RETURN_IF_ERROR(check_buffer_use(e.as<Load>()->buffer, print(e)));
+        return check(e.as<Load>()->index);
+      case ExprKind::call:
+        for (const Expr& arg : e.as<Call>()->args) KILN_RETURN_IF_ERROR(check(arg));
+        return Status::ok();
+      case ExprKind::let: {
+        const Let& l = *e.as<Let>();
+        KILN_RETURN_IF_ERROR(check(l.value));
+        return in_scope(l.name, l.value.type(), print(e), [&] { return check(l.body); });
+      }
+      case ExprKind::reduce: return check_reduce_scope(e);
     }
-    if (wrap_to_type(value, e.type()) != value) {
-      return fail(fmt::format("{} does not fit {}", value, dtype_name(e.type())), print(e));
-    }
-    return Status::ok();
-  }
-
-  Status check_float_imm(const Expr& e) {
-    const double value = e.as<FloatImm>()->value;
-    if (!is_floating(e.type())) {
-      return fail(fmt::format("a floating constant has type {}", dtype_name(e.type())), print(e));
-    }
-    if (!std::isnan(value) && round_to_dtype(value, e.type()) != value) {
-      return fail(fmt::format("{} is not representable in {}", value, dtype_name(e.type())),
-                  print(e));
-    }
-    return Status::ok();
+    KILN_UNREACHABLE("bad expression kind {}", static_cast<int>(e.kind()));
   }
 
   Status check_variable(const Expr& e) {
@@ -147,89 +365,18 @@ class Verifier {
     return Status::ok();
   }
 
-  Status check_binary(const Expr& e) {
-    const Binary& b = *e.as<Binary>();
-    KILN_RETURN_IF_ERROR(check(b.a));
-    KILN_RETURN_IF_ERROR(check(b.b));
-    const std::string_view symbol = binary_op_symbol(b.op);
-    if (b.a.type() != b.b.type()) {
-      return fail(fmt::format("operands of '{}' have different types {} and {}", symbol,
-                              dtype_name(b.a.type()), dtype_name(b.b.type())),
-                  print(e));
-    }
-    const DType operand = b.a.type();
-    const bool equality = b.op == BinaryOp::eq || b.op == BinaryOp::ne;
-    if (is_logical(b.op) && operand != DType::boolean) {
-      return fail(fmt::format("'{}' takes bool operands, not {}", symbol, dtype_name(operand)),
-                  print(e));
-    }
-    if (!is_logical(b.op) && !equality && !is_numeric(operand)) {
-      return fail(fmt::format("'{}' takes numeric operands, not {}", symbol, dtype_name(operand)),
-                  print(e));
-    }
-    const DType expected = is_comparison(b.op) || is_logical(b.op) ? DType::boolean : operand;
-    if (e.type() != expected) {
-      return fail(fmt::format("'{}' has type {}, not {}", symbol, dtype_name(e.type()),
-                              dtype_name(expected)),
-                  print(e));
-    }
-    return Status::ok();
-  }
-
-  Status check_select(const Expr& e) {
-    const Select& s = *e.as<Select>();
-    KILN_RETURN_IF_ERROR(check(s.condition));
-    KILN_RETURN_IF_ERROR(check(s.true_value));
-    KILN_RETURN_IF_ERROR(check(s.false_value));
-    KILN_RETURN_IF_ERROR(expect_type(s.condition, DType::boolean, "a select condition", e));
-    if (s.true_value.type() != s.false_value.type() || s.true_value.type() != e.type()) {
-      return fail(fmt::format("select branches have types {} and {}",
-                              dtype_name(s.true_value.type()), dtype_name(s.false_value.type())),
-                  print(e));
-    }
-    return Status::ok();
-  }
-
-  Status check_call(const Expr& e) {
-    const Call& c = *e.as<Call>();
-    const std::string_view name = intrinsic_name(c.intrinsic);
-    if (static_cast<int>(c.args.size()) != intrinsic_arity(c.intrinsic)) {
-      return fail(fmt::format("{} takes {} argument(s), not {}", name, intrinsic_arity(c.intrinsic),
-                              c.args.size()),
-                  print(e));
-    }
-    for (const Expr& arg : c.args) {
-      KILN_RETURN_IF_ERROR(check(arg));
-      KILN_RETURN_IF_ERROR(expect_type(arg, e.type(), fmt::format("an argument of {}", name), e));
-    }
-    const bool ok = c.intrinsic == Intrinsic::abs            ? is_numeric(e.type())
-                    : c.intrinsic == Intrinsic::dropout_bits ? e.type() == DType::i64
-                                                             : is_floating(e.type());
-    if (!ok) return fail(fmt::format("{} of {}", name, dtype_name(e.type())), print(e));
-    return Status::ok();
-  }
-
-  Status check_reduce(const Expr& e) {
+  Status check_reduce_scope(const Expr& e) {
     const Reduce& r = *e.as<Reduce>();
     KILN_RETURN_IF_ERROR(check(r.min));
     KILN_RETURN_IF_ERROR(check(r.extent));
-    KILN_RETURN_IF_ERROR(expect_type(r.min, DType::i64, "a reduction minimum", e));
-    KILN_RETURN_IF_ERROR(expect_type(r.extent, DType::i64, "a reduction extent", e));
     if (r.vectorized && inside_vectorized_) {
       return fail("a vectorized reduction inside a vectorized loop or reduction", print(e));
     }
     const bool outer = inside_vectorized_;
     inside_vectorized_ = outer || r.vectorized;
-    const Status body =
-        in_scope(r.var, DType::i64, print(e), [&] { return check(r.body); });
+    const Status body = in_scope(r.var, DType::i64, print(e), [&] { return check(r.body); });
     inside_vectorized_ = outer;
-    KILN_RETURN_IF_ERROR(body);
-    if (!is_numeric(r.body.type()) || e.type() != r.body.type()) {
-      return fail(
-          fmt::format("a {} reduces a {} body", reduce_op_name(r.op), dtype_name(r.body.type())),
-          print(e));
-    }
-    return Status::ok();
+    return body;
   }
 
   Status check_for(const Stmt& s) {
@@ -237,17 +384,7 @@ class Verifier {
     const std::string header = first_line(s);
     KILN_RETURN_IF_ERROR(check(f.min));
     KILN_RETURN_IF_ERROR(check(f.extent));
-    if (f.min.type() != DType::i64 || f.extent.type() != DType::i64) {
-      return fail("loop bounds must be i64", header);
-    }
-    const bool needs_constant =
-        f.for_kind == ForKind::vectorized || f.for_kind == ForKind::unrolled;
-    const std::optional<int64_t> extent = as_const_int(f.extent);
-    if (needs_constant && (!extent || *extent <= 0)) {
-      return fail(
-          fmt::format("a {} loop needs a constant positive extent", for_kind_name(f.for_kind)),
-          header);
-    }
+    KILN_RETURN_IF_ERROR(check_stmt_node(s));
     const bool vectorized = f.for_kind == ForKind::vectorized;
     if (inside_vectorized_ && (vectorized || f.for_kind == ForKind::parallel)) {
       return fail(fmt::format("a {} loop inside a vectorized loop", for_kind_name(f.for_kind)),
@@ -282,97 +419,24 @@ class Verifier {
     return Status::ok();
   }
 
-  Status check_store(const Stmt& s) {
-    const Store& st = *s.as<Store>();
-    const std::string line = first_line(s);
-    KILN_RETURN_IF_ERROR(check_buffer_use(st.buffer, line));
-    KILN_RETURN_IF_ERROR(check(st.index));
-    KILN_RETURN_IF_ERROR(check(st.value));
-    if (st.index.type() != DType::i64) {
-      return fail(fmt::format("a store index is {}, not i64", dtype_name(st.index.type())), line);
-    }
-    if (st.value.type() != st.buffer.dtype()) {
-      return fail(fmt::format("a store of {} to '{}', which holds {}", dtype_name(st.value.type()),
-                              st.buffer.name(), dtype_name(st.buffer.dtype())),
-                  line);
-    }
-    return Status::ok();
-  }
-
-  Status check_gemm(const Stmt& s) {
+  Status check_gemm_uses(const Stmt& s) {
     const Gemm& g = *s.as<Gemm>();
     const std::string line = first_line(s);
-    const DType dtype = g.c.buffer.dtype();
     // A GPU runs a gemm as a launch of its own (codegen/cuda/gpu_mapping.h).
     if (gpu_level_ != GpuLevel::none) return fail("a gemm inside a GPU loop", line);
     for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
       KILN_RETURN_IF_ERROR(check_buffer_use(region->buffer, line));
       KILN_RETURN_IF_ERROR(check(region->offset));
-      if (region->offset.type() != DType::i64) return fail("a gemm offset is not i64", line);
-      if (region->buffer.dtype() != dtype) {
-        return fail(fmt::format("gemm operands hold {} and {}",
-                                dtype_name(region->buffer.dtype()), dtype_name(dtype)),
-                    line);
-      }
     }
-    if (dtype != DType::f32 && dtype != DType::f64) {
-      return fail(fmt::format("a gemm of {}; it takes f32 or f64", dtype_name(dtype)), line);
-    }
-    if (g.c.buffer.name() == g.a.buffer.name() || g.c.buffer.name() == g.b.buffer.name()) {
-      return fail(fmt::format("gemm writes '{}', which it also reads", g.c.buffer.name()), line);
-    }
-    for (const Expr* extent : {&g.m, &g.n, &g.k}) {
-      KILN_RETURN_IF_ERROR(check(*extent));
-      if (extent->type() != DType::i64) return fail("a gemm extent is not i64", line);
-      const std::optional<int64_t> value = as_const_int(*extent);
-      if (value && *value > kMaxGemmExtent) {
-        return fail(fmt::format("gemm extent {} exceeds BLAS's int", *value), line);
-      }
-    }
-    // Stored shapes: A is m x k (k x m transposed), B is k x n (n x k), C is m x n.
-    KILN_RETURN_IF_ERROR(check_region(g.a, g.transpose_a ? g.k : g.m,
-                                      g.transpose_a ? g.m : g.k, "A", line));
-    KILN_RETURN_IF_ERROR(check_region(g.b, g.transpose_b ? g.n : g.k,
-                                      g.transpose_b ? g.k : g.n, "B", line));
-    return check_region(g.c, g.m, g.n, "C", line);
-  }
-
-  // A gemm operand of `rows` x `cols`: its leading dimension covers a row, and where the
-  // offset and extents are constant the region lies inside its buffer.
-  static Status check_region(const MatrixRegion& region, const Expr& rows, const Expr& cols,
-                             std::string_view operand, const std::string& line) {
-    const int64_t ld = region.leading_dim;
-    if (ld < 1 || ld > kMaxGemmExtent) {
-      return fail(fmt::format("gemm {} has leading dimension {}", operand, ld), line);
-    }
-    const std::optional<int64_t> r = as_const_int(rows), c = as_const_int(cols);
-    if (c && ld < *c) {
-      return fail(fmt::format("gemm {} has leading dimension {} < its {} columns", operand, ld,
-                              *c),
-                  line);
-    }
-    const std::optional<int64_t> offset = as_const_int(region.offset);
-    if (offset && *offset < 0) {
-      return fail(fmt::format("gemm {} starts at offset {}", operand, *offset), line);
-    }
-    if (offset && r && c && *r > 0 && *c > 0) {
-      const int64_t last = *offset + (*r - 1) * ld + *c - 1;
-      if (last >= region.buffer.flat_size()) {
-        return fail(fmt::format("gemm {} reads {}[{}], past its {} elements", operand,
-                                region.buffer.name(), last, region.buffer.flat_size()),
-                    line);
-      }
-    }
-    return Status::ok();
+    for (const Expr* extent : {&g.m, &g.n, &g.k}) KILN_RETURN_IF_ERROR(check(*extent));
+    return check_stmt_node(s);
   }
 
   Status check_allocate(const Stmt& s) {
     const Allocate& a = *s.as<Allocate>();
-    const std::string header = first_line(s);
-    if (a.buffer.scope() == MemoryScope::global) return fail("an allocation is global", header);
-    if (a.buffer.flat_size() <= 0) return fail("an allocation is empty", header);
+    KILN_RETURN_IF_ERROR(check_stmt_node(s));
     if (buffers_.contains(a.buffer.name())) {
-      return fail(fmt::format("buffer '{}' is already declared", a.buffer.name()), header);
+      return fail(fmt::format("buffer '{}' is already declared", a.buffer.name()), first_line(s));
     }
     buffers_.emplace(a.buffer.name(), a.buffer);
     Status status = check(a.body);
@@ -434,5 +498,9 @@ Status verify(const Expr& expr, const std::map<std::string, DType, std::less<>>&
   for (const auto& [name, type] : free_vars) verifier.bind_free_var(name, type);
   return verifier.check(expr);
 }
+
+Status check_node(const Expr& expr) { return check_expr_node(expr); }
+
+Status check_node(const Stmt& stmt) { return check_stmt_node(stmt); }
 
 }  // namespace kiln::loop

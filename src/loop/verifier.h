@@ -21,6 +21,12 @@
 //    a vectorized reduction.
 // The first violation is returned as a Status naming the rule and printing the offending
 // expression or statement (a statement by its first line).
+//
+// The rules that concern one node alone, given its children's types (operand and result
+// types, constants, a store's element type, a loop's bounds and constant extent, an
+// allocation's scope and size, a gemm's operands and regions), are also `check_node`: the
+// loop-IR parser (loop/parser.h) applies them to each node as it builds it, so that an error
+// points at the text that made the node; scoping and nesting need the whole tree.
 #pragma once
 
 #include <map>
@@ -37,5 +43,8 @@ Status verify(const Kernel& kernel);
 // An expression whose free variables have the given types and whose loads read `buffers`.
 Status verify(const Expr& expr, const std::map<std::string, DType, std::less<>>& free_vars = {},
               const std::vector<Buffer>& buffers = {});
+// The rules of one node given its children's types; a statement's body is not looked at.
+Status check_node(const Expr& expr);
+Status check_node(const Stmt& stmt);
 
 }  // namespace kiln::loop

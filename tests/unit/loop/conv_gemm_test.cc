@@ -8,11 +8,16 @@
 #include "ir/builder.h"
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
+#include "unit/loop/fused_graphs.h"
 #include "unit/loop/lowering_check.h"
 
 namespace kiln::loop {
 namespace {
 
+using testing::conv_cases;
+using testing::conv_epilogue_graph;
+using testing::conv_graphs;
+using testing::ConvCase;
 using testing::matches_interpreter;
 using testing::random_inputs;
 
@@ -43,52 +48,6 @@ struct Counts : IRVisitor {
  private:
   int loop_depth_ = 0;
 };
-
-struct ConvCase {
-  std::vector<int64_t> x, w;
-  Attrs attrs;
-};
-
-// conv of `c`, then its two gradients with a random output gradient: three single-op graphs.
-std::vector<Graph> conv_graphs(DType dtype, const ConvCase& c) {
-  std::vector<Graph> graphs(3);
-  GraphBuilder forward(graphs[0]);
-  Value* y = forward.apply1(Op::conv, {forward.input("x", dtype, Shape(c.x)), forward.input("w", dtype, Shape(c.w))},
-                            c.attrs);
-  EXPECT_NE(y, nullptr);
-  if (y == nullptr) return {};
-  graphs[0].set_outputs({y});
-  const std::vector<int64_t> y_dims = y->shape().dims();
-  Attrs data = c.attrs;
-  data.set("input_shape", c.x);
-  GraphBuilder b1(graphs[1]);
-  graphs[1].set_outputs({b1.apply1(
-      Op::conv_grad_data, {b1.input("dy", dtype, Shape(y_dims)), b1.input("w", dtype, Shape(c.w))}, data)});
-  Attrs weight = c.attrs;
-  weight.set("weight_shape", c.w);
-  GraphBuilder b2(graphs[2]);
-  graphs[2].set_outputs({b2.apply1(
-      Op::conv_grad_weight, {b2.input("x", dtype, Shape(c.x)), b2.input("dy", dtype, Shape(y_dims))}, weight)});
-  return graphs;
-}
-
-std::vector<ConvCase> conv_cases() {
-  return {
-      {{2, 3, 5, 6}, {4, 3, 2, 2}, {{"strides", {2, 1}}, {"pads", {1, 0, 1, 2}}, {"dilations", {1, 2}}}},
-      {{1, 4, 7}, {6, 2, 3}, {{"groups", 2}, {"pads", {1, 1}}, {"strides", {2}}}},
-      {{2, 2, 3, 4, 3}, {3, 2, 2, 1, 2}, {{"pads", {0, 1, 1, 1, 0, 0}}}},
-      {{2, 6, 4, 3}, {6, 1, 3, 3}, {{"groups", 6}, {"pads", {1, 1, 1, 1}}}},  // depthwise
-      {{2, 5, 3, 4}, {7, 5, 1, 1}, {}},                                       // pointwise
-      {{1, 4, 5}, {4, 2, 1}, {{"groups", 2}}},                                // grouped pointwise
-      {{3, 4, 6, 6}, {2, 4, 1, 1}, {{"strides", {2, 2}}}},                    // strided 1x1
-      {{0, 2, 4}, {3, 2, 3}, {}},                                             // no images
-      // Wide padding and stride 3: the last tap of a row sees only padding (an empty range
-      // of the column copy), the first sees x only at the second output position.
-      {{1, 2, 3, 2}, {2, 2, 1, 3}, {{"strides", {1, 3}}, {"pads", {0, 3, 0, 3}}}},
-      // 272 output positions per image: a gemm per image (fewer share one gemm).
-      {{2, 2, 17, 16}, {3, 2, 3, 3}, {{"pads", {1, 1, 1, 1}}}},
-  };
-}
 
 TEST(LowerConv, EveryConvolutionIsGemmsThatMatchTheInterpreter) {
   for (DType dtype : {DType::f64, DType::f32}) {
@@ -163,19 +122,6 @@ TEST(LowerConv, GradientOfTheDataScattersColumnsBack) {
   }
 }
 
-// The conv of `c` (op 0) or its data gradient (op 1), then relu(product * scale[channel]):
-// batch norm's shape of epilogue, a per-channel broadcast and an activation.
-Graph epilogue_graph(DType dtype, const ConvCase& c, int op) {
-  std::vector<Graph> graphs = conv_graphs(dtype, c);
-  Graph graph = std::move(graphs.at(static_cast<size_t>(op)));
-  GraphBuilder b(graph);
-  Value* product = graph.outputs().front();
-  std::vector<int64_t> channel(static_cast<size_t>(product->rank() - 1), 1);
-  channel.front() = product->shape().dim(1);
-  graph.set_outputs({b.relu(b.mul(product, b.input("scale", dtype, Shape(channel))))});
-  return graph;
-}
-
 TEST(LowerConv, ElementwiseConsumersRunOnEachImageAfterItsGemm) {
   // Every case, per image or batched, grouped or pointwise: the relu is stored once, inside the
   // loop that completes each image (or right after the batch's gemm), into the buffer that the
@@ -184,7 +130,7 @@ TEST(LowerConv, ElementwiseConsumersRunOnEachImageAfterItsGemm) {
     for (int op : {0, 1}) {
       SCOPED_TRACE(fmt::format("{} x {} w {}", op == 0 ? "conv" : "conv_grad_data",
                                Shape(c.x).to_string(), Shape(c.w).to_string()));
-      const Graph graph = epilogue_graph(DType::f64, c, op);
+      const Graph graph = conv_epilogue_graph(DType::f64, c, op);
       const Graph alone = std::move(conv_graphs(DType::f64, c).at(static_cast<size_t>(op)));
       Expected<LoweredGroup> fused = lower_group(graph, graph.nodes());
       Expected<LoweredGroup> single = lower_group(alone, alone.nodes());
@@ -202,7 +148,8 @@ TEST(LowerConv, ElementwiseConsumersRunOnEachImageAfterItsGemm) {
 
 TEST(LowerConv, AnEpilogueRunsInsideTheLoopOverImages) {
   // 272 positions per image: a gemm per image, and the relu right after it in the same loop.
-  const Graph graph = epilogue_graph(DType::f32, {{2, 2, 17, 16}, {3, 2, 3, 3}, {{"pads", {1, 1, 1, 1}}}}, 0);
+  const Graph graph = conv_epilogue_graph(
+      DType::f32, {{2, 2, 17, 16}, {3, 2, 3, 3}, {{"pads", {1, 1, 1, 1}}}}, 0);
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
   const std::string text = print(lowered->kernel);

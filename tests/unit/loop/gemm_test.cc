@@ -15,12 +15,17 @@
 #include "loop/simplify.h"
 #include "loop/substitute.h"
 #include "loop/verifier.h"
+#include "unit/loop/fused_graphs.h"
 #include "unit/loop/lowering_check.h"
 
 namespace kiln::loop {
 namespace {
 
+using testing::bias_relu_graph;
 using testing::matches_interpreter;
+using testing::matmul_cases;
+using testing::matmul_graph;
+using testing::MatmulCase;
 using testing::random_inputs;
 
 // a [2, 3], b [3, 2], c [2, 2], all f32: the product of the whole matrices.
@@ -222,36 +227,6 @@ TEST(GemmStmt, SubstitutionAndMutatorsReachItsExpressions) {
 
 // --- Lowering matmul to gemm -------------------------------------------------------------
 
-struct MatmulCase {
-  std::vector<int64_t> a, b;
-  bool transpose_a = false, transpose_b = false;
-};
-
-Graph matmul_graph(DType dtype, const MatmulCase& c) {
-  Graph graph;
-  GraphBuilder b(graph);
-  graph.set_outputs({b.matmul(b.input("a", dtype, Shape(c.a)), b.input("b", dtype, Shape(c.b)),
-                              c.transpose_a, c.transpose_b)});
-  return graph;
-}
-
-const std::vector<MatmulCase>& matmul_cases() {
-  static const std::vector<MatmulCase> cases = {
-      {{1, 1}, {1, 1}},
-      {{7, 5}, {5, 3}},
-      {{5, 7}, {5, 3}, true, false},
-      {{7, 5}, {3, 5}, false, true},
-      {{5, 7}, {3, 5}, true, true},
-      {{2, 3, 4, 5}, {5, 6}},
-      {{3, 1, 4, 5}, {2, 5, 6}},
-      {{4, 5}, {2, 3, 5, 6}},
-      {{2, 1, 5, 4}, {3, 6, 5}, true, true},
-      {{7, 0}, {0, 7}},  // an empty sum: zeros (BLAS still gets leading dimensions of 1)
-      {{0, 4}, {0, 3}, true, false},
-  };
-  return cases;
-}
-
 TEST(LowerMatmul, F32AndF64LowerToGemmsThatMatchTheInterpreter) {
   for (DType dtype : {DType::f32, DType::f64}) {
     for (const MatmulCase& c : matmul_cases()) {
@@ -304,15 +279,6 @@ TEST(LowerMatmul, OtherDtypesKeepTheReduceDefinition) {
     EXPECT_EQ(count(lowered->kernel).gemms, 0) << dtype_name(dtype);
     EXPECT_EQ(count(lowered->kernel).stores, 1) << dtype_name(dtype);
   }
-}
-
-// x [M, K] * w [K, N] + bias [N], then relu: the fusion issue's epilogue group.
-Graph bias_relu_graph(DType dtype, int64_t m, int64_t k, int64_t n) {
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* y = b.matmul(b.input("x", dtype, {m, k}), b.input("w", dtype, {k, n}));
-  graph.set_outputs({b.relu(b.add(y, b.input("bias", dtype, {n})))});
-  return graph;
 }
 
 TEST(LowerMatmul, ElementwiseConsumersRunOnEachBlockAfterItsGemm) {
@@ -465,16 +431,8 @@ TEST(LowerMatmul, RowReductionsRunOnEachBlockAfterItsGemm) {
   // on each block right after its gemm, and the product lives in a block-sized local. Blocks
   // of 3 rows over 7 (a tail block); a batch folded into the rows of one gemm; and a batch
   // of matrices, one gemm each.
-  struct Case {
-    std::vector<int64_t> x, w;
-  };
-  const Case cases[] = {{{7, 4}, {4, 5}}, {{2, 7, 4}, {4, 5}}, {{3, 4, 2}, {3, 2, 6}}};
-  for (const Case& c : cases) {
-    Graph graph;
-    GraphBuilder b(graph);
-    Value* y =
-        b.matmul(b.input("x", DType::f32, Shape(c.x)), b.input("w", DType::f32, Shape(c.w)));
-    graph.set_outputs({b.softmax(b.mul(y, b.scalar(0.5)))});
+  for (const MatmulCase& c : testing::softmax_epilogue_cases()) {
+    const Graph graph = testing::softmax_epilogue_graph(c);
     Expected<LoweredGroup> lowered =
         lower_group(graph, graph.nodes(), LowerGroupOptions{.gemm_block_rows = 3});
     ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
@@ -491,29 +449,14 @@ TEST(LowerMatmul, RowStatisticsAndTheirReadersRunRowByRow) {
   // stored at each row of the block, then the values of the product's shape that read them
   // over the row's columns; the graph's outputs of the row's shape are stored on the block
   // too.
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* y = b.matmul(b.input("x", DType::f32, {2, 5, 3}), b.input("w", DType::f32, {3, 6}));
-  Value* mean = b.mean(y, {2}, /*keepdims=*/true);
-  Value* centered = b.sub(y, mean);
-  Value* variance = b.mean(b.mul(centered, centered), {2}, /*keepdims=*/true);
-  Value* normed = b.mul(centered, b.rsqrt(b.add(variance, b.scalar(1e-5))));
-  Value* row_sums = b.sum(y, {2});
-  graph.set_outputs({normed, row_sums});
-  expect_nests_matching_the_interpreter(graph, 4, 1);
+  expect_nests_matching_the_interpreter(testing::row_statistics_epilogue_graph(), 4, 1);
 }
 
 TEST(LowerMatmul, ARowEpilogueReadsAnEarlierEpilogueOnlyOnceItsRowIsStored) {
   // layer_norm(gelu(x w + b)): the gelu is stored (the layer norm reads it three times per
   // element and it calls erf), an elementwise epilogue; the layer norm reads it across the
   // row, so it runs in a loop over the row's columns after the gelu's, not beside it.
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* y = b.matmul(b.input("x", DType::f32, {2, 3, 4}), b.input("w", DType::f32, {4, 8}));
-  Value* g = b.gelu(b.add(y, b.input("b", DType::f32, {8})));
-  graph.set_outputs({b.layer_norm(g, b.input("scale", DType::f32, {8}),
-                                  b.input("bias", DType::f32, {8}))});
-  expect_nests_matching_the_interpreter(graph, 4, 1);
+  expect_nests_matching_the_interpreter(testing::layer_norm_of_gelu_epilogue_graph(), 4, 1);
 }
 
 TEST(LowerMatmul, AReductionReadingAnotherRowIsNotARowEpilogue) {

@@ -9,6 +9,7 @@
 
 #include "ir/builder.h"
 #include "loop/ir_visitor.h"
+#include "unit/loop/fused_graphs.h"
 #include "unit/loop/lowering_check.h"
 #include "unit/test_util.h"
 
@@ -16,6 +17,7 @@ namespace kiln::loop {
 namespace {
 
 using testing::in;
+using testing::layer_norm_chain;
 using testing::matches_interpreter;
 using testing::random_inputs;
 using testing::random_array;
@@ -44,15 +46,6 @@ StmtCounter count(const Kernel& kernel) {
   StmtCounter counter;
   counter.visit(kernel.body);
   return counter;
-}
-
-// layer norm over the last axis of x [R, N], written in primitives.
-Value* layer_norm_chain(GraphBuilder& b, Value* x, Value* scale, Value* bias) {
-  Value* mean = b.mean(x, {-1}, /*keepdims=*/true);
-  Value* centered = b.sub(x, mean);
-  Value* var = b.mean(b.mul(centered, centered), {-1}, /*keepdims=*/true);
-  Value* inv_std = b.rsqrt(b.add(var, b.scalar(1e-5, x->dtype())));
-  return b.add(b.mul(b.mul(centered, inv_std), scale), bias);
 }
 
 TEST(LowerGroup, LayerNormChainInlinesElementwiseAndMaterialisesReductions) {
@@ -95,13 +88,7 @@ TEST(LowerGroup, MathCallsReadInSeveralPlacesAreStoredOnce) {
   // layer_norm reads its input three times (mean, variance, output): gelu's erf is stored in
   // a local buffer once per element, not evaluated three times. A sum reads exp(x) once, and
   // a cheap add read three times is still inlined.
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* x = b.input("x", DType::f32, {4, 9});
-  Value* scale = b.input("scale", DType::f32, {9});
-  Value* bias = b.input("bias", DType::f32, {9});
-  graph.set_outputs({b.layer_norm(b.gelu(x), scale, bias), b.sum(b.exp(x), {1}),
-                     b.layer_norm(b.add(x, bias), scale, bias)});
+  const Graph graph = testing::math_calls_read_thrice_graph();
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
   EXPECT_EQ(math_calls(lowered->kernel), 2) << print(lowered->kernel);  // one erf, one exp
@@ -127,12 +114,7 @@ TEST(LowerGroup, ScalarMathCallsAreStoredOnce) {
 }
 
 TEST(LowerGroup, SoftmaxFromPrimitivesMatchesTheInterpreter) {
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* x = b.input("x", DType::f32, {4, 6});
-  Value* e = b.exp(b.sub(x, b.reduce_max(x, {1}, /*keepdims=*/true)));
-  Value* y = b.div(e, b.sum(e, {1}, /*keepdims=*/true));
-  graph.set_outputs({y});
+  const Graph graph = testing::softmax_from_primitives_graph();
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 4));
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
@@ -428,12 +410,7 @@ std::vector<int64_t> allocation_sizes(const Kernel& kernel) {
 // buffers of C elements, and the normalised value is inlined into relu (no buffer the size
 // of x; inlined, the statistics would be recomputed for every image).
 TEST(LowerGroup, BatchNormStatisticsAreComputedOncePerChannel) {
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* x = b.input("x", DType::f32, {4, 3, 5, 6});
-  Value* y = b.apply(Op::batch_norm_train,
-                     {x, b.input("scale", DType::f32, {3}), b.input("bias", DType::f32, {3})})[0];
-  graph.set_outputs({b.relu(y)});
+  const Graph graph = testing::batch_norm_relu_graph();
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
   Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
   ASSERT_TRUE(lowered.has_value()) << lowered.status().message();

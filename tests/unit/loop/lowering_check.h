@@ -241,22 +241,27 @@ inline ::testing::AssertionResult matches_interpreter(const Graph& graph,
   return ::testing::AssertionSuccess();
 }
 
+// A graph of one node of `op` on inputs of `specs`' types, every output a graph output.
+inline Expected<Graph> one_op_graph(Op op, const std::vector<InputSpec>& specs,
+                                    const Attrs& attrs) {
+  Graph graph;
+  std::vector<Value*> values;
+  for (const InputSpec& spec : specs) values.push_back(graph.add_input(spec.type));
+  KILN_ASSIGN_OR_RETURN(Node * node, graph.add_node(op, values, attrs));
+  graph.set_outputs(node->outputs());
+  return graph;
+}
+
 // One node of `op` on random inputs, every output a graph output, lowered as a one-op group.
 inline ::testing::AssertionResult op_matches_interpreter(Op op, const std::vector<InputSpec>& specs,
                                                          const Attrs& attrs = {},
                                                          double scale = 1) {
-  Graph graph;
-  std::vector<Value*> values;
+  Expected<Graph> graph = one_op_graph(op, specs, attrs);
+  if (!graph) return ::testing::AssertionFailure() << graph.status().message();
   std::vector<Array> inputs;
   std::mt19937_64 rng(test_seed() + static_cast<uint64_t>(op));
-  for (const InputSpec& spec : specs) {
-    values.push_back(graph.add_input(spec.type));
-    inputs.push_back(random_array(spec, rng));
-  }
-  Expected<Node*> node = graph.add_node(op, values, attrs);
-  if (!node) return ::testing::AssertionFailure() << node.status().message();
-  graph.set_outputs((*node)->outputs());
-  return matches_interpreter(graph, inputs, scale);
+  for (const InputSpec& spec : specs) inputs.push_back(random_array(spec, rng));
+  return matches_interpreter(*graph, inputs, scale);
 }
 
 }  // namespace kiln::loop::testing
