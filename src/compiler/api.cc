@@ -1,5 +1,4 @@
 #include "kiln/kiln.h"
-
 #include "passes/eliminate_loss.h"
 
 namespace kiln {
@@ -14,17 +13,19 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
   KILN_ASSIGN_OR_RETURN(Compilation compilation, run_pipeline(std::move(graph)));
   std::unique_ptr<CompiledGraph>& compiled_graph = compilation.compiled_;
   if (compiled_graph->last_stage != Stage::codegen) {
-    return Status::errorf("the pipeline stopped after stage {} (--stop-after): there is no "
-                          "program to run",
-                          stage_name(*compiled_graph->last_stage));
+    return Status::errorf(
+        "the pipeline stopped after stage {} (--stop-after): there is no "
+        "program to run",
+        stage_name(*compiled_graph->last_stage));
   }
   if (compiled_graph->cuda) {
     // TODO(#30): a GPU runtime (device arena, launches on a stream, graph capture) needs a GPU
     // to build and test it against.
-    return Status::error("the kernels compiled for CUDA, but Kiln cannot run them yet: it has no "
-                         "GPU runtime (`kiln compile --device cuda` writes the CUDA code, its "
-                         "cubin and launches; --device cuda-mapping-on-cpu runs the GPU mapping "
-                         "on this CPU)");
+    return Status::error(
+        "the kernels compiled for CUDA, but Kiln cannot run them yet: it has no "
+        "GPU runtime (`kiln compile --device cuda` writes the CUDA code, its "
+        "cubin and launches; --device cuda-mapping-on-cpu runs the GPU mapping "
+        "on this CPU)");
   }
   std::vector<runtime::KernelFunction> functions;
   for (size_t k = 0; k < compiled_graph->kernels.size(); ++k) {

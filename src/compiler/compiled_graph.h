@@ -37,7 +37,7 @@ namespace kiln {
 // estimates that decided it.
 struct DecompositionDecision {
   std::string unit;
-  int nodes = 0;  // the composites of that kind in the graph
+  int nodes = 0;                  // the composites of that kind in the graph
   double seconds_composite = 0;   // estimated time of the partition with them whole
   double seconds_decomposed = 0;  // and decomposed
   bool decomposed = false;
@@ -55,9 +55,9 @@ struct SubstitutionStep {
 // What the substitution search did: its path from the graph to the best one it found.
 struct SubstitutionSummary {
   std::vector<SubstitutionStep> steps;
-  int rules = 0;     // proved rules searched with
-  int expanded = 0;  // graphs expanded
-  int priced = 0;    // graphs partitioned to estimate their cost
+  int rules = 0;                  // proved rules searched with
+  int expanded = 0;               // graphs expanded
+  int priced = 0;                 // graphs partitioned to estimate their cost
   bool stopped_at_limit = false;  // at the most expansions allowed
   bool stopped_at_time = false;   // at the time budget
   double seconds = 0;
@@ -68,7 +68,7 @@ struct GraphRewrites {
   RewriteReport passes;                               // the rewrite stage
   std::optional<SubstitutionSummary> substitution;    // the substitute stage, when it searched
   std::vector<DecompositionDecision> decompositions;  // the decompose stage
-  int nodes_after = 0;  // after all three
+  int nodes_after = 0;                                // after all three
 };
 
 // Per group: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of
@@ -89,10 +89,10 @@ struct KernelRecord {
 };
 
 struct CompileStats {
-  double lower_seconds = 0;    // the lower, schedule and scratch stages
-  double codegen_seconds = 0;  // emitting, compiling (or finding in the cache) and loading
-  int units = 0;               // translation units
-  int units_compiled = 0;      // of which the compiler ran; the rest came from the cache
+  double lower_seconds = 0;       // the lower, schedule and scratch stages
+  double codegen_seconds = 0;     // emitting, compiling (or finding in the cache) and loading
+  int units = 0;                  // translation units
+  int units_compiled = 0;         // of which the compiler ran; the rest came from the cache
   int64_t arena_total_bytes = 0;  // the sum of every arena buffer: what no planning would cost
   int64_t arena_live_bound_bytes = 0;
 };
@@ -110,9 +110,9 @@ struct CudaCompiled {
 // compilation stopped after a stage (PipelineOptions::stop_after) holds what the stages up to
 // `last_stage` made; the rest is empty.
 struct CompiledGraph {
-  GraphRewrites rewrites;                 // the graph stages'
-  fusion::Partition partition;            // the groups and why
-  std::vector<KernelRecord> records;      // per group that computes something
+  GraphRewrites rewrites;             // the graph stages'
+  fusion::Partition partition;        // the groups and why
+  std::vector<KernelRecord> records;  // per group that computes something
   std::shared_ptr<const runtime::Program> program;
   std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
   codegen::cpu::CompiledKernels kernels;  // program kernel k is kernels.function(k) (CPU)

@@ -1,10 +1,10 @@
 // The back-end stages that work on kernels: lower, schedule, scratch, share-kernels, codegen
 // (compiler/stages.h).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <type_traits>
-
-#include <fmt/format.h>
 
 #include "codegen/cpu/emitter.h"
 #include "codegen/cuda/emitter.h"
@@ -71,10 +71,10 @@ Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& 
     if (!scheduled) {
       // The default schedule keeps only directives it applied legally, so replaying it cannot
       // fail: if it does, that is a bug, reported with the kernel.
-      return Status::errorf("internal compiler error: the default schedule of {} does not "
-                            "replay: {}\n{}",
-                            kernel_label(record.nodes), scheduled.status().message(),
-                            loop::print(record.kernel));
+      return Status::errorf(
+          "internal compiler error: the default schedule of {} does not "
+          "replay: {}\n{}",
+          kernel_label(record.nodes), scheduled.status().message(), loop::print(record.kernel));
     }
     record.kernel = std::move(*scheduled);
   }

@@ -11,17 +11,28 @@ Expected<Device> parse_device(std::string_view name) {
 
 std::string_view stage_name(Stage stage) {
   switch (stage) {
-    case Stage::verify: return "verify";
-    case Stage::rewrite: return "rewrite";
-    case Stage::substitute: return "substitute";
-    case Stage::decompose: return "decompose";
-    case Stage::partition: return "partition";
-    case Stage::lower: return "lower";
-    case Stage::schedule: return "schedule";
-    case Stage::scratch: return "scratch";
-    case Stage::share_kernels: return "share-kernels";
-    case Stage::plan_memory: return "plan-memory";
-    case Stage::codegen: return "codegen";
+    case Stage::verify:
+      return "verify";
+    case Stage::rewrite:
+      return "rewrite";
+    case Stage::substitute:
+      return "substitute";
+    case Stage::decompose:
+      return "decompose";
+    case Stage::partition:
+      return "partition";
+    case Stage::lower:
+      return "lower";
+    case Stage::schedule:
+      return "schedule";
+    case Stage::scratch:
+      return "scratch";
+    case Stage::share_kernels:
+      return "share-kernels";
+    case Stage::plan_memory:
+      return "plan-memory";
+    case Stage::codegen:
+      return "codegen";
   }
   return "?";
 }

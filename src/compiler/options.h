@@ -41,8 +41,8 @@ Expected<Device> parse_device(std::string_view name);
 enum class Stage : uint8_t {
   verify,         // the graph as given is well formed (ir/verifier.h)
   rewrite,        // graph rewrites (passes/rewrite_graph.h)
-  substitute,     // the substitution search over proved rules (compiler/substitute_by_cost.h)
-  decompose,      // composites as primitives where the estimate drops (compiler/decompose_by_cost.h)
+  substitute,     // the search over proved rules (compiler/substitute_by_cost.h)
+  decompose,      // composites as primitives if cheaper (compiler/decompose_by_cost.h)
   partition,      // nodes into fused groups (fusion/partition.h)
   lower,          // each group to a loop-IR kernel (loop/lower_group.h)
   schedule,       // the default schedule (loop/default_schedule.h), or the GPU mapping
@@ -53,8 +53,8 @@ enum class Stage : uint8_t {
 };
 
 inline constexpr std::array<Stage, 11> kStages = {
-    Stage::verify, Stage::rewrite,  Stage::substitute, Stage::decompose,
-    Stage::partition, Stage::lower, Stage::schedule,   Stage::scratch,
+    Stage::verify,        Stage::rewrite,     Stage::substitute, Stage::decompose,
+    Stage::partition,     Stage::lower,       Stage::schedule,   Stage::scratch,
     Stage::share_kernels, Stage::plan_memory, Stage::codegen};
 
 // "verify", "rewrite", ..., "share-kernels", "plan-memory", "codegen".

@@ -1,11 +1,11 @@
 #include "compiler/pipeline.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
-
-#include <fmt/format.h>
 
 #include "compiler/stage_text.h"
 #include "compiler/stages.h"
@@ -59,8 +59,7 @@ class StageLog {
 
 // A graph stage runs on `graph` when it may be rewritten; compile_graph's is compiled as given.
 template <typename Report>
-Expected<Report> graph_stage(Graph* graph,
-                             Expected<Report> (*stage)(Graph&, const CompileOptions&),
+Expected<Report> graph_stage(Graph* graph, Expected<Report> (*stage)(Graph&, const CompileOptions&),
                              const CompileOptions& options) {
   if (graph == nullptr) return Report();
   return stage(*graph, options);

@@ -1,10 +1,10 @@
 // The plan-memory stage (compiler/stages.h): a program step per kernel call and per output
 // copy, a buffer per value, and the arena planned over the buffers' lifetimes
 // (runtime/memory_plan.h).
+#include <fmt/format.h>
+
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "compiler/stages.h"
 #include "compiler/tensor_bytes.h"
@@ -25,16 +25,18 @@ class ProgramBuilder {
     for (size_t i = 0; i < graph.inputs().size(); ++i) {
       const Value* input = graph.inputs()[i];
       program_.input_bytes.push_back(bytes_of(*input));
-      buffer_of_[input] = add_buffer({runtime::Storage::input, static_cast<int64_t>(i), 0,
-                                      bytes_of(*input)});
+      buffer_of_[input] =
+          add_buffer({runtime::Storage::input, static_cast<int64_t>(i), 0, bytes_of(*input)});
     }
     for (const Value* output : graph.outputs()) program_.output_bytes.push_back(bytes_of(*output));
   }
 
   Status add_kernel_step(const KernelRecord& record, int record_index,
                          std::vector<int>& step_records) {
-    runtime::Step step{.kind = runtime::Step::Kind::kernel, .kernel = record.program_kernel,
-                       .buffers = {}, .label = kernel_label(record.nodes)};
+    runtime::Step step{.kind = runtime::Step::Kind::kernel,
+                       .kernel = record.program_kernel,
+                       .buffers = {},
+                       .label = kernel_label(record.nodes)};
     const int index = static_cast<int>(program_.steps.size());
     for (const Value* input : record.inputs) {
       KILN_ASSIGN_OR_RETURN(int buffer, buffer_for_read(*input, step.label));
@@ -67,13 +69,14 @@ class ProgramBuilder {
       if (output_written_.count(o) != 0) continue;
       const Value* value = graph_.outputs()[o];
       KILN_ASSIGN_OR_RETURN(int source, buffer_for_read(*value, "graph output"));
-      const int destination = add_buffer(
-          {runtime::Storage::output, static_cast<int64_t>(o), 0, bytes_of(*value)});
+      const int destination =
+          add_buffer({runtime::Storage::output, static_cast<int64_t>(o), 0, bytes_of(*value)});
       const int index = static_cast<int>(program_.steps.size());
       if (auto it = arena_lifetime_.find(source); it != arena_lifetime_.end()) {
         it->second.last_step = index;
       }
-      program_.steps.push_back({.kind = runtime::Step::Kind::copy, .kernel = 0,
+      program_.steps.push_back({.kind = runtime::Step::Kind::copy,
+                                .kernel = 0,
                                 .buffers = {source, destination},
                                 .label = fmt::format("copy to output {}", o)});
       step_records.push_back(-1);
@@ -95,8 +98,7 @@ class ProgramBuilder {
     }
     program_.arena_bytes = plan.peak_bytes;
     program_.num_kernels = num_kernels;
-    return {std::move(program_), std::move(step_records), plan.total_bytes,
-            plan.live_bound_bytes};
+    return {std::move(program_), std::move(step_records), plan.total_bytes, plan.live_bound_bytes};
   }
 
  private:
@@ -114,16 +116,17 @@ class ProgramBuilder {
     }
     const Node* producer = value.producer();
     if (producer == nullptr || producer->op() != Op::constant) {
-      return Status::errorf("{} reads {}, which no earlier kernel computes: the groups are not "
-                            "in dependency order",
-                            reader, print_value_ref(value));
+      return Status::errorf(
+          "{} reads {}, which no earlier kernel computes: the groups are not "
+          "in dependency order",
+          reader, print_value_ref(value));
     }
     KILN_ASSIGN_OR_RETURN(std::vector<Array> folded,
                           producer->def().eval({}, producer->attrs(), producer->output_types()));
     // Constants start aligned like arena buffers, so kernels may load them with vector loads.
     program_.constants.resize(static_cast<size_t>(
-        (static_cast<int64_t>(program_.constants.size()) + kArenaAlignment - 1) /
-        kArenaAlignment * kArenaAlignment));
+        (static_cast<int64_t>(program_.constants.size()) + kArenaAlignment - 1) / kArenaAlignment *
+        kArenaAlignment));
     const auto offset = static_cast<int64_t>(program_.constants.size());
     append_encoded(folded.at(0), program_.constants);
     const int buffer = add_buffer({runtime::Storage::constant, 0, offset, bytes_of(value)});
@@ -136,8 +139,8 @@ class ProgramBuilder {
     for (size_t o = 0; o < outputs.size(); ++o) {
       if (outputs[o] == &value && output_written_.count(o) == 0) {
         output_written_.insert(o);
-        const int buffer = add_buffer(
-            {runtime::Storage::output, static_cast<int64_t>(o), 0, bytes_of(value)});
+        const int buffer =
+            add_buffer({runtime::Storage::output, static_cast<int64_t>(o), 0, bytes_of(value)});
         buffer_of_[&value] = buffer;
         return buffer;
       }

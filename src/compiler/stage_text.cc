@@ -1,9 +1,9 @@
 #include "compiler/stage_text.h"
 
-#include <vector>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <vector>
 
 #include "compiler/stages.h"
 #include "ir/printer.h"
@@ -79,8 +79,8 @@ std::string cuda_launches_text(const CompiledGraph& compiled) {
     for (const Node* node : record.nodes) nodes.push_back(node->op_name());
     text += fmt::format("kernel {} ({}):\n", k, fmt::join(nodes, "+"));
     for (const runtime::CudaLaunch& launch : compiled.cuda->launches[k]) {
-      text += fmt::format("  {} grid {} x block {}\n", launch.function,
-                          fmt::join(launch.grid, "x"), fmt::join(launch.block, "x"));
+      text += fmt::format("  {} grid {} x block {}\n", launch.function, fmt::join(launch.grid, "x"),
+                          fmt::join(launch.block, "x"));
     }
   }
   return text;

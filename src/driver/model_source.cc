@@ -81,7 +81,8 @@ Expected<Graph> zoo_graph(const ModelInstance& model, const ModelSourceOptions& 
     }
     return graph;
   }
-  if (options.freeze) return Status::error("--freeze applies to a preset's loss or inference graph");
+  if (options.freeze)
+    return Status::error("--freeze applies to a preset's loss or inference graph");
   KILN_ASSIGN_OR_RETURN(std::optional<Optimizer> optimizer, parse_optimizer(choice.optimizer));
   KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, optimizer));
   if (choice.without_loss) KILN_RETURN_IF_ERROR(eliminate_loss(step.graph).status());
@@ -90,8 +91,9 @@ Expected<Graph> zoo_graph(const ModelInstance& model, const ModelSourceOptions& 
 
 Expected<SourceModel> load_preset(const std::string& preset, const ModelSourceOptions& options) {
   if (!options.shapes.empty()) {
-    return Status::error("--shape applies to ONNX models; a zoo preset's sizes are --batch, "
-                         "--seq-len, --image-size, --nodes and --avg-degree");
+    return Status::error(
+        "--shape applies to ONNX models; a zoo preset's sizes are --batch, "
+        "--seq-len, --image-size, --nodes and --avg-degree");
   }
   if (options.graph.without_loss && !options.graph.train) {
     return Status::error("--without-loss applies to the training step (--train)");
@@ -139,15 +141,15 @@ Expected<SourceModel> load_model_source(const ModelSourceOptions& options) {
   return load_file(options);
 }
 
-Expected<std::vector<Array>> model_inputs(SourceModel& model,
-                                          const ModelSourceOptions& options,
+Expected<std::vector<Array>> model_inputs(SourceModel& model, const ModelSourceOptions& options,
                                           std::map<std::string, Array> given,
                                           std::vector<std::string>& random_names) {
   if (model.zoo) {
     if (!given.empty()) {
-      return Status::errorf("--input applies to model files; a zoo preset's inputs are its own "
-                            "(given: '{}')",
-                            given.begin()->first);
+      return Status::errorf(
+          "--input applies to model files; a zoo preset's inputs are its own "
+          "(given: '{}')",
+          given.begin()->first);
     }
     return preset_inputs(*model.zoo, model.graph, options);
   }

@@ -22,8 +22,8 @@ namespace kiln {
 
 // Which of a preset's graphs.
 struct ZooGraphChoice {
-  bool inference = false;     // the inference graph (logits, no loss)
-  bool train = false;         // the training step: forward, backward and the update
+  bool inference = false;          // the inference graph (logits, no loss)
+  bool train = false;              // the training step: forward, backward and the update
   std::string optimizer = "adam";  // with `train`: sgd, adam, adamw, or none (the gradients)
   bool without_loss = false;  // with `train`: the step without its loss (passes/eliminate_loss.h)
 };
@@ -35,9 +35,9 @@ struct ModelSourceOptions {
   // The weights compiled in as constants (passes/freeze_inputs.h): an ONNX model's
   // initializers, a preset's parameters and state (not with the training step).
   bool freeze = false;
-  std::vector<std::string> shapes;  // an ONNX file's symbolic dims: "NAME=1x128"
-  ModelOptions zoo;                 // a preset's sizes (its seed is `seed`)
-  ZooGraphChoice graph;             // a preset's graph
+  std::vector<std::string> shapes = {};  // an ONNX file's symbolic dims: "NAME=1x128"
+  ModelOptions zoo = {};                 // a preset's sizes (its seed is `seed`)
+  ZooGraphChoice graph = {};             // a preset's graph
 };
 
 struct SourceModel {
@@ -45,8 +45,8 @@ struct SourceModel {
   // The line a command prints first: "FILE: graph @g: 2 inputs, 3 weights, 9 nodes", or
   // "bert-tiny training step (adam): 917 nodes".
   std::string description;
-  int num_data_inputs = 0;       // a file's inputs that are not weights
-  std::vector<Array> weights;    // a file's, for its graph inputs after the data inputs
+  int num_data_inputs = 0;           // a file's inputs that are not weights
+  std::vector<Array> weights;        // a file's, for its graph inputs after the data inputs
   std::optional<ModelInstance> zoo;  // a preset's
 };
 
@@ -60,8 +60,7 @@ Expected<SourceModel> load_model_source(const ModelSourceOptions& options);
 // Values for every input of `model.graph`: a preset's own; for a file, the data inputs named in
 // `given` (which must exist and match their types), the rest random (listed in
 // `random_names`), then the weights (moved out of `model`).
-Expected<std::vector<Array>> model_inputs(SourceModel& model,
-                                          const ModelSourceOptions& options,
+Expected<std::vector<Array>> model_inputs(SourceModel& model, const ModelSourceOptions& options,
                                           std::map<std::string, Array> given,
                                           std::vector<std::string>& random_names);
 

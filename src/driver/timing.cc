@@ -1,12 +1,12 @@
 #include "driver/timing.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <istream>
 #include <ostream>
-
-#include <fmt/format.h>
 
 #include "compiler/tensor_bytes.h"
 
@@ -29,8 +29,8 @@ void* RunBuffers::output(const Value& output) {
 void* RunBuffers::add_output(const Value& output) {
   output_by_name_.emplace(output.name(), output_bytes_.size());
   return output_bytes_
-      .emplace_back(static_cast<size_t>(output.shape().num_elements() *
-                                        dtype_size_bytes(output.dtype())))
+      .emplace_back(
+          static_cast<size_t>(output.shape().num_elements() * dtype_size_bytes(output.dtype())))
       .data();
 }
 

@@ -78,9 +78,9 @@ double median_of(std::span<const double> times);
 // nodes took as kernels of their own in `unfused` (one node per step, matched by node id: the
 // two compile clones of one graph), from profiles of the same interleaved runs.
 struct FusedKernelTime {
-  size_t step = 0;      // in fused's program
-  double fused = 0;     // seconds per run
-  double unfused = 0;   // its nodes' seconds per run unfused
+  size_t step = 0;     // in fused's program
+  double fused = 0;    // seconds per run
+  double unfused = 0;  // its nodes' seconds per run unfused
 };
 struct FusionProfile {
   std::vector<FusedKernelTime> kernels;  // slowest against their nodes first

@@ -6,7 +6,7 @@
 //              so alone it checks a kernel, and in a pipeline it documents a point.
 //   schedule   the default CPU schedule for options.target (loop/default_schedule.h: rules
 //              chosen and applied one by one), replayed with apply_schedule, as the compiler
-//              schedules each lowered kernel (compiler/compile_graph.cc).
+//              schedules each lowered kernel (the pipeline's schedule stage, compiler/stages.h).
 //   map-gpu    map_to_gpu (loop/gpu_mapping.h). The mapping takes a kernel as lowering makes
 //              it, with serial loops (a CPU schedule's vector loops would end up inside GPU
 //              threads), so the pass refuses a kernel with loops of other kinds.

@@ -125,6 +125,12 @@ expect opt-cse-dce 0 '%c = add\(%a, %a\)' -- "$kiln" opt "$work/dup.kiln" --pass
 expect opt-removes-dead 0 '^graph' -- bash -c "! '$kiln' opt '$work/dup.kiln' --passes cse,dce | grep -q dead && echo graph"
 expect opt-time-passes 0 'pass cse .* ms  changed' -- env KILN_TIME_PASSES=1 "$kiln" opt "$work/dup.kiln" --passes cse
 expect opt-dump-after 0 '// after pass dce' -- env KILN_DUMP_AFTER=dce "$kiln" opt "$work/dup.kiln" --passes dce,cse
+# Loop passes on loop IR text: what kiln compile and --dump-after write reads back.
+"$kiln" compile "$example" -o "$work/loop-ir" --fusion off >/dev/null
+expect opt-loop-reads-kernels-loop 0 '^kernel kernel\(' -- "$kiln" opt "$work/loop-ir/kernels.loop" --passes verify
+"$kiln" run "$example" --fusion off --dump-after lower --stop-after lower 2>"$work/lowered.loop" >/dev/null
+expect opt-loop-schedules-a-dump 0 'vectorized for' -- "$kiln" opt "$work/lowered.loop" --passes schedule
+expect opt-loop-unknown-pass 1 "unknown loop pass 'fuse'" -- "$kiln" opt "$work/lowered.loop" --passes fuse
 expect opt-unknown-pass 1 "unknown pass 'foo'" -- "$kiln" opt "$work/dup.kiln" --passes cse,foo
 expect opt-empty-pass 1 'empty pass name' -- "$kiln" opt "$work/dup.kiln" --passes cse,,dce
 

@@ -1,8 +1,8 @@
 #include "cli.h"
 
-#include <cstdio>
-
 #include <fmt/format.h>
+
+#include <cstdio>
 
 #include "fusion/rules.h"
 #include "interp/interpreter.h"
@@ -45,9 +45,10 @@ Status check_input_size(const Graph& graph) {
   for (const Value* input : graph.inputs()) total += input->shape().num_elements();
   const int64_t limit = InterpreterOptions{}.max_live_elements;
   if (total > limit) {
-    return Status::errorf("the graph's inputs hold {} elements, more than the reference "
-                          "interpreter's limit of {}",
-                          total, limit);
+    return Status::errorf(
+        "the graph's inputs hold {} elements, more than the reference "
+        "interpreter's limit of {}",
+        total, limit);
   }
   return Status::ok();
 }
@@ -223,7 +224,8 @@ void add_pipeline_flags(CLI::App* command, CompileFlags& flags) {
       ->add_option("--dump-after", flags.dump_after,
                    "Print the result of a stage of the compiler pipeline to standard error "
                    "(repeatable; all for every stage): the graph, the partition, the loop IR, "
-                   "the program or the generated code. Stages: " + names)
+                   "the program or the generated code. Stages: " +
+                       names)
       ->check(CLI::IsMember(stages))
       ->group(group);
   command
@@ -245,8 +247,7 @@ Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(flags.fusion));
   options.fusion.disabled_rules.insert(flags.disabled_rules.begin(), flags.disabled_rules.end());
   options.rewrites.enabled = flags.rewrites;
-  options.rewrites.disabled.insert(flags.disabled_rewrites.begin(),
-                                   flags.disabled_rewrites.end());
+  options.rewrites.disabled.insert(flags.disabled_rewrites.begin(), flags.disabled_rewrites.end());
   options.substitution = {.enabled = flags.substitute,
                           .max_expansions = flags.substitute_max_expansions,
                           .max_seconds = flags.substitute_max_seconds};

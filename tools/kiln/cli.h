@@ -7,14 +7,13 @@
 // as "kiln: error: MESSAGE".
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "compiler/options.h"
 #include "driver/model_source.h"
@@ -29,9 +28,9 @@ inline constexpr int kUsageError = 2;
 int report(const Status& status);
 
 std::string count_noun(size_t count, std::string_view noun);  // "1 node", "3 nodes"
-std::string format_bytes(int64_t bytes);                       // "40.0 KiB"
-std::string format_seconds(double seconds);                    // "1.23 s", "4.560 ms", "7.8 us"
-std::string with_thousands(int64_t n);                         // "109,512,762"
+std::string format_bytes(int64_t bytes);                      // "40.0 KiB"
+std::string format_seconds(double seconds);                   // "1.23 s", "4.560 ms", "7.8 us"
+std::string with_thousands(int64_t n);                        // "109,512,762"
 
 // Random inputs are made whole before the reference interpreter's own memory limit applies, so
 // a graph whose inputs alone exceed that limit is refused up front.

@@ -4,11 +4,11 @@
 // Compile once, run once, write the inputs and outputs, print the roofline's inputs and
 // "ready"; then each line read from standard input is a count N, answered by one line
 // "seconds T1 ... TN" of N timed runs (driver/timing.h). End of input ends the command.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-
-#include <fmt/format.h>
 
 #include "commands.h"
 #include "cost/device_profile.h"
@@ -64,7 +64,8 @@ Status bench(const BenchOptions& options) {
                         compile_options_from(options.compile));
   const Graph& graph = model.graph;
   std::vector<NamedArray> saved;
-  for (size_t i = 0; i < inputs.size(); ++i) saved.push_back({graph.inputs()[i]->name(), inputs[i]});
+  for (size_t i = 0; i < inputs.size(); ++i)
+    saved.push_back({graph.inputs()[i]->name(), inputs[i]});
   const auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(CompiledModel compiled, Compiler(compile_options).compile(graph.clone()));
   const double compile_seconds =
@@ -98,10 +99,11 @@ int run_bench(const BenchOptions& options) {
 void add_bench_command(CLI::App& parent, Action& action, ModelArgument model) {
   auto bench = std::make_shared<BenchOptions>();
   CLI::App* command = parent.add_subcommand(
-      "bench", "For benchmark harnesses (bench/peers): compile a model's graph once, run it, "
-               "write its inputs by name and its outputs (a preset's first output and updated "
-               "parameters) as output/NAME to an .npz file, and print 'ready'; then answer "
-               "each line N read from standard input with 'seconds' and the times of N runs.");
+      "bench",
+      "For benchmark harnesses (bench/peers): compile a model's graph once, run it, "
+      "write its inputs by name and its outputs (a preset's first output and updated "
+      "parameters) as output/NAME to an .npz file, and print 'ready'; then answer "
+      "each line N read from standard input with 'seconds' and the times of N runs.");
   add_model_source(command, bench->source, model);
   add_output(command, bench->output_file, ".npz file to write")->required();
   add_compile_flags(command, bench->compile);

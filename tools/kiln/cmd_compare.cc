@@ -1,11 +1,11 @@
 // kiln zoo compare: a preset's graph compiled in several ways (the fusion modes, or the graph
 // rewrites ablated one by one, or without and with the substitution search), each checked
 // against the reference when asked, timed taking turns, and printed one row per way.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "commands.h"
 #include "driver/timing.h"
@@ -120,8 +120,8 @@ void print_table(const CompareOptions& options, const SourceModel& model,
   for (const Variant& variant : variants) width = std::max(width, variant.label.size());
   fmt::print("{:<{}} {:>8} {:>11} {:>12} {:>11} {:>11} {:>11} {:>23} {:>7}{}\n",
              options.ablate_rewrites || options.ablate_substitution ? "ilp with" : "fusion", width,
-             "kernels", "est. time", "est. bytes", "arena peak", "compile", "median",
-             "(min - max)", "speedup", options.check ? "  check (largest abs error)" : "");
+             "kernels", "est. time", "est. bytes", "arena peak", "compile", "median", "(min - max)",
+             "speedup", options.check ? "  check (largest abs error)" : "");
   const double first_median = median_of(variants.front().times);  // speedups are over it
   for (const Variant& variant : variants) {
     const double median = median_of(variant.times);
@@ -168,10 +168,10 @@ Status compare(const CompareOptions& options) {
   print_table(options, model, variants);
   if (options.profile) {
     const CompiledGraph& fused = variants.back().compiled->compiled();
-    print_fusion_profile(join_fusion_profile(variants.front().compiled->compiled(),
-                                             variants.front().profile, fused,
-                                             variants.back().profile),
-                         *fused.program);
+    print_fusion_profile(
+        join_fusion_profile(variants.front().compiled->compiled(), variants.front().profile, fused,
+                            variants.back().profile),
+        *fused.program);
   }
   return Status::ok();
 }
@@ -186,18 +186,19 @@ int run_compare(const CompareOptions& options) {
 void add_compare_command(CLI::App& zoo, Action& action) {
   auto compare = std::make_shared<CompareOptions>();
   CLI::App* command = zoo.add_subcommand(
-      "compare", "Compile a preset's graph (loss graph, inference graph or training step) "
-                 "unfused, fused greedily and fused by the ILP; check each against the "
-                 "reference with --check; time each; print kernels, estimated time and bytes, "
-                 "arena peak, compile time, median time and speedup over unfused.");
+      "compare",
+      "Compile a preset's graph (loss graph, inference graph or training step) "
+      "unfused, fused greedily and fused by the ILP; check each against the "
+      "reference with --check; time each; print kernels, estimated time and bytes, "
+      "arena peak, compile time, median time and speedup over unfused.");
   add_model_source(command, compare->source, ModelArgument::zoo_preset);
   add_check(command, compare->check,
             "Compare every kernel of every mode with the reference evaluation");
   add_profile(command, compare->profile,
               "Time every kernel and print the ILP's kernels against the unfused time of their "
               "nodes, the ones fusion made slower first");
-  add_repeat(command, compare->repeat,
-             "Timed runs per mode, after a warm-up; the modes take turns", /*positive=*/true);
+  add_repeat(command, compare->repeat, "Timed runs per mode, after a warm-up; the modes take turns",
+             /*positive=*/true);
   command
       ->add_flag("--ablate-rewrites", compare->ablate_rewrites,
                  "Instead of the fusion modes, compare the ILP's plans with no graph rewrites, "

@@ -1,12 +1,12 @@
 // kiln compile and explain: what the compiler makes of a model (a file or zoo:NAME), written to
 // a folder or explained. `kiln zoo compile NAME` and `kiln zoo explain NAME` are these commands
 // on zoo:NAME.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "commands.h"
 #include "compiler/stage_text.h"
@@ -57,8 +57,8 @@ void print_cuda_summary(const CudaCompiled& cuda) {
   const size_t launches =
       std::accumulate(cuda.launches.begin(), cuda.launches.end(), size_t{0},
                       [](size_t n, const auto& kernel) { return n + kernel.size(); });
-  fmt::print("{} kernels, {} launches, {} bytes of cubin for {}\n", cuda.launches.size(),
-             launches, cuda.cubin.size(), cuda.architecture);
+  fmt::print("{} kernels, {} launches, {} bytes of cubin for {}\n", cuda.launches.size(), launches,
+             cuda.cubin.size(), cuda.architecture);
 }
 
 int run_compile(const CompileCommandOptions& options) {
@@ -132,9 +132,10 @@ void add_compile_commands(CLI::App& parent, Action& action, ModelArgument model)
 
   auto explain = std::make_shared<CompileCommandOptions>();
   CLI::App* explain_cmd = parent.add_subcommand(
-      "explain", "Partition a model into fused kernels and explain it: the graph rewrites, each "
-                 "kernel's nodes, estimated time and bytes saved, and every edge between "
-                 "kernels with the reason it was cut.");
+      "explain",
+      "Partition a model into fused kernels and explain it: the graph rewrites, each "
+      "kernel's nodes, estimated time and bytes saved, and every edge between "
+      "kernels with the reason it was cut.");
   add_model_source(explain_cmd, explain->source, model);
   add_compile_flags(explain_cmd, explain->compile);
   on_parsed(explain_cmd, action, explain, run_explain);

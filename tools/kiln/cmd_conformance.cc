@@ -1,7 +1,7 @@
 // kiln conformance: ONNX's backend test cases, run interpreted or compiled.
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "commands.h"
 #include "driver/conformance.h"
@@ -46,9 +46,10 @@ int run_conformance(const ConformanceCommandOptions& command) {
 
 void add_conformance_command(CLI::App& app, Action& action) {
   auto conformance = std::make_shared<ConformanceCommandOptions>();
-  CLI::App* command = app.add_subcommand(
-      "conformance", "Run ONNX backend test cases (folders holding model.onnx and "
-                     "test_data_set_0/) and print a pass/fail/unsupported summary.");
+  CLI::App* command =
+      app.add_subcommand("conformance",
+                         "Run ONNX backend test cases (folders holding model.onnx and "
+                         "test_data_set_0/) and print a pass/fail/unsupported summary.");
   command->add_option("dir", conformance->dir, "Folder of test case folders")->required();
   command->add_option("--filter", conformance->filter, "Only cases whose name contains this text");
   command->add_flag("--compiled", conformance->compiled,

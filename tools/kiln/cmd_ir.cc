@@ -12,6 +12,9 @@
 #include "ir/op.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "loop/loop_passes.h"
+#include "loop/parser.h"
+#include "loop/printer.h"
 #include "passes/pass_manager.h"
 #include "support/files.h"
 
@@ -62,10 +65,31 @@ int run_print(const FileOptions& options) {
   return 0;
 }
 
-// Runs graph passes by name on a model and prints the result.
+// Runs loop passes by name on every kernel of a loop IR file (kernels.loop) and prints them.
+int run_loop_opt(const FileOptions& options, const std::vector<std::string>& names) {
+  Expected<std::string> text = read_file(options.file);
+  if (!text) return report(text.status());
+  Expected<std::vector<loop::Kernel>> kernels = loop::parse_kernels(*text, options.file);
+  if (!kernels) return report(kernels.status());
+  const PassManagerOptions environment = PassManagerOptions::from_environment();
+  const loop::LoopPassOptions pass_options{.dump_after = environment.dump_after,
+                                           .time_passes = environment.time_passes};
+  for (size_t k = 0; k < kernels->size(); ++k) {
+    loop::Kernel& kernel = (*kernels)[k];
+    Expected<std::vector<loop::LoopPassRun>> runs =
+        loop::run_loop_passes(kernel, names, pass_options);
+    if (!runs) return report(runs.status().with_context(fmt::format("kernel {}", k)));
+    fmt::print("{}{}", k == 0 ? "" : "\n", loop::print(kernel));
+  }
+  return 0;
+}
+
+// Runs graph passes by name on a model, or loop passes on a loop IR file (.loop), and prints
+// the result.
 int run_opt(const FileOptions& options) {
   Expected<std::vector<std::string>> names = parse_pass_list(options.passes);
   if (!names) return report(names.status().with_context("--passes"));
+  if (options.file.ends_with(".loop")) return run_loop_opt(options, *names);
   Expected<ImportedModel> model = load_model(options.file);
   if (!model) return report(model.status());
   Expected<std::vector<PassRun>> runs =
@@ -140,8 +164,9 @@ int run_export(const ExportOptions& options) {
 void add_ir_commands(CLI::App& app, Action& action) {
   auto check = std::make_shared<CheckOptions>();
   CLI::App* check_cmd = app.add_subcommand(
-      "check", "Parse and verify an IR text file, then run the reference interpreter on random "
-               "inputs and print each output's shape and statistics.");
+      "check",
+      "Parse and verify an IR text file, then run the reference interpreter on random "
+      "inputs and print each output's shape and statistics.");
   check_cmd->add_option("file", check->file, "IR text file (.kiln)")->required();
   add_seed(check_cmd, check->seed, "Seed for the random inputs");
   check_cmd->add_option("--int-range", check->int_range, "Integer inputs are drawn from [0, N)")
@@ -156,15 +181,22 @@ void add_ir_commands(CLI::App& app, Action& action) {
   on_parsed(print_cmd, action, print, run_print);
 
   auto opt = std::make_shared<FileOptions>();
-  std::string pass_help = "Comma-separated passes to run in order:";
+  std::string pass_help = "Comma-separated passes to run in order. On graphs:";
   for (const PassInfo& pass : all_passes()) {
     pass_help += fmt::format(" {} ({});", pass.name, pass.summary);
   }
+  pass_help += " On loop IR:";
+  for (const loop::LoopPassInfo& pass : loop::all_loop_passes()) {
+    pass_help += fmt::format(" {} ({});", pass.name, pass.summary);
+  }
   CLI::App* opt_cmd = app.add_subcommand(
-      "opt", "Run graph passes on a model (IR text or ONNX) and print the result in IR text. "
-             "KILN_DUMP_AFTER=PASS prints the graph after that pass, KILN_TIME_PASSES=1 times "
-             "each pass (both to stderr).");
-  add_model_argument(opt_cmd, opt->file, ModelArgument::file);
+      "opt",
+      "Run graph passes on a model (IR text or ONNX), or loop passes on the kernels of a "
+      "loop IR file (.loop, as kiln compile and --dump-after write it), and print the "
+      "result. KILN_DUMP_AFTER=PASS prints the result after that pass, "
+      "KILN_TIME_PASSES=1 times each pass (both to stderr).");
+  opt_cmd->add_option("file", opt->file, "Model file (.onnx, or IR text), or loop IR (.loop)")
+      ->required();
   opt_cmd->add_option("--passes", opt->passes, pass_help)->required();
   on_parsed(opt_cmd, action, opt, run_opt);
 
@@ -177,9 +209,10 @@ void add_ir_commands(CLI::App& app, Action& action) {
   on_parsed(ops_cmd, action, ops, run_ops);
 
   auto exported = std::make_shared<ExportOptions>();
-  CLI::App* export_cmd = app.add_subcommand(
-      "export", "Load a model (IR text or ONNX) and write it as an ONNX model that other "
-                "runtimes can run; weights become initializers.");
+  CLI::App* export_cmd =
+      app.add_subcommand("export",
+                         "Load a model (IR text or ONNX) and write it as an ONNX model that other "
+                         "runtimes can run; weights become initializers.");
   add_model_argument(export_cmd, exported->source.spec, ModelArgument::file);
   add_shapes(export_cmd, exported->source.shapes);
   add_output(export_cmd, exported->output_file, "ONNX file to write")->required();

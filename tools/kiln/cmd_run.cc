@@ -1,11 +1,11 @@
 // kiln run: compile a model (a file or zoo:NAME) for this CPU, run it and print its outputs;
 // checked kernel by kernel, timed and profiled when asked. `kiln zoo run NAME` is `kiln run
 // zoo:NAME`.
-#include <algorithm>
-#include <cstdio>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
 
 #include "commands.h"
 #include "driver/compare.h"
@@ -86,12 +86,13 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
 
 // Prints the outputs (a preset's first, the loss or the logits: the others are many), compares
 // them with the expected values and writes them when asked. False when one differs.
-Expected<bool> report_outputs(const SourceModel& model, std::vector<Array> outputs,
-                              bool compiled, const RunOptions& options) {
+Expected<bool> report_outputs(const SourceModel& model, std::vector<Array> outputs, bool compiled,
+                              const RunOptions& options) {
   KILN_ASSIGN_OR_RETURN(auto expected, load_named_tensors(options.expected));
   bool all_match = true;
   std::vector<NamedArray> named;
-  if (!model.zoo) fmt::print("outputs ({}):\n", compiled ? "compiled" : "reference interpreter, f64");
+  if (!model.zoo)
+    fmt::print("outputs ({}):\n", compiled ? "compiled" : "reference interpreter, f64");
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Value& value = *model.graph.outputs()[i];
     if (!model.zoo || i == 0) {
@@ -138,8 +139,9 @@ int run_run(const RunOptions& options) {
   }
   const bool compiled = !options.interpret;
   if (!compiled && (options.check || options.profile || options.repeat > 0)) {
-    return report(Status::error("--check, --profile and --repeat apply to compiled runs, not "
-                                "to --interpret"));
+    return report(
+        Status::error("--check, --profile and --repeat apply to compiled runs, not "
+                      "to --interpret"));
   }
   Expected<std::vector<Array>> outputs =
       compiled ? run_compiled_model(model->graph.clone(), *inputs, options)

@@ -1,10 +1,10 @@
 // kiln zoo: the model zoo's presets listed, shown, exported, dumped and trained; its run,
 // compile, explain and bench are the top-level commands on zoo:NAME, and compare is in
 // cmd_compare.cc.
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "commands.h"
 #include "compiler/training_loop.h"
@@ -30,8 +30,9 @@ int run_zoo_list() {
                with_thousands(model->parameter_count()), graph_flops(model->loss.graph) * 1e-9,
                graph_flops(step->graph) * 1e-9, preset.description);
   }
-  fmt::print("fwd: the forward pass with the loss; step: forward, backward and Adam update, "
-             "counted on the training-step graph\n");
+  fmt::print(
+      "fwd: the forward pass with the loss; step: forward, backward and Adam update, "
+      "counted on the training-step graph\n");
   return 0;
 }
 
@@ -57,13 +58,14 @@ int show_step(const ZooOptions& options, const ModelInstance& model) {
   if (!optimizer) return report(optimizer.status());
   Expected<TrainingStep> step = build_training_step(model, *optimizer);
   if (!step) return report(step.status());
-  fmt::print("// {} training step ({}): inputs after the first {} are {}; outputs: the loss, then "
-             "per parameter its {}{}\n",
-             model.preset, name, step->num_forward_inputs,
-             !*optimizer                        ? "none"
-             : (*optimizer)->needs_step_count() ? "the learning rate, the step count and the state"
-                                                : "the learning rate and the state",
-             *optimizer ? "updated value" : "gradient", *optimizer ? ", then the updated state" : "");
+  fmt::print(
+      "// {} training step ({}): inputs after the first {} are {}; outputs: the loss, then "
+      "per parameter its {}{}\n",
+      model.preset, name, step->num_forward_inputs,
+      !*optimizer                        ? "none"
+      : (*optimizer)->needs_step_count() ? "the learning rate, the step count and the state"
+                                         : "the learning rate and the state",
+      *optimizer ? "updated value" : "gradient", *optimizer ? ", then the updated state" : "");
   fmt::print("{}", print_graph(step->graph));
   return 0;
 }
@@ -154,18 +156,18 @@ int run_zoo_train(const ZooOptions& options) {
   if (!inputs) return report(inputs.status());
   Expected<CompileOptions> compile_options = compile_options_from(options.compile);
   if (!compile_options) return report(compile_options.status());
-  Expected<CompiledTrainingStep> step = Compiler(*compile_options)
-                                            .compile_training_step(std::move(model->graph),
-                                                                   options.eliminate_loss);
+  Expected<CompiledTrainingStep> step =
+      Compiler(*compile_options)
+          .compile_training_step(std::move(model->graph), options.eliminate_loss);
   if (!step) return report(step.status());
   const int full_kernels = step->full_step().compiled().partition.num_kernels();
   if (CompiledModel* loss_free = step->loss_free_step()) {
-    fmt::print("loss elimination: the steps that do not log the loss run {} fewer, in {} "
-               "(the full step: {})\n",
-               count_noun(static_cast<size_t>(step->loss_nodes_eliminated()), "node"),
-               count_noun(static_cast<size_t>(loss_free->compiled().partition.num_kernels()),
-                          "kernel"),
-               full_kernels);
+    fmt::print(
+        "loss elimination: the steps that do not log the loss run {} fewer, in {} "
+        "(the full step: {})\n",
+        count_noun(static_cast<size_t>(step->loss_nodes_eliminated()), "node"),
+        count_noun(static_cast<size_t>(loss_free->compiled().partition.num_kernels()), "kernel"),
+        full_kernels);
   } else {
     fmt::print("loss elimination off: every step computes the loss; {} kernels\n", full_kernels);
   }
@@ -196,8 +198,9 @@ CLI::App* add_preset_command(CLI::App* zoo, const std::string& name, const std::
 
 void add_zoo_commands(CLI::App& app, Action& action) {
   CLI::App* zoo = app.add_subcommand(
-      "zoo", "List the model zoo's presets with parameter counts and flops, or build one: print "
-             "its graph, export it to ONNX, or dump its weights, data and outputs.");
+      "zoo",
+      "List the model zoo's presets with parameter counts and flops, or build one: print "
+      "its graph, export it to ONNX, or dump its weights, data and outputs.");
   zoo->require_subcommand(0, 1);
   zoo->callback([&action] {
     if (!action) action = run_zoo_list;
@@ -205,8 +208,10 @@ void add_zoo_commands(CLI::App& app, Action& action) {
 
   auto show = std::make_shared<ZooOptions>();
   CLI::App* show_cmd = add_preset_command(
-      zoo, "show", "Print a preset's graph in IR text: the forward pass with the loss (default), "
-                   "the inference graph, or the training step.", *show);
+      zoo, "show",
+      "Print a preset's graph in IR text: the forward pass with the loss (default), "
+      "the inference graph, or the training step.",
+      *show);
   add_graph_choice(show_cmd, show->source.graph, /*without_loss=*/false,
                    /*allow_no_optimizer=*/true);
   on_parsed(show_cmd, action, show, run_zoo_show);
@@ -217,11 +222,13 @@ void add_zoo_commands(CLI::App& app, Action& action) {
 
   auto train = std::make_shared<ZooOptions>();
   CLI::App* train_cmd = add_preset_command(
-      zoo, "train", "Compile a preset's training step with and without its loss and run a "
-                    "training loop on the preset's fixed batch: each step's updated weights and "
-                    "optimizer state feed the next; the loss is computed (and printed) every "
-                    "--loss-every steps and on the last, and the other steps run the loss-free "
-                    "step.", *train);
+      zoo, "train",
+      "Compile a preset's training step with and without its loss and run a "
+      "training loop on the preset's fixed batch: each step's updated weights and "
+      "optimizer state feed the next; the loss is computed (and printed) every "
+      "--loss-every steps and on the last, and the other steps run the loss-free "
+      "step.",
+      *train);
   add_optimizer(train_cmd, train->source.graph.optimizer, /*allow_none=*/false);
   train_cmd->add_option("--steps", train->loop.steps, "Training steps to run")
       ->capture_default_str()
@@ -229,9 +236,9 @@ void add_zoo_commands(CLI::App& app, Action& action) {
   train_cmd->add_option("--loss-every", train->loop.loss_every, "Compute the loss every N steps")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  train_cmd
-      ->add_flag("--loss-elimination,!--no-loss-elimination", train->eliminate_loss,
-                 "Run the steps that do not log the loss without computing it (on by default)");
+  train_cmd->add_flag(
+      "--loss-elimination,!--no-loss-elimination", train->eliminate_loss,
+      "Run the steps that do not log the loss without computing it (on by default)");
   add_compile_flags(train_cmd, train->compile);
   on_parsed(train_cmd, action, train, run_zoo_train);
 
@@ -246,9 +253,11 @@ void add_zoo_commands(CLI::App& app, Action& action) {
 
   auto dump = std::make_shared<ZooOptions>();
   CLI::App* dump_cmd = add_preset_command(
-      zoo, "dump", "Write a preset's loss-graph inputs (parameters and data, by name) and its "
-                   "outputs (output/loss, output/logits from the reference interpreter) to an "
-                   ".npz file, for cross-checking with another implementation.", *dump);
+      zoo, "dump",
+      "Write a preset's loss-graph inputs (parameters and data, by name) and its "
+      "outputs (output/loss, output/logits from the reference interpreter) to an "
+      ".npz file, for cross-checking with another implementation.",
+      *dump);
   add_output(dump_cmd, dump->output_file, ".npz file to write")->required();
   on_parsed(dump_cmd, action, dump, run_zoo_dump);
 }

@@ -2,10 +2,9 @@
 // of commands lives in a file of its own (commands.h); the options they share are defined once
 // (cli.h). Nothing crashes: library errors arrive as Status values, and an escaping exception
 // is reported as an internal error (exit 3).
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-
-#include <CLI/CLI.hpp>
 
 #include "commands.h"
 

@@ -1,12 +1,12 @@
 #include "report.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli.h"
 
@@ -17,9 +17,10 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
   if (report.rewrites.empty()) return "graph rewrites: off\n";
   std::vector<std::string> parts;
   for (const RewriteSummary& rewrite : report.rewrites) {
-    std::string applied = rewrite.rounds_changed == 0   ? " (none applied)"
-                          : rewrite.rounds_changed == 1 ? ""
-                                                        : fmt::format(" ({} rounds)", rewrite.rounds_changed);
+    std::string applied = rewrite.rounds_changed == 0 ? " (none applied)"
+                          : rewrite.rounds_changed == 1
+                              ? ""
+                              : fmt::format(" ({} rounds)", rewrite.rounds_changed);
     parts.push_back(rewrite.name + applied);
   }
   std::string text = fmt::format("graph rewrites: {} -> {}; {}\n",
@@ -30,15 +31,15 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
     for (const SubstitutionStep& step : search->steps) {
       applications += static_cast<size_t>(step.applications);
     }
-    text += fmt::format("substitutions: {} in {} by {} proved rules ({} expanded, {} "
-                        "priced{}, {})\n",
-                        count_noun(applications, "rewrite"),
-                        count_noun(search->steps.size(), "step"), search->rules,
-                        count_noun(static_cast<size_t>(search->expanded), "graph"), search->priced,
-                        search->stopped_at_limit  ? ", stopped at --substitute-max-expansions"
-                        : search->stopped_at_time ? ", stopped at --substitute-max-seconds"
-                                                  : "",
-                        format_seconds(search->seconds));
+    text += fmt::format(
+        "substitutions: {} in {} by {} proved rules ({} expanded, {} "
+        "priced{}, {})\n",
+        count_noun(applications, "rewrite"), count_noun(search->steps.size(), "step"),
+        search->rules, count_noun(static_cast<size_t>(search->expanded), "graph"), search->priced,
+        search->stopped_at_limit  ? ", stopped at --substitute-max-expansions"
+        : search->stopped_at_time ? ", stopped at --substitute-max-seconds"
+                                  : "",
+        format_seconds(search->seconds));
     for (const SubstitutionStep& step : search->steps) {
       const double saved = step.seconds_before - step.seconds_after;
       text += fmt::format("  {}: estimated {} -> {} ({} {})\n", step.rule,
@@ -47,8 +48,8 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
     }
   }
   for (const DecompositionDecision& decision : rewrites.decompositions) {
-    text += fmt::format("decompose {} ({}): estimated {} whole, {} decomposed: {}\n",
-                        decision.unit, count_noun(static_cast<size_t>(decision.nodes), "node"),
+    text += fmt::format("decompose {} ({}): estimated {} whole, {} decomposed: {}\n", decision.unit,
+                        count_noun(static_cast<size_t>(decision.nodes), "node"),
                         format_seconds(decision.seconds_composite),
                         format_seconds(decision.seconds_decomposed),
                         decision.decomposed ? "decomposed" : "kept whole");
@@ -66,16 +67,18 @@ void print_compile_summary(const CompiledGraph& compiled) {
   fmt::print("fusion {}: {} in {} (partitioned in {}; estimated {} per run)\n",
              fusion::fusion_mode_name(partition.mode), count_noun(nodes, "node"),
              count_noun(static_cast<size_t>(partition.num_kernels()), "kernel"),
-             format_seconds(partition.stats.seconds), format_seconds(partition.estimated_seconds()));
+             format_seconds(partition.stats.seconds),
+             format_seconds(partition.estimated_seconds()));
   if (!reached(Stage::codegen)) return;
   const CompileStats& stats = compiled.stats;
-  fmt::print("compiled {} as {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest "
-             "cached)\n",
-             count_noun(compiled.records.size(), "kernel call"),
-             count_noun(static_cast<size_t>(compiled.program->num_kernels), "distinct kernel"),
-             format_seconds(stats.lower_seconds + stats.codegen_seconds),
-             format_seconds(stats.lower_seconds), format_seconds(stats.codegen_seconds),
-             stats.units_compiled, stats.units);
+  fmt::print(
+      "compiled {} as {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest "
+      "cached)\n",
+      count_noun(compiled.records.size(), "kernel call"),
+      count_noun(static_cast<size_t>(compiled.program->num_kernels), "distinct kernel"),
+      format_seconds(stats.lower_seconds + stats.codegen_seconds),
+      format_seconds(stats.lower_seconds), format_seconds(stats.codegen_seconds),
+      stats.units_compiled, stats.units);
   fmt::print("arena {} planned for {} of intermediates (no plan can use less than {})\n",
              format_bytes(compiled.program->arena_bytes), format_bytes(stats.arena_total_bytes),
              format_bytes(stats.arena_live_bound_bytes));
@@ -101,14 +104,16 @@ void print_profile(const runtime::Program& program, const runtime::Profile& prof
 }
 
 void print_fusion_profile(const FusionProfile& profile, const runtime::Program& fused) {
-  fmt::print("\nilp kernels against their nodes unfused (profiles of the runs above): {} fused, "
-             "{} unfused\n",
-             format_seconds(profile.fused_total), format_seconds(profile.unfused_kernels_total));
+  fmt::print(
+      "\nilp kernels against their nodes unfused (profiles of the runs above): {} fused, "
+      "{} unfused\n",
+      format_seconds(profile.fused_total), format_seconds(profile.unfused_kernels_total));
   if (profile.unfused_contractions > 0) {
-    fmt::print("contractions (matmul, conv, spmm) took {} of the unfused run's {}: even with "
-               "every other op free, fusion could not run it more than {:.2f}x faster\n",
-               format_seconds(profile.unfused_contractions), format_seconds(profile.unfused_total),
-               profile.unfused_total / profile.unfused_contractions);
+    fmt::print(
+        "contractions (matmul, conv, spmm) took {} of the unfused run's {}: even with "
+        "every other op free, fusion could not run it more than {:.2f}x faster\n",
+        format_seconds(profile.unfused_contractions), format_seconds(profile.unfused_total),
+        profile.unfused_total / profile.unfused_contractions);
   }
   const auto print_row = [&](const FusedKernelTime& row) {
     fmt::print("  {:>5}  {:>10}  {:>10}  {:>+10.3f} ms  {}\n", row.step, format_seconds(row.fused),

@@ -1,15 +1,15 @@
 // The compiler pipeline (compiler/pipeline.h): every stage runs once, in order; each can be
 // dumped, timed and stopped after, from run_pipeline and from Compiler; a stopped compilation
 // holds what the stages up to its stop made and nothing after.
+#include "compiler/pipeline.h"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "compiler/pipeline.h"
 #include "cost/device_profile.h"
 #include "interp/random_inputs.h"
 #include "ir/parser.h"
@@ -18,12 +18,12 @@
 namespace kiln {
 namespace {
 
-constexpr const char* kGraph = R"(graph @g(%x: f32[16,32], %w: f32[32,8], %b: f32[8]) {
-  %m = matmul(%x, %w) : f32[16,8]
-  %y = add(%m, %b) : f32[16,8]
-  %z = relu(%y) : f32[16,8]
-  %t = transpose(%z) {perm = [1, 0]} : f32[8,16]
-  %s = sum(%t) {axes = [1]} : f32[8]
+constexpr const char* kGraph = R"(graph @g(%x: f32[128,256], %w: f32[256,64], %b: f32[64]) {
+  %m = matmul(%x, %w) : f32[128,64]
+  %y = add(%m, %b) : f32[128,64]
+  %z = relu(%y) : f32[128,64]
+  %t = transpose(%z) {perm = [1, 0]} : f32[64,128]
+  %s = sum(%t) {axes = [1]} : f32[64]
   return %z, %s
 })";
 
@@ -74,11 +74,16 @@ TEST(Pipeline, RunsEveryStageOnceInOrder) {
 // Each stage's dump holds what that stage made.
 TEST(Pipeline, DumpsEveryStagesResult) {
   const std::vector<std::pair<Stage, std::string>> expected = {
-      {Stage::verify, "graph @g("},           {Stage::rewrite, "graph @g("},
-      {Stage::substitute, "graph @g("},       {Stage::decompose, "graph @g("},
-      {Stage::partition, "cut edges:"},       {Stage::lower, "// kernel call 0: "},
-      {Stage::schedule, "parallel for"},      {Stage::scratch, "kernel "},
-      {Stage::share_kernels, "distinct kernels"}, {Stage::plan_memory, "kernel calls:"},
+      {Stage::verify, "graph @g("},
+      {Stage::rewrite, "graph @g("},
+      {Stage::substitute, "graph @g("},
+      {Stage::decompose, "graph @g("},
+      {Stage::partition, "cut edges:"},
+      {Stage::lower, "// kernel call 0: "},
+      {Stage::schedule, "vectorized for"},
+      {Stage::scratch, "kernel "},
+      {Stage::share_kernels, "distinct kernels"},
+      {Stage::plan_memory, "kernel calls:"},
       {Stage::codegen, "extern \"C\" void kiln_kernel_0"}};
   for (const auto& [stage, text] : expected) {
     SCOPED_TRACE(stage_name(stage));
@@ -106,8 +111,7 @@ TEST(Pipeline, StopsAfterAnyStage) {
     Expected<CompiledGraph> compiled = run_pipeline(graph, options);
     ASSERT_TRUE(compiled) << compiled.status().message();
     EXPECT_EQ(compiled->last_stage, stage);
-    EXPECT_EQ(compiled->stage_seconds.size(),
-              static_cast<size_t>(static_cast<int>(stage) + 1));
+    EXPECT_EQ(compiled->stage_seconds.size(), static_cast<size_t>(static_cast<int>(stage) + 1));
     EXPECT_EQ(compiled->partition.groups.empty(), stage < Stage::partition);
     EXPECT_EQ(compiled->records.empty(), stage < Stage::lower);
     EXPECT_EQ(compiled->program == nullptr, stage < Stage::plan_memory);

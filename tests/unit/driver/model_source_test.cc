@@ -1,11 +1,11 @@
 // Model sources (driver/model_source.h): a file or zoo:NAME, the options that apply to each
 // kind refused on the other with the option named, and the inputs each kind gives.
+#include "driver/model_source.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
-
-#include "driver/model_source.h"
 
 namespace kiln {
 namespace {
@@ -55,8 +55,7 @@ TEST(ModelSource, RefusesOptionsOfTheOtherKind) {
   file.zoo.batch = 4;
   Expected<SourceModel> with_batch = load_model_source(file);
   ASSERT_FALSE(with_batch);
-  EXPECT_NE(with_batch.status().message().find("--batch applies to zoo presets"),
-            std::string::npos)
+  EXPECT_NE(with_batch.status().message().find("--batch applies to zoo presets"), std::string::npos)
       << with_batch.status().message();
 
   ModelSourceOptions preset{.spec = "zoo:mlp-tiny"};

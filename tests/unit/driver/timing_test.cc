@@ -1,12 +1,13 @@
 // The timing harness (driver/timing.h): buffers shared by name between variants of a graph,
 // timed runs, turns taken, the fusion profile's join of fused kernels with their nodes'
 // unfused times, and the bench protocol on streams.
+#include "driver/timing.h"
+
 #include <gtest/gtest.h>
 
 #include <sstream>
 
 #include "cost/device_profile.h"
-#include "driver/timing.h"
 #include "interp/random_inputs.h"
 #include "ir/parser.h"
 #include "kiln/kiln.h"
@@ -77,8 +78,8 @@ TEST(Timing, InterleavedRunsTakeTurnsAndJoinIntoTheFusionProfile) {
   ASSERT_EQ(times->size(), 2u);
   EXPECT_EQ((*times)[0].size(), 3u);
   EXPECT_EQ(unfused_profile.runs, 3);  // the untimed run of each turn is not profiled
-  const FusionProfile joined = join_fusion_profile(unfused.compiled(), unfused_profile,
-                                                   fused.compiled(), fused_profile);
+  const FusionProfile joined =
+      join_fusion_profile(unfused.compiled(), unfused_profile, fused.compiled(), fused_profile);
   // Every node of the fused program ran alone unfused: each fused kernel has their time.
   ASSERT_EQ(joined.kernels.size(), fused.compiled().records.size());
   for (const FusedKernelTime& kernel : joined.kernels) EXPECT_GT(kernel.unfused, 0);
