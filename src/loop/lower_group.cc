@@ -14,6 +14,7 @@
 #include "loop/simplify.h"
 #include "loop/substitute.h"
 #include "loop/ir_visitor.h"
+#include "loop/tuning.h"
 #include "loop/verifier.h"
 
 namespace kiln::loop {
@@ -34,20 +35,15 @@ bool is_parameter_constant(const Node& node) {
   return node.op() == Op::constant && node.output(0)->shape().num_elements() != 1;
 }
 
-// Rows of C per gemm call when epilogues read the block back. A product of at most
-// kWholeProductBytes is one call: the epilogue then reads it from the last-level cache, and
-// OpenBLAS packs B once (each call packs all of B again, and calls of few rows run below the
-// library's rate: with 1 MiB blocks of at least 64 rows, bert-base inference ran 1.20 s fused
-// against 1.02 s unfused; with this rule, 0.99 s against 1.00 s). Larger products are cut
-// into blocks near kGemmBlockBytes, at least kMinGemmBlockRows rows, so that a block is
-// still in cache when its epilogue reads it; but only when a block has at least K rows: each
-// call packs B's K x N elements again, which costs more than reading the block's R x N back
-// from memory when R < K (bert-base's vocabulary projection, K = 768 and N = 30522, ran
-// 257 ms in blocks of 256 rows against 244 ms unfused). Without an epilogue nothing reads the
-// block while it is hot, so one call covers every row.
-constexpr int64_t kWholeProductBytes = int64_t{16} << 20;
-constexpr int64_t kGemmBlockBytes = int64_t{4} << 20;
-constexpr int64_t kMinGemmBlockRows = 256;
+// Rows of C per gemm call when epilogues read the block back (loop/tuning.h). A product of
+// at most kWholeProductBytes is one call: the epilogue then reads it from the last-level
+// cache, and OpenBLAS packs B once (each call packs all of B again, and calls of few rows run
+// below the library's rate). Larger products are cut into blocks near kGemmBlockBytes, at
+// least kMinGemmBlockRows rows, so that a block is still in cache when its epilogue reads
+// it; but only when a block has at least K rows: each call packs B's K x N elements again,
+// which costs more than reading the block's R x N back from memory when R < K (bert-base's
+// vocabulary projection, K = 768 and N = 30522). Without an epilogue nothing reads the block
+// while it is hot, so one call covers every row.
 
 // scatter_add of these dtypes is stored in one pass, an accumulating store per update
 // (scatter_nest); bool, f16 and bf16 keep the gather-form definition (a bool sum is an
@@ -338,13 +334,13 @@ class GroupLowerer {
   // An inlined value is evaluated wherever a definition reads it. One whose own definition
   // calls the math library (gelu's erf, exp, tanh), read at several places per element by a
   // consumer in the group (layer norm reads its input for the mean, the variance and the
-  // output; softmax for the max, the sum and the output), is stored once instead: bert-base's
-  // MLM head (matmul + bias + gelu + layer norm) ran 13.2 ms fused, with three erf calls per
-  // element, against 8.6 ms as separate kernels. So is every such value of one element (Adam's
-  // bias corrections, pow(beta, step)): inlined into the nest over a parameter's elements, it
-  // would call the library at each element (the C++ compiler cannot hoist a call that may set
-  // errno), and stored it costs one store: gcn-cora's fused Adam step ran its two pow calls
-  // for each of the 22,928 weight elements.
+  // output; softmax for the max, the sum and the output), is stored once instead: inlined,
+  // bert-base's MLM head (matmul + bias + gelu + layer norm) called erf three times per
+  // element and ran slower fused than as separate kernels (docs/benchmarks.md). So is every
+  // such value of one element (Adam's bias corrections, pow(beta, step)): inlined into the
+  // nest over a parameter's elements, it would call the library at each element (the C++
+  // compiler cannot hoist a call that may set errno), and stored it costs one store:
+  // gcn-cora's fused Adam step ran its two pow calls for each of the 22,928 weight elements.
   bool costly_to_recompute(const Value& value) {
     if (!used_inside(&value) || !calls_math_library(value)) return false;
     if (value.shape().num_elements() == 1) return true;
@@ -832,8 +828,7 @@ class GroupLowerer {
   // max_pool's is, per row of windows, the first into a row of x's width that loads x
   // contiguously and vectorizes; so is the argmax, the first leading tap equal to that row's
   // maximum, into a second row; each window's argmax then reads the K columns of both rows
-  // (lowering::max_pool_last_argmax) instead of the whole window of x, which took 21 ms of
-  // ResNet-50's step in its one pool (estimated 1.6 ms):
+  // (lowering::max_pool_last_argmax) instead of the whole window of x:
   //
   //   for (n, c, q0 ... q[s-2]) allocate row[W], first[W] {
   //     for (w) row[w] = max over the leading dims' taps of x[n, c, ..., w]
