@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "loop/compute.h"
+#include "loop/contiguous_loops.h"
 #include "loop/lower_conv.h"
 #include "loop/lowering/lowering_family.h"
 #include "loop/simplify.h"
-#include "loop/substitute.h"
 #include "loop/ir_visitor.h"
 #include "loop/tuning.h"
 #include "loop/verifier.h"
@@ -60,39 +60,6 @@ bool is_scatter(const Node& node) {
 bool is_transposed_spmm(const Node& node) {
   return node.op() == Op::spmm && node.attrs().get_bool("transpose");
 }
-
-// A loop directly around another, both serial from 0 to a constant, becomes one loop over
-// both when every index in the body is linear in the joined variable: for (i, 0, A) for (j,
-// 0, B) body is for (j, 0, A*B) body with i = j / B and j = j % B, kept when the simplifier
-// takes every / and % of j away again (loop/simplify.h). Innermost pairs first, so a nest
-// over the contiguous trailing dims of a tensor (rows and columns of an image plane, 56 x 56
-// in ResNet) becomes one long loop: the default schedule then vectorizes it without a tail
-// per row, and with enough iterations for the lanes of its narrowest element (a bool mask
-// beside floats takes 64 lanes of AVX-512).
-class ContiguousLoopJoiner : public IRMutator {
- protected:
-  Stmt visit_for(const For& node, const Stmt& self) override {
-    const Stmt mutated = IRMutator::visit_for(node, self);
-    const For& outer = *mutated.as<For>();
-    const For* inner = outer.body.as<For>();
-    const std::optional<int64_t> a = as_const_int(outer.extent);
-    if (inner == nullptr || !a || outer.for_kind != ForKind::serial ||
-        inner->for_kind != ForKind::serial || as_const_int(outer.min) != 0 ||
-        as_const_int(inner->min) != 0) {
-      return mutated;
-    }
-    const std::optional<int64_t> b = as_const_int(inner->extent);
-    int64_t total = 0;
-    if (!b || *b <= 1 || *a <= 1 || __builtin_mul_overflow(*a, *b, &total)) return mutated;
-    const Expr joined = var(inner->var);
-    const Stmt body = simplify(
-        substitute(substitute(inner->body, inner->var, joined % make_int(*b)), outer.var,
-                   joined / make_int(*b)),
-        BoundsScope{{inner->var, Interval{0, total - 1}}});
-    if (divides_var(body, inner->var)) return mutated;
-    return for_loop(inner->var, 0, total, body);
-  }
-};
 
 // Row-major flat offset of `index` in `shape`.
 Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {
@@ -231,7 +198,7 @@ class GroupLowerer {
       if (!nest) return nest.status();
       nests.push_back(std::move(nest).value());
     }
-    Stmt body = ContiguousLoopJoiner().mutate(block(std::move(nests)));
+    Stmt body = join_contiguous_loops(block(std::move(nests)));
     for (auto it = locals_.rbegin(); it != locals_.rend(); ++it) body = allocate(*it, body);
     std::vector<Buffer> params;
     for (const Value* value : inputs_) params.push_back(buffers_.at(value));
