@@ -9,7 +9,7 @@
 
 namespace kiln::loop {
 
-// --- Lowering (loop/lower_group.h, loop/lower_conv.h) -------------------------------------
+// --- Lowering (loop/lowering/gemm.h, loop/lower_conv.h) -----------------------------------
 
 // A matmul product with epilogues of at most this many bytes is computed by one gemm call.
 inline constexpr int64_t kWholeProductBytes = int64_t{16} << 20;
