@@ -25,10 +25,10 @@ class ContiguousLoopJoiner : public IRMutator {
     int64_t total = 0;
     if (!b || *b <= 1 || *a <= 1 || __builtin_mul_overflow(*a, *b, &total)) return mutated;
     const Expr joined = var(inner->var);
-    const Stmt body = simplify(
-        substitute(substitute(inner->body, inner->var, joined % make_int(*b)), outer.var,
-                   joined / make_int(*b)),
-        BoundsScope{{inner->var, Interval{0, total - 1}}});
+    const Stmt body =
+        simplify(substitute(substitute(inner->body, inner->var, joined % make_int(*b)), outer.var,
+                            joined / make_int(*b)),
+                 BoundsScope{{inner->var, Interval{0, total - 1}}});
     if (divides_var(body, inner->var)) return mutated;
     return for_loop(inner->var, 0, total, body);
   }

@@ -302,7 +302,8 @@ class GroupLowerer final : public lowering::GroupContext {
     Expected<Expr> element = compute_element(
         user, 0, lowering::symbolic_index(user.output(0)->rank(), probe_names_),
         [&](int input, const std::vector<Expr>&) {
-          return user.input(input) == &value ? load(probe, 0) : make_zero(user.input(input)->dtype());
+          return user.input(input) == &value ? load(probe, 0)
+                                             : make_zero(user.input(input)->dtype());
         },
         probe_names_);
     if (!element) return 0;

@@ -43,8 +43,8 @@ std::vector<Expr> unfold_row(const Expr& row, const Shape& product) {
 //
 //   for (r, 0, block rows) { s[r] = sum over c of ...; for (c, 0, N) { y[r, c] = ... } }
 Expected<Stmt> epilogue_nest(const Value& product, const GemmPlan& plan,
-                             const std::vector<Expr>& batch, const Expr& row0,
-                             const Expr& block_m, int64_t n, GroupContext& group) {
+                             const std::vector<Expr>& batch, const Expr& row0, const Expr& block_m,
+                             int64_t n, GroupContext& group) {
   const std::string row_var = group.names().fresh("i"), col_var = group.names().fresh("i");
   std::vector<Expr> row = batch;
   if (plan.fold_batch) {
@@ -90,11 +90,12 @@ ElementAt block_element(const Value& product, const GemmPlan& plan, const Buffer
                         const Expr& row0) {
   return [&product, &plan, block, row0](const std::vector<Expr>& index) {
     const std::vector<Expr> leading(index.begin(), index.end() - 1);
-    const Expr row = plan.fold_batch
-                         ? row_major_offset(leading, Shape(std::vector<int64_t>(
-                                                         product.shape().dims().begin(),
-                                                         product.shape().dims().end() - 1)))
-                         : leading.back();
+    const Expr row =
+        plan.fold_batch
+            ? row_major_offset(leading,
+                               Shape(std::vector<int64_t>(product.shape().dims().begin(),
+                                                          product.shape().dims().end() - 1)))
+            : leading.back();
     return load(block, (row - row0) * product.shape().dims().back() + index.back());
   };
 }
@@ -153,8 +154,8 @@ Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group) {
   Buffer block_buffer;
   MatrixRegion c_region;
   if (block_local) {
-    block_buffer = Buffer::local(group.names().fresh("blk"), product.dtype(),
-                                 std::max<int64_t>(rows * n, 1));
+    block_buffer =
+        Buffer::local(group.names().fresh("blk"), product.dtype(), std::max<int64_t>(rows * n, 1));
     c_region = {block_buffer, 0, std::max<int64_t>(n, 1)};
   } else {
     c_region = {group.buffer_of(product), matrix_base(product.shape()) + row0 * n,
@@ -174,10 +175,10 @@ Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group) {
       return epilogue_nest(product, plan, batch, row0, block_m, n, group);
     };
     KILN_ASSIGN_OR_RETURN(
-        Stmt stores,
-        block_local ? group.with_reads_of(product, block_element(product, plan, block_buffer, row0),
-                                          epilogue)
-                    : epilogue());
+        Stmt stores, block_local
+                         ? group.with_reads_of(
+                               product, block_element(product, plan, block_buffer, row0), epilogue)
+                         : epilogue());
     body = block({body, std::move(stores)});
   }
   if (block_local) body = allocate(block_buffer, body);

@@ -10,8 +10,8 @@ namespace {
 // A loop over the positions w of x's last dim storing into `buffer`[w] the value `element`
 // gives at the partial index [n, c, leading pooled indices of `window`, w], with `node`'s
 // args at that index. `node` is a max_pool or a max_pool_grad: both read x as input 0.
-using RowElement = std::function<Expr(const ComputeArgs& args, const std::vector<Expr>& partial,
-                                      const Expr& w)>;
+using RowElement =
+    std::function<Expr(const ComputeArgs& args, const std::vector<Expr>& partial, const Expr& w)>;
 Stmt fill_row(const Node& node, const std::vector<Expr>& window, const Buffer& buffer,
               const RowElement& element, GroupContext& group, AccessErrors& errors) {
   const std::vector<TensorType> input_types = node.input_types();
@@ -20,8 +20,7 @@ Stmt fill_row(const Node& node, const std::vector<Expr>& window, const Buffer& b
   const std::string w = group.names().fresh("i");
   std::vector<Expr> partial(window.begin(), window.end() - 1);
   partial.push_back(var(w));
-  const ComputeArgs args{node.attrs(), input_types, output_types, 0, partial, input,
-                         group.names()};
+  const ComputeArgs args{node.attrs(), input_types, output_types, 0, partial, input, group.names()};
   return for_loop(w, 0, node.input(0)->shape().dims().back(),
                   store(buffer, var(w), element(args, partial, var(w))));
 }
@@ -49,8 +48,7 @@ PoolRow pool_row(const Node& node, const std::vector<Expr>& window, GroupContext
   const std::vector<TensorType> input_types = node.input_types();
   const std::vector<TensorType> output_types = node.output_types();
   const InputAccessor input = group.inputs(node, errors);
-  const ComputeArgs args{node.attrs(), input_types, output_types, 0, window, input,
-                         group.names()};
+  const ComputeArgs args{node.attrs(), input_types, output_types, 0, window, input, group.names()};
   row.window_max = max_pool_last_max(
       args, [&](const std::vector<Expr>& at) { return load(row.buffer, at.back()); });
   return row;
@@ -63,8 +61,8 @@ Stmt separable_scatter(const Node& node, const std::vector<Expr>& window,
                        AccessErrors& errors) {
   const Shape& windows = node.input(1)->shape();
   const PoolRow row = pool_row(node, window, group, errors);
-  const Buffer first = Buffer::local(group.names().fresh("first"), DType::i64,
-                                     node.input(0)->shape().dims().back());
+  const Buffer first =
+      Buffer::local(group.names().fresh("first"), DType::i64, node.input(0)->shape().dims().back());
   const Stmt first_fill = fill_row(
       node, window, first,
       [&](const ComputeArgs& row_args, const std::vector<Expr>& partial, const Expr& w) {
@@ -98,8 +96,8 @@ Expected<Stmt> max_pool_nest(const Value& value, GroupContext& group) {
   std::vector<std::string> vars;
   const std::vector<Expr> index = group.fresh_index(out_dims, vars);
   const PoolRow row = pool_row(*value.producer(), index, group, errors);
-  const Stmt reduce = for_loop(vars.back(), 0, out_dims.back(),
-                               group.store_element(value, index, row.window_max));
+  const Stmt reduce =
+      for_loop(vars.back(), 0, out_dims.back(), group.store_element(value, index, row.window_max));
   const std::vector<std::string> outer_vars(vars.begin(), vars.end() - 1);
   const std::vector<int64_t> outer_dims(out_dims.begin(), out_dims.end() - 1);
   return errors.result(
@@ -155,12 +153,11 @@ Expected<Stmt> max_pool_grad_nest(const Value& value, GroupContext& group) {
   std::vector<std::string> window_vars;
   std::vector<Expr> window = plane;
   for (const Expr& e : group.fresh_index(spatial(windows), window_vars)) window.push_back(e);
-  const ComputeArgs args{node.attrs(), input_types, output_types, 0, window, input,
-                         group.names()};
+  const ComputeArgs args{node.attrs(), input_types, output_types, 0, window, input, group.names()};
   const std::string tap = group.names().fresh("a");
   const std::vector<Expr> target = max_pool_tap_position(args, window, var(tap));
-  const Stmt add = group.store_element(
-      value, target, group.load_from(value, target) + input(1, window));
+  const Stmt add =
+      group.store_element(value, target, group.load_from(value, target) + input(1, window));
   const Stmt scatter =
       max_pool_is_separable(node.attrs())
           ? separable_scatter(node, window, window_vars, args, tap, add, group, errors)
