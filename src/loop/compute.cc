@@ -35,6 +35,12 @@ const Lowering& lowering_of(Op op) {
   return table[static_cast<size_t>(op)];
 }
 
+const StoreNest* store_nest_of(const Node& node) {
+  const std::optional<StoreNest>& nest = lowering_of(node.op()).store_nest;
+  if (!nest || (nest->applies && !nest->applies(node))) return nullptr;
+  return &*nest;
+}
+
 Expected<Expr> compute_element(const Node& node, int output, const std::vector<Expr>& index,
                                const InputAccessor& input, NameGenerator& names) {
   const Lowering& entry = lowering_of(node.op());

@@ -18,6 +18,12 @@
 // into range so that every load stays inside its buffer, and agree with the interpreter on
 // every input it accepts.
 //
+// An op's lowering record may also hold a *store nest*: statements of its own that lower_group
+// stores the op's values with where storing the definition element by element would be slow
+// (a gemm's block loop with its epilogues, scatter_add's accumulating stores, a max pool in
+// two steps), for the nodes its predicate accepts. The definition stays the oracle and serves
+// the other nodes (other dtypes, attributes).
+//
 // The table lives here rather than in the op record (ir/op.h) because kiln_ir cannot depend on
 // kiln_loop: the graph IR is below the loop IR. It is keyed by kiln::Op, organised by the
 // same families as ir/ops/ (loop/lowering/*.cc), and has a definition for every op: building
@@ -25,6 +31,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,9 +41,15 @@
 #include "ir/graph.h"
 #include "ir/op.h"
 #include "loop/expr.h"
+#include "loop/stmt.h"
 #include "support/status.h"
 
 namespace kiln::loop {
+
+namespace lowering {
+class GroupContext;  // loop/lowering/group_context.h
+struct GemmPlan;     // loop/lowering/gemm.h
+}  // namespace lowering
 
 // The expression of element `index` (one i64 Expr per dim) of input number `input`.
 using InputAccessor = std::function<Expr(int input, const std::vector<Expr>& index)>;
@@ -67,11 +80,34 @@ struct ComputeArgs {
 // outside what the definition supports.
 using ComputeFn = std::function<Expected<Expr>(const ComputeArgs&)>;
 
+// Which later stored values of a group ride on the blocks of `product`, a value the store
+// nest computes block by block, and where the product lives (loop/lowering/gemm.h).
+using PlanEpilogues =
+    std::function<lowering::GemmPlan(const Value& product, const lowering::GroupContext& group)>;
+
+// A store nest (see the top of this file), built through the group's context.
+struct StoreNest {
+  // Whether the nest stores `node` (it may serve some dtypes or attributes only); null: every
+  // node of the op.
+  std::function<bool(const Node& node)> applies = {};
+  // The statements storing `value`, an output of such a node, into its buffer.
+  std::function<Expected<Stmt>(const Value& value, lowering::GroupContext& group)> build = {};
+  // Whether `build` reads the node's inputs from their buffers (a library call does), not
+  // through the group's accessors: the group then stores an input it would otherwise inline.
+  bool reads_input_buffers = false;
+  // Null where no value rides on the nest's blocks.
+  PlanEpilogues plan_epilogues = {};
+};
+
 struct Lowering {
   ComputeFn compute;
+  std::optional<StoreNest> store_nest;
 };
 
 const Lowering& lowering_of(Op op);
+
+// The store nest of `node`'s record where it has one that applies to `node`; null otherwise.
+const StoreNest* store_nest_of(const Node& node);
 
 // The definition of output `output` of `node` at `index`, reading inputs through `input`.
 Expected<Expr> compute_element(const Node& node, int output, const std::vector<Expr>& index,

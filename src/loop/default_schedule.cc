@@ -13,20 +13,17 @@
 #include "loop/printer.h"
 #include "loop/schedule_analysis.h"
 #include "loop/substitute.h"
+#include "loop/tuning.h"
 
 namespace kiln::loop {
 namespace {
 
-// Below this many operations a nest finishes in a few microseconds, about what waking an
-// OpenMP thread team costs.
-constexpr int64_t kMinParallelWork = 16 * 1024;
-// Parallel iterations per core: a few per core balance cores that finish unevenly.
-constexpr int64_t kIterationsPerCore = 4;
-// A libm call (exp, erf, tanh, ...) costs about as much as this many simple operations: gelu
-// over 8K elements is worth two cores, an add over 8K elements is not.
-constexpr int64_t kMathCallWork = 16;
-// The most columns one block of Rule 2a accumulates: 4 KiB of f32 accumulators each.
-constexpr int64_t kMaxAccumulatedColumns = 1024;
+// The thresholds (loop/tuning.h): below kMinParallelWork operations a nest finishes in a few
+// microseconds, about what waking an OpenMP thread team costs. kIterationsPerCore parallel
+// iterations per core balance cores that finish unevenly. A libm call (exp, erf, tanh, ...)
+// costs about as much as kMathCallWork simple operations: gelu over 8K elements is worth two
+// cores, an add over 8K elements is not. Rule 2a accumulates at most kMaxAccumulatedColumns
+// columns per block: 4 KiB of f32 accumulators each.
 
 int64_t saturating_mul(int64_t a, int64_t b) {
   int64_t product = 0;
@@ -295,7 +292,7 @@ class Scheduler {
   // (ResNet-50's step read each such input twice). A loop that reads what its sibling writes
   // stays apart: merged, the reader's row statistics could no longer be hoisted above its
   // element loop (the sibling writes the row first), and ViT's embeddings + layer norm
-  // computed them per element (480 ms instead of 8).
+  // computed them per element, many times slower (docs/benchmarks.md).
   // Returns the nests left.
   std::vector<std::string> merge_nests(std::vector<std::string> roots, bool nested = false) {
     std::vector<std::string> kept;
@@ -443,9 +440,10 @@ class Scheduler {
   // x[r, i]: contiguous along the loop, strided along the reduction) is split into blocks of
   // columns, and each block's reductions `accumulate` row by row in vector lanes: a bias's or
   // a layer norm's weight gradient streams its rows instead of walking each column down with a
-  // 3 KB stride, one cache line per row, which the prefetchers do not follow (bert-base's
-  // training step spent 0.45 s there). Blocks of at most 1024 columns keep the accumulators
-  // in L1, and there are enough of them for every core.
+  // 3 KB stride, one cache line per row, which the prefetchers do not follow (a large
+  // share of bert-base's training step, docs/benchmarks.md). Blocks of at most
+  // kMaxAccumulatedColumns columns keep the accumulators in L1, and there are enough of them
+  // for every core.
   void accumulate_columns(const std::string& var, int64_t extent, int64_t lanes,
                           const std::string& root, std::string& parallel_root,
                           std::set<std::string>& vector_loops) {

@@ -41,17 +41,10 @@
 #include <vector>
 
 #include "loop/stmt.h"
+#include "loop/tuning.h"  // kGpuThreadsPerBlock and the mapping's limits
 #include "support/status.h"
 
 namespace kiln::loop {
-
-inline constexpr int64_t kGpuThreadsPerBlock = 256;
-// Static shared memory a block may use (the CUDA limit without opting in to more).
-inline constexpr int64_t kMaxGpuSharedBytes = 48 * 1024;
-// A thread's local buffers above this size are an error rather than slow local memory.
-inline constexpr int64_t kMaxGpuThreadLocalBytes = 16 * 1024;
-// Host loops are unrolled into launches; more than this many for one kernel is an error.
-inline constexpr int64_t kMaxGpuLaunchesPerKernel = 4096;
 
 struct GpuMapping {
   Kernel kernel;                       // the lowered kernel's parameters, then scratch ones

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "loop/lowering/lowering_family.h"
+#include "loop/tuning.h"
 
 namespace kiln::loop {
 namespace {
@@ -77,14 +78,10 @@ Stmt loop_nest(NameGenerator& names, const std::vector<int64_t>& extents,
   return nest;
 }
 
-// Below this many output positions per image, a gemm per image has too few columns to run
-// at the library's rate (ResNet-50's last stage: 7 x 7 = 49 columns, 150 GFLOP/s against 300
-// for 392), so the images' columns are laid side by side and one gemm covers the batch.
-constexpr int64_t kBatchColumnsBelow = 256;
-// ... as long as the batch's column buffer stays below this size.
-constexpr int64_t kMaxBatchColumnBytes = int64_t{64} << 20;
-
-// Whether `s` runs as one gemm over all its images (see kBatchColumnsBelow).
+// Whether `s` runs as one gemm over all its images: below kBatchColumnsBelow output
+// positions per image (loop/tuning.h), a gemm per image has too few columns to run at the
+// library's rate (ResNet-50's last stage has 7 x 7 = 49), so the images' columns are laid
+// side by side, as long as the batch's column buffer stays within kMaxBatchColumnBytes.
 bool batches_columns(const ConvShape& s, DType dtype) {
   const int64_t images = s.x.dim(0);
   return images > 1 && s.params.groups == 1 && s.positions < kBatchColumnsBelow &&
@@ -254,8 +251,8 @@ class ConvLowerer {
   // constant range (inside_range, as in im2col), so a tap's nest has no guard and, at stride
   // 1, its last loop reads col and writes dx contiguously and vectorizes; the terms of each dx
   // element are added in the gather's order. As a gather (each dx element summing its taps
-  // with a guard and a clamped load per tap) it stayed scalar: the data gradient of XML-CNN's
-  // width-8 convolution took 37.6 ms with it, 33.8 ms with the scatter.
+  // with a guard and a clamped load per tap) it stayed scalar, and the data gradient of
+  // XML-CNN's width-8 convolution ran slower (docs/benchmarks.md).
   //
   //   for (c) { for (x...) dx[..., c, x] = 0
   //             for each tap t: for (q in the ranges of t) dx[..., c, q*s - p + t*d] += col[(c, t), q] }

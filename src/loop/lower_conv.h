@@ -15,10 +15,10 @@
 // 1, no padding) needs no column buffer: x itself is the [Cg, Y] matrix. The column buffer
 // is allocated once per kernel call and reused for every (n, g).
 //
-// With few positions per image (Y < 256, one group, several images) a gemm per image has too
-// few columns to run well, so the batch's columns lie side by side, [Cg*K, N*Y], and each op
-// is one gemm over the batch; y, or dy, is copied between [N, Og, Y] and [Og, N*Y] around it
-// (ResNet-50's last two stages: inference 345 -> 313 ms, training step 1.21 -> 1.14 s).
+// With few positions per image (Y below kBatchColumnsBelow, loop/tuning.h; one group, several
+// images) a gemm per image has too few columns to run well, so the batch's columns lie side
+// by side, [Cg*K, N*Y], and each op is one gemm over the batch; y, or dy, is copied between
+// [N, Og, Y] and [Og, N*Y] around it (ResNet-50's last two stages gained most).
 //
 // A conv or conv_grad_data may carry an *epilogue*: statements that run as soon as one image
 // and group of its output is complete (after that image's gemm, col2im or copy out of the

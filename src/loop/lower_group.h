@@ -12,34 +12,21 @@
 //    order, into a local buffer that the consumers load from.
 // A group output is stored once and its consumers in the group load it back.
 //
-// Contractions call a library for their inner block. A matmul of f32 or f64 is not stored
-// through its reduce definition but as gemm statements (loop/stmt.h; BLAS in generated
-// code): a loop over its batch dims and blocks of output rows, one gemm per block. Group
-// outputs computed elementwise from it (a bias add, an activation, a residual add) are its
-// *epilogue*: stored in the same block loop right after each gemm, while the block is in
-// cache, instead of in a separate pass over memory; an intermediate matmul read only by
-// epilogues then lives in a block-sized local buffer.
-//
-//   matmul -> add bias -> relu over a [M, K], w [K, N]:
-//     for (i0, 0, M / R) allocate blk[R*N] {
-//       gemm(R, N, K) blk[0, ld N] = in0[i0*R*K, ld K] * in1[0, ld N]
-//       for i1, i2: out0[i0*R + i1, i2] = max(blk[i1*N + i2] + in2[i2], 0.0f) }
-//
-// Consumers that do not fit (a transpose of the product, a reduction) read the matmul from
-// a full buffer as before. A gemm reads its operands from memory, so an operand computed in
-// the group is stored in a local buffer even where it would otherwise be inlined.
-// Convolutions and their gradients of f32 and f64 are im2col and gemm statements per image
-// and group (loop/lower_conv.h). A conv's or conv_grad_data's elementwise consumers are its
-// epilogue in the same way, run on each image's block as soon as it is complete; a product
-// read only by them is written into the last epilogue's buffer, so it needs no buffer of its
-// own. scatter_add of f32, f64, i32 and i64 is a copy of the data
-// and then one accumulating store per update, in index order (linear in the updates, where
-// the gather-form definition is quadratic). Other dtypes (f16, bf16, integers: no BLAS routine) and
-// spmm (OpenBLAS has no sparse routine) keep their reduce definitions.
-//
 //   mean -> sub -> exp over x [R, N]:
 //     allocate t0[R] { for i0: t0[i0] = sum(k0, 0, N, x[i0, k0]) / N
 //                      for i1, i2: out0[i1, i2] = exp(x[i1, i2] - t0[i1]) }
+//
+// An op whose lowering record has a store nest that applies to the node (StoreNest,
+// loop/compute.h) is stored by the nest's own statements instead, built beside the op's
+// definitions through the group's context (loop/lowering/group_context.h): matmuls and
+// convolutions of f32 and f64 as gemm statements, with the outputs computed from them on
+// each block, while it is in cache, as their epilogues (loop/lowering/gemm.h); scatter_add of
+// f32, f64, i32 and i64 as a copy of the data and one accumulating store per update
+// (loop/lowering/layout.cc); a transposed spmm as one pass over its non-zeros
+// (loop/lowering/contraction.cc); max_pool_grad as a scatter and a separable max_pool in two
+// steps (loop/lowering/pooling.h). Nodes no nest applies to (other dtypes, an untransposed
+// spmm) keep their definitions. A nest that reads its inputs from memory (a gemm's) has an
+// operand computed in the group stored in a local buffer even where it would be inlined.
 //
 // Constants of more than one element are not computed by the kernel: their values become
 // kernel inputs (bound, like any input, to the constant node's output value). Names in the
@@ -57,8 +44,8 @@
 namespace kiln::loop {
 
 struct LowerGroupOptions {
-  // Rows of C per gemm call for a matmul with epilogues; 0: chosen so that a block fits in
-  // L2 (lower_group.cc). Tests set it to make blocks and tails small.
+  // Rows of C per gemm call for a matmul with epilogues; 0: chosen so that a block stays in
+  // cache (loop/lowering/gemm_epilogues.cc). Tests set it to make blocks and tails small.
   int64_t gemm_block_rows = 0;
 };
 
@@ -78,7 +65,8 @@ struct LoweredGroup {
 };
 
 // Whether lower_group stores `node` (a matmul) as gemm statements: f32 and f64 (BLAS has no
-// f16, bf16 or integer gemm; those keep the reduce definition).
+// f16, bf16 or integer gemm; those keep the reduce definition). Defined with the gemm nests
+// (loop/lowering/gemm_nests.cc), as is conv_takes_epilogue.
 bool lowers_matmul_to_gemm(const Node& node);
 
 // Whether lower_group runs elementwise consumers of `node` on each image's block of its
@@ -87,7 +75,8 @@ bool lowers_matmul_to_gemm(const Node& node);
 bool conv_takes_epilogue(const Node& node);
 
 // `nodes` are distinct nodes of `graph`, in any order. Errors name the op that cannot be
-// lowered.
+// lowered; they are returned, never kept in the lowerer (loop/lowering/group_context.h says
+// how an input accessor's error comes back).
 Expected<LoweredGroup> lower_group(const Graph& graph, std::span<Node* const> nodes,
                                    const LowerGroupOptions& options = {});
 

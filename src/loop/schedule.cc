@@ -15,15 +15,15 @@
 #include "loop/schedule_analysis.h"
 #include "loop/simplify.h"
 #include "loop/substitute.h"
+#include "loop/tuning.h"
 #include "loop/verifier.h"
 
 namespace kiln::loop {
 namespace {
 
-// Unrolling copies the body; past this many copies it only bloats the code.
-constexpr int64_t kMaxUnroll = 1024;
-// A staged region larger than this is no longer a cache-sized tile.
-constexpr int64_t kMaxCacheElements = int64_t{1} << 24;
+// The limits (loop/tuning.h): unrolling copies the body, and past kMaxUnroll copies it only
+// bloats the code; a staged region of more than kMaxCacheElements is no longer a cache-sized
+// tile.
 
 using NameSet = std::set<std::string, std::less<>>;
 

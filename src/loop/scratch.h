@@ -5,10 +5,11 @@
 // live on the stack; a large one (a fused group's 25 MiB intermediate, a convolution's column
 // buffer) comes from the heap, whose allocator returns it to the operating system when it
 // is freed, so every call pays for fresh pages: a page fault and the zeroing of every page
-// (clear_page was 13% of a ResNet-50 training step's time). promote_scratch turns each such
-// allocation into a *scratch parameter* after the kernel's others, which the runtime places in
-// its planned arena (live for that one step), touched once and reused on every run; the
-// memory plan then also counts these bytes, which it did not see before.
+// (clear_page took a large share of a ResNet-50 training step, docs/benchmarks.md).
+// promote_scratch turns each such allocation into a *scratch parameter* after the kernel's
+// others, which the runtime places in its planned arena (live for that one step), touched
+// once and reused on every run; the memory plan then also counts these bytes, which it did
+// not see before.
 //
 //   allocate t0: f32[6422528] in local { ... t0[i] ... }
 //     -> kernel(..., t0: f32[6422528]) { ... t0[i] ... }
@@ -22,12 +23,9 @@
 #include <vector>
 
 #include "loop/stmt.h"
+#include "loop/tuning.h"  // kMaxKernelLocalBytes
 
 namespace kiln::loop {
-
-// Local buffers up to this size stay in the kernel (code generators keep them on the stack);
-// larger ones outside parallel loops become scratch parameters.
-inline constexpr int64_t kMaxKernelLocalBytes = 16 * 1024;
 
 // Local buffers larger than kMaxKernelLocalBytes outside every parallel loop become
 // parameters appended to kernel.params, in order of appearance, keeping their names; the

@@ -1,7 +1,9 @@
 // Lowerings of the contractions (ir/ops/contraction.cc) as naive reductions: the correct
 // fallback and test oracle. lower_group (loop/lower_group.h) stores f32 and f64 matmuls and
-// convolutions as gemm statements (BLAS) instead, matmuls with their elementwise consumers
-// as per-block epilogues; the other dtypes and spmm use these definitions.
+// convolutions through their store nests instead, as gemm statements (BLAS) with their
+// consumers as per-block epilogues (loop/lowering/gemm.h); the other dtypes (no BLAS
+// routine) use these definitions, and so does spmm unless transposed (OpenBLAS has no sparse
+// routine).
 //
 //   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
 //
@@ -9,7 +11,13 @@
 // into range. conv_grad_data sums, for each input element, over the taps whose output
 // position (x + pad - tap * dilation) / stride is integral and in range. spmm reduces over the
 // CSR row range [row_ptr[r], row_ptr[r + 1]) with data-dependent bounds; transposed, each
-// output row sums over every non-zero of A and keeps those in its column.
+// output row sums over every non-zero of A and keeps those in its column: nnz x N x K work,
+// so lower_group stores a transposed spmm by its store nest instead (spmm_scatter_nest), one
+// pass over the non-zeros.
+#include "loop/lower_conv.h"
+#include "loop/lower_group.h"
+#include "loop/lowering/gemm.h"
+#include "loop/lowering/group_context.h"
 #include "loop/lowering/lowering_family.h"
 
 namespace kiln::loop::lowering {
@@ -158,6 +166,49 @@ Expected<Expr> lower_spmm(const ComputeArgs& args) {
                 reduce(ReduceOp::sum, i, start, row_start(var(r) + 1) - start, body));
 }
 
+bool is_transposed(const Node& spmm) { return spmm.attrs().get_bool("transpose"); }
+
+// spmm with the sparse matrix A [M, K] transposed, out [K, N] = A^T dense, as one pass over
+// the non-zeros in CSR order (the interpreter's order, so every output element sums its
+// terms in the same order):
+//
+//   for (c, j) out[c, j] = 0
+//   for (r, 0, M) for (i, row_ptr[r], row_ptr[r + 1] - row_ptr[r])
+//     let col = clamp(col_indices[i]) in for (j, 0, N) out[col, j] += values[i] * dense[r, j]
+//
+// The loop over non-zeros stays serial (two may name the same column); the loop over N, a
+// row of dense and of out, vectorizes. Indices are clamped as the gather definition clamps
+// them, so a malformed CSR structure reads and writes inside the buffers.
+Expected<Stmt> spmm_scatter_nest(const Value& value, GroupContext& group) {
+  const Node& node = *value.producer();
+  AccessErrors errors;
+  const InputAccessor input = group.inputs(node, errors);
+  const int64_t rows = node.input(0)->shape().dim(0) - 1;
+  const int64_t nnz = node.input(2)->shape().dim(0);
+  const int64_t cols = value.shape().dim(0), n = value.shape().dim(1);
+
+  std::vector<std::string> zero_vars;
+  const std::vector<Expr> zero_index = group.fresh_index(value.shape().dims(), zero_vars);
+  const Stmt zero = loop_nest(zero_vars, value.shape().dims(),
+                              group.store_element(value, zero_index, make_zero(value.dtype())));
+
+  NameGenerator& names = group.names();
+  const std::string r = names.fresh("i"), i = names.fresh("i"), j = names.fresh("i");
+  const std::string safe = names.fresh("s"), col = names.fresh("c");
+  const auto row_start = [&](const Expr& row) { return cast(DType::i64, input(0, {row})); };
+  const std::vector<Expr> target = {var(col), var(j)};
+  const Stmt add = group.store_element(
+      value, target,
+      group.load_from(value, target) + input(2, {var(safe)}) * input(3, {var(r), var(j)}));
+  const Expr column = clamp_index(cast(DType::i64, input(1, {var(safe)})), cols);
+  const Stmt per_nonzero =
+      let_stmt(safe, clamp_index(var(i), nnz), let_stmt(col, column, for_loop(j, 0, n, add)));
+  const Stmt scatter = for_loop(
+      r, 0, rows,
+      for_loop(i, row_start(var(r)), row_start(var(r) + 1) - row_start(var(r)), per_nonzero));
+  return errors.result(block({zero, scatter}));
+}
+
 }  // namespace
 
 void register_contraction_lowerings(LoweringTable& table) {
@@ -166,6 +217,21 @@ void register_contraction_lowerings(LoweringTable& table) {
   table.define(Op::conv_grad_data, &lower_conv_grad_data);
   table.define(Op::conv_grad_weight, &lower_conv_grad_weight);
   table.define(Op::spmm, &lower_spmm);
+  table.store_with(Op::matmul, {.applies = &lowers_matmul_to_gemm,
+                                .build = &matmul_gemm_nest,
+                                .reads_input_buffers = true,
+                                .plan_epilogues = &plan_matmul_epilogues});
+  StoreNest conv_nest{.applies = &lowers_conv_to_gemm,
+                      .build = &conv_gemm_nest,
+                      .reads_input_buffers = true,
+                      .plan_epilogues = &plan_conv_epilogues};
+  table.store_with(Op::conv, conv_nest);
+  table.store_with(Op::conv_grad_data, conv_nest);
+  // conv_grad_weight sums over every image into one output: no block of it is complete
+  // before the end, so it takes no epilogues.
+  conv_nest.plan_epilogues = nullptr;
+  table.store_with(Op::conv_grad_weight, conv_nest);
+  table.store_with(Op::spmm, {.applies = &is_transposed, .build = &spmm_scatter_nest});
 }
 
 }  // namespace kiln::loop::lowering

@@ -13,10 +13,13 @@
 // over every position k of the indices, of updates[.., k, ..] where indices[k] (wrapped and
 // clamped as gather's) names this element's position along the axis. That is O(number of
 // indices) per output element, quadratic for an embedding gradient (vocabulary x tokens), so
-// lower_group stores scatter_add of f32, f64, i32 and i64 in one pass instead (an accumulating
-// store per update); this definition is the oracle and serves bool, f16 and bf16.
+// lower_group stores scatter_add of f32, f64, i32 and i64 in one pass instead (its store
+// nest, scatter_nest: an accumulating store per update, linear in the updates); this
+// definition is the oracle and serves bool, f16 and bf16 (a bool sum is an integer sum
+// converted back; 16-bit floats would round after every partial sum).
 #include <algorithm>
 
+#include "loop/lowering/group_context.h"
 #include "loop/lowering/lowering_family.h"
 
 namespace kiln::loop::lowering {
@@ -189,6 +192,57 @@ Expected<Expr> lower_scatter_add(const ComputeArgs& args) {
   return sum_type == dtype ? total : cast(dtype, total);
 }
 
+// The dtypes whose scatter_add is stored by scatter_nest.
+bool scatters_in_one_pass(const Node& node) {
+  const DType dtype = node.output(0)->dtype();
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::i32 || dtype == DType::i64;
+}
+
+// scatter_add in one pass: the output starts as a copy of data, then each update is added
+// where its index points, in the order of the indices (duplicates accumulate, so the loop
+// over the indices is serial; the trailing dims, contiguous, can be vectorized):
+//
+//   for (i...) out[i...] = data[i...]
+//   for (lead...) for (k...) let j = clamp(wrap(indices[k...])) in
+//     for (trail...) out[lead, j, trail] = out[lead, j, trail] + updates[lead, k, trail]
+//
+// An index out of range (an error in the interpreter) is clamped, as gather's.
+Expected<Stmt> scatter_nest(const Value& value, GroupContext& group) {
+  const Node& node = *value.producer();
+  const Shape& data = node.input(0)->shape();
+  const Shape& indices = node.input(1)->shape();
+  const int axis = axis_of(node.attrs().get_int("axis"), data.rank());
+  AccessErrors errors;
+  const InputAccessor input = group.inputs(node, errors);
+  // The copy of data.
+  std::vector<std::string> copy_vars;
+  const std::vector<Expr> copy_index = group.fresh_index(data.dims(), copy_vars);
+  const Stmt copy = loop_nest(copy_vars, data.dims(),
+                              group.store_element(value, copy_index, input(0, copy_index)));
+  // The updates.
+  const std::vector<int64_t> lead(data.dims().begin(), data.dims().begin() + axis);
+  const std::vector<int64_t> trail(data.dims().begin() + axis + 1, data.dims().end());
+  std::vector<std::string> lead_vars, k_vars, trail_vars;
+  const std::vector<Expr> a = group.fresh_index(lead, lead_vars);
+  const std::vector<Expr> k = group.fresh_index(indices.dims(), k_vars);
+  const std::vector<Expr> t = group.fresh_index(trail, trail_vars);
+  const std::string j = group.names().fresh("j");
+  std::vector<Expr> target = a, source = a;
+  target.push_back(var(j));
+  source.insert(source.end(), k.begin(), k.end());
+  target.insert(target.end(), t.begin(), t.end());
+  source.insert(source.end(), t.begin(), t.end());
+  const Stmt add =
+      group.store_element(value, target, group.load_from(value, target) + input(2, source));
+  const int64_t extent = data.dim(axis);
+  const Expr raw = cast(DType::i64, input(1, k));
+  const Expr wrapped = clamp_index(select(raw < 0, raw + extent, raw), extent);
+  const Stmt updates = loop_nest(
+      lead_vars, lead,
+      loop_nest(k_vars, indices.dims(), let_stmt(j, wrapped, loop_nest(trail_vars, trail, add))));
+  return errors.result(block({copy, updates}));
+}
+
 Expected<Expr> lower_one_hot(const ComputeArgs& args) {
   const int axis = axis_of(args.attrs.get_int("axis"), args.outputs[0].shape.rank());
   const int64_t depth = args.attrs.get_int("depth");
@@ -235,6 +289,7 @@ void register_layout_lowerings(LoweringTable& table) {
   table.define(Op::pad, &lower_pad);
   table.define(Op::gather, &lower_gather);
   table.define(Op::scatter_add, &lower_scatter_add);
+  table.store_with(Op::scatter_add, {.applies = &scatters_in_one_pass, .build = &scatter_nest});
   table.define(Op::one_hot, &lower_one_hot);
   table.define(Op::iota, &lower_iota);
   table.define(Op::fill, &lower_fill);

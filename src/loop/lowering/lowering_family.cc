@@ -8,6 +8,10 @@ void LoweringTable::define(Op op, ComputeFn compute) {
   entries_[static_cast<size_t>(op)].compute = std::move(compute);
 }
 
+void LoweringTable::store_with(Op op, StoreNest nest) {
+  entries_[static_cast<size_t>(op)].store_nest = std::move(nest);
+}
+
 Expr constant_of(DType dtype, double value) {
   return make_const(dtype, round_to_dtype(value, dtype));
 }
@@ -44,6 +48,19 @@ Expr reduce_nest(ReduceOp op, const std::vector<int64_t>& extents, NameGenerator
     result = reduce(op, vars[i], 0, extents[i], result);
   }
   return result;
+}
+
+Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {
+  const std::vector<int64_t> strides = shape.strides();
+  Expr offset = 0;
+  for (size_t d = 0; d < index.size(); ++d) offset = offset + index[d] * strides[d];
+  return offset;
+}
+
+std::vector<Expr> symbolic_index(int rank, NameGenerator& names) {
+  std::vector<Expr> index;
+  for (int d = 0; d < rank; ++d) index.push_back(var(names.fresh("i")));
+  return index;
 }
 
 int64_t dims_product(const Shape& shape, int begin, int end) {

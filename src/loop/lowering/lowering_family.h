@@ -1,9 +1,10 @@
 // Shared helpers for the lowering family files (loop/lowering/*.cc). Internal to src/loop.
 //
 // Each family file defines `register_<family>_lowerings(LoweringTable&)`, filling one entry
-// per op of the family, as ir/ops/ does for op records. The helpers are the index arithmetic
-// many definitions share: broadcasting, clamping a data-dependent index, nested reductions
-// over several axes.
+// per op of the family, as ir/ops/ does for op records: its definition, and the store nest
+// of an op that lower_group stores with statements of its own. The helpers are the index
+// arithmetic many definitions share: broadcasting, clamping a data-dependent index, nested
+// reductions over several axes.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,8 @@ class LoweringTable {
  public:
   explicit LoweringTable(std::vector<Lowering>& entries) : entries_(entries) {}
   void define(Op op, ComputeFn compute);
+  // lower_group stores the op's values with `nest` where it applies (loop/compute.h).
+  void store_with(Op op, StoreNest nest);
 
  private:
   std::vector<Lowering>& entries_;
@@ -51,6 +54,12 @@ Expr bind(NameGenerator& names, const Expr& value, const std::function<Expr(cons
 Expr reduce_nest(ReduceOp op, const std::vector<int64_t>& extents, NameGenerator& names,
                  const std::function<Expr(const std::vector<Expr>&)>& body);
 
+// Row-major flat offset of `index` in `shape`.
+Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape);
+
+// One fresh variable from `names` per dim, for definitions built only to be inspected.
+std::vector<Expr> symbolic_index(int rank, NameGenerator& names);
+
 // Product of dims[begin, end).
 int64_t dims_product(const Shape& shape, int begin, int end);
 
@@ -76,32 +85,7 @@ Expr batch_norm_normalize(const ComputeArgs& args, const Expr& mean, const Expr&
 // so that a kernel storing the mean first does not compute it again.
 Expr batch_norm_variance(const ComputeArgs& args, const Expr& mean);
 
-// max_pool in two steps (loop/lowering/pooling.cc), for the attrs max_pool_is_separable
-// accepts (two or more spatial dims, windows wider than 1 along the last and some other dim).
-// max_pool_leading_max is the maximum over the taps of every spatial dim but the last at
-// `partial`, an index [n, c, *pooled but the last, position in x's last dim]; args are
-// max_pool's. max_pool_last_max is the output element at args.index, the maximum over the
-// last dim's taps of `partial_of` (the first step's value at such an index).
+// The value of the element at a multi-index, as a step of a definition reads it.
 using ElementAt = std::function<Expr(const std::vector<Expr>& index)>;
-bool max_pool_is_separable(const Attrs& attrs);
-Expr max_pool_leading_max(const ComputeArgs& args, const std::vector<Expr>& partial);
-Expr max_pool_last_max(const ComputeArgs& args, const ElementAt& partial_of);
-
-// max_pool_grad as a scatter (lower_group stores it so). max_pool_window_argmax is the
-// row-major number of the tap the interpreter routes the gradient of window `window` ([n, c,
-// *pooled] of dy) to: args are max_pool_grad's, read at that window. For a separable pool it
-// is found in the two steps' rows instead (args of max_pool_grad: the taps are x's either
-// way): max_pool_leading_argmax is, at `partial`, the first tap of the leading dims equal to
-// the leading maximum m there (numbered row-major over the leading dims); max_pool_last_argmax
-// is the window's tap given its maximum m and both rows (the leading maximum and argmax at a
-// partial index). max_pool_tap_position is the index in x ([n, c, *spatial]) of tap `tap`
-// (such a number) of that window, clamped into x.
-Expr max_pool_window_argmax(const ComputeArgs& args, const std::vector<Expr>& window);
-Expr max_pool_leading_argmax(const ComputeArgs& args, const std::vector<Expr>& partial,
-                             const Expr& m);
-Expr max_pool_last_argmax(const ComputeArgs& args, const Expr& m, const ElementAt& partial_max_of,
-                          const ElementAt& partial_argmax_of);
-std::vector<Expr> max_pool_tap_position(const ComputeArgs& args, const std::vector<Expr>& window,
-                                        const Expr& tap);
 
 }  // namespace kiln::loop::lowering

@@ -8,13 +8,8 @@
 // dims of the in-range taps. avg_pool_grad sums, for each input element, over the taps whose
 // window start (x + pad - tap) / stride is integral and in range.
 //
-// A max_pool over two or more spatial dims runs in two steps when lower_group stores it
-// (max_pool_leading_max, max_pool_last_max): for each output row, the maximum over the taps of
-// every spatial dim but the last, at every position of the last dim (a row that loads x
-// contiguously, so it vectorizes), then the maximum over the last dim's taps of that row.
-// max is exact and order-free (NaN propagates either way), so the result is the one-step
-// definition's bit for bit; the work per output falls from the kernel volume (9 for ResNet's
-// 3x3 pool) to about its sum, and the strided scalar part reads a row that sits in L1.
+// A separable max_pool (max_pool_is_separable) runs in two steps when lower_group stores it
+// (its store nest, loop/lowering/pooling.h), from the step functions at the end of this file.
 //
 // max_pool_grad's definition is the gather form of the interpreter's scatter: each dx element
 // sums, over the windows that contain it, dy of the window where the window's first maximum is
@@ -26,13 +21,14 @@
 // (row-major) that equals m or is NaN. As a definition the argmax is recomputed for every
 // candidate window of every dx element (4 * 18 taps per element for ResNet's 3x3 stride-2
 // pool), so lower_group (loop/lower_group.h) stores max_pool_grad as the interpreter computes
-// it instead: dx zeroed, then each window's argmax (max_pool_window_argmax) found once and its
-// dy added at that tap's position (max_pool_tap_position).
+// it instead (its store nest): dx zeroed, then each window's argmax (max_pool_window_argmax)
+// found once and its dy added at that tap's position (max_pool_tap_position).
 
 #include <functional>
 #include <limits>
 
 #include "loop/lowering/lowering_family.h"
+#include "loop/lowering/pooling.h"
 
 namespace kiln::loop::lowering {
 namespace {
@@ -259,6 +255,8 @@ Expected<Expr> lower_max_pool_grad(const ComputeArgs& args) {
   });
 }
 
+bool separable(const Node& max_pool) { return max_pool_is_separable(max_pool.attrs()); }
+
 }  // namespace
 
 bool max_pool_is_separable(const Attrs& attrs) {
@@ -341,6 +339,8 @@ void register_pooling_lowerings(LoweringTable& table) {
   table.define(Op::avg_pool, &lower_avg_pool);
   table.define(Op::max_pool_grad, &lower_max_pool_grad);
   table.define(Op::avg_pool_grad, &lower_avg_pool_grad);
+  table.store_with(Op::max_pool, {.applies = &separable, .build = &max_pool_nest});
+  table.store_with(Op::max_pool_grad, {.build = &max_pool_grad_nest});
 }
 
 }  // namespace kiln::loop::lowering

@@ -63,7 +63,7 @@ std::vector<LoopInfo> innermost_loops(const std::vector<LoopInfo>& loops) {
 
 // A 3x3 convolution's column rows and a 3x3 stride-2 max pool's first step are copies along
 // a row that load x contiguously: the lowering splits off the padded ends (loop/lower_conv.cc,
-// loop/lower_group.cc), so the rows run in vector lanes. With the padding clamped into every
+// loop/lowering/pooling_nests.cc), so the rows run in vector lanes. With the padding clamped into every
 // load, neither vectorized, and each ran several times slower in ResNet-50.
 TEST(DefaultSchedule, ConvolutionColumnsAndPoolingRowsRunInVectorLanes) {
   const Kernel conv = lower([](GraphBuilder& b) {
