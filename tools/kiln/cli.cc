@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "fusion/rules.h"
@@ -51,6 +52,18 @@ Status check_input_size(const Graph& graph) {
         total, limit);
   }
   return Status::ok();
+}
+
+Expected<double> check_kernels(CompiledModel& model, std::span<const Array> inputs) {
+  KILN_ASSIGN_OR_RETURN(CheckReport report, model.check(inputs));
+  if (!report.ok()) {
+    const KernelCheck& bad = report.kernels.back();
+    return Status::errorf("check: step {} ({}) disagrees with the reference: {}", bad.step,
+                          bad.label, bad.mismatch);
+  }
+  double worst = 0;
+  for (const KernelCheck& kernel : report.kernels) worst = std::max(worst, kernel.max_abs_error);
+  return worst;
 }
 
 void add_model_argument(CLI::App* command, std::string& spec, ModelArgument kind) {

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "compiler/options.h"
 #include "driver/model_source.h"
+#include "kiln/kiln.h"
 #include "support/status.h"
 
 namespace kiln::cli {
@@ -35,6 +37,10 @@ std::string with_thousands(int64_t n);                        // "109,512,762"
 // Random inputs are made whole before the reference interpreter's own memory limit applies, so
 // a graph whose inputs alone exceed that limit is refused up front.
 Status check_input_size(const Graph& graph);
+
+// Checks every kernel of `model` against the reference on `inputs`: the largest absolute
+// error, or the error naming the first kernel that disagrees.
+Expected<double> check_kernels(CompiledModel& model, std::span<const Array> inputs);
 
 // A command's work, run once the command line parsed.
 using Action = std::function<int()>;

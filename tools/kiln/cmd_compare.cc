@@ -98,14 +98,7 @@ Status prepare(Variant& variant, const std::vector<Array>& inputs, RunBuffers& b
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   variant.compiled.emplace(std::move(compiled));
   if (check) {
-    KILN_ASSIGN_OR_RETURN(CheckReport report, variant.compiled->check(inputs));
-    if (!report.ok()) {
-      const KernelCheck& bad = report.kernels.back();
-      return Status::errorf("check: step {} ({}) disagrees with the reference: {}", bad.step,
-                            bad.label, bad.mismatch);
-    }
-    double worst = 0;
-    for (const KernelCheck& kernel : report.kernels) worst = std::max(worst, kernel.max_abs_error);
+    KILN_ASSIGN_OR_RETURN(const double worst, check_kernels(*variant.compiled, inputs));
     variant.check = fmt::format("  ok ({:.3g})", worst);
   }
   variant.run.emplace(*variant.compiled, buffers);

@@ -34,20 +34,6 @@ struct RunOptions {
   CompileFlags compile;
 };
 
-// Checks every kernel of `model` against the reference; the largest absolute error, or the
-// error naming the first kernel that disagrees.
-Expected<double> check_kernels(CompiledModel& model, const std::vector<Array>& inputs) {
-  KILN_ASSIGN_OR_RETURN(CheckReport report, model.check(inputs));
-  if (!report.ok()) {
-    const KernelCheck& bad = report.kernels.back();
-    return Status::errorf("check: step {} ({}) disagrees with the reference: {}", bad.step,
-                          bad.label, bad.mismatch);
-  }
-  double worst = 0;
-  for (const KernelCheck& kernel : report.kernels) worst = std::max(worst, kernel.max_abs_error);
-  return worst;
-}
-
 // Compiles `graph`, checks it kernel by kernel when asked, and runs it (timed and profiled
 // when asked). Empty outputs when the pipeline was asked to stop before the end.
 Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<Array>& inputs,

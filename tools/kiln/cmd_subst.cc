@@ -159,6 +159,10 @@ int run_subst_search(const SubstSearchOptions& options) {
   return 0;
 }
 
+void add_rules_file(CLI::App* command, std::string& file) {
+  command->add_option("rules", file, "Rule file (.rules)")->required();
+}
+
 }  // namespace
 
 void add_subst_commands(CLI::App& app, Action& action) {
@@ -171,7 +175,7 @@ void add_subst_commands(CLI::App& app, Action& action) {
       "check",
       "Read a rule file and compare each rule's source and target graphs on random "
       "inputs in the reference interpreter (a fingerprint, not a proof).");
-  check_cmd->add_option("file", check->file, "Rule file (.rules)")->required();
+  add_rules_file(check_cmd, check->file);
   on_parsed(check_cmd, action, check, run_subst_check);
 
   auto search = std::make_shared<SubstSearchOptions>();
@@ -180,7 +184,7 @@ void add_subst_commands(CLI::App& app, Action& action) {
       "Search for the rewrites of a model (IR text or ONNX) by the rules of a rule "
       "file that lower the fusion partitioner's estimate (TASO's search, scored after "
       "fusion); only rules Z3 proves are used.");
-  search_cmd->add_option("rules", search->rules_file, "Rule file (.rules)")->required();
+  add_rules_file(search_cmd, search->rules_file);
   add_model_argument(search_cmd, search->model_file, ModelArgument::file);
   search_cmd
       ->add_option("--relaxation", search->relaxation,
@@ -225,7 +229,7 @@ void add_subst_commands(CLI::App& app, Action& action) {
       "Prove each rule of a rule file with Z3: both graphs evaluated symbolically at "
       "every assignment of small extents, every result element proved equal over the "
       "reals. Rules that cannot be proved are rejected and listed.");
-  verify_cmd->add_option("file", verify->file, "Rule file (.rules)")->required();
+  add_rules_file(verify_cmd, verify->file);
   verify_cmd
       ->add_option("--max-extent", verify->max_extent,
                    "Each example extent takes every value from 1 to N")
