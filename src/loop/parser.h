@@ -62,7 +62,10 @@
 
 namespace kiln::loop {
 
-inline constexpr int kMaxLoopIRNesting = 1000;
+// Deep enough for any kernel Kiln makes (a concatenation's nested selects, a chain of sums),
+// shallow enough that the parser's recursion fits a thread's stack even in a sanitizer build,
+// whose frames are several times larger.
+inline constexpr int kMaxLoopIRNesting = 256;
 
 // Every kernel of `text`, in order (none for a text of comments).
 Expected<std::vector<Kernel>> parse_kernels(std::string_view text,
