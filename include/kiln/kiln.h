@@ -1,4 +1,5 @@
-// Kiln's public API: compile a graph for this machine's CPU and run it.
+// Kiln's public API: compile a graph for this machine's CPU, or for its NVIDIA GPU
+// (CompileOptions::device), and run it.
 //
 //   kiln::Compiler compiler;                                  // default options
 //   kiln::Expected<kiln::CompiledModel> model = compiler.compile(std::move(graph));
@@ -7,12 +8,14 @@
 //
 // `compile` runs the whole pipeline (compiler/pipeline.h); `run_pipeline` runs it as far as the
 // options say (PipelineOptions::stop_after) and returns what it made, for reading: the rewritten
-// graph, the partition, loop IR, the program or the generated code (a CUDA compilation, which
-// Kiln cannot run yet, is read this way).
+// graph, the partition, loop IR, the program or the generated code (a CUDA compilation made on a
+// machine without a GPU is read this way).
 //
-// A CompiledModel owns its graph, its loaded kernels and its arena. `run` takes and returns
-// Arrays (encoding them to each dtype's bytes); `run_raw` takes the caller's own memory, laid
-// out as the kernel ABI says (codegen/cpu/emitter.h), and copies nothing. Runs of one model
+// A CompiledModel owns its graph, its loaded kernels and its arena (on a GPU: the device's, with
+// the constants resident; runtime/cuda_executor.h). `run` takes and returns Arrays (encoding
+// them to each dtype's bytes); `run_raw` takes the caller's own memory, laid out as the kernel
+// ABI says (codegen/cpu/emitter.h), and copies nothing on a CPU (a GPU copies it to the device
+// and back). Runs of one model
 // must not overlap: they share the arena. `check` runs kernel by kernel against the reference
 // evaluation and names the first kernel that disagrees.
 //
@@ -78,7 +81,7 @@ class CompiledModel {
  private:
   friend class Compiler;
   CompiledModel(std::unique_ptr<Graph> graph, std::unique_ptr<CompiledGraph> compiled,
-                std::unique_ptr<runtime::Executor> executor)
+                std::unique_ptr<runtime::ProgramExecutor> executor)
       : graph_(std::move(graph)), compiled_(std::move(compiled)),
         executor_(std::move(executor)) {}
 
@@ -86,7 +89,7 @@ class CompiledModel {
   // executor refer to.
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<CompiledGraph> compiled_;
-  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<runtime::ProgramExecutor> executor_;
 };
 
 class CompiledTrainingStep {

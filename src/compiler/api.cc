@@ -1,5 +1,6 @@
 #include "kiln/kiln.h"
 #include "passes/eliminate_loss.h"
+#include "runtime/cuda_executor.h"
 
 namespace kiln {
 
@@ -19,13 +20,12 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
         stage_name(*compiled_graph->last_stage));
   }
   if (compiled_graph->cuda) {
-    // TODO(#30): a GPU runtime (device arena, launches on a stream, graph capture) needs a GPU
-    // to build and test it against.
-    return Status::error(
-        "the kernels compiled for CUDA, but Kiln cannot run them yet: it has no "
-        "GPU runtime (`kiln compile --device cuda` writes the CUDA code, its "
-        "cubin and launches; --device cuda-mapping-on-cpu runs the GPU mapping "
-        "on this CPU)");
+    const CudaCompiled& cuda = *compiled_graph->cuda;
+    KILN_ASSIGN_OR_RETURN(
+        std::unique_ptr<runtime::CudaExecutor> executor,
+        runtime::CudaExecutor::create(compiled_graph->program, cuda.cubin, cuda.launches));
+    return CompiledModel(std::move(compilation.graph_), std::move(compiled_graph),
+                         std::move(executor));
   }
   std::vector<runtime::KernelFunction> functions;
   for (size_t k = 0; k < compiled_graph->kernels.size(); ++k) {

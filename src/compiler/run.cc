@@ -52,7 +52,7 @@ void compare_output(const Array& actual, const Array& expected, std::string_view
 
 }  // namespace
 
-Expected<std::vector<Array>> run_compiled(const Graph& graph, runtime::Executor& executor,
+Expected<std::vector<Array>> run_compiled(const Graph& graph, runtime::ProgramExecutor& executor,
                                           std::span<const Array> inputs,
                                           const runtime::RunHooks& hooks) {
   if (inputs.size() != graph.inputs().size()) {
@@ -85,7 +85,7 @@ Expected<std::vector<Array>> run_compiled(const Graph& graph, runtime::Executor&
 }
 
 Expected<CheckReport> check_compiled(const Graph& graph, const CompiledGraph& compiled,
-                                     runtime::Executor& executor, std::span<const Array> inputs) {
+                                     runtime::ProgramExecutor& executor, std::span<const Array> inputs) {
   CheckReport report;
   auto check_step = [&](int step, std::span<void* const> buffers) -> Status {
     const int record_index = compiled.step_kernel_record.at(static_cast<size_t>(step));

@@ -23,7 +23,7 @@
 namespace kiln {
 
 // One Array per graph input, of its exact type; returns the graph outputs.
-Expected<std::vector<Array>> run_compiled(const Graph& graph, runtime::Executor& executor,
+Expected<std::vector<Array>> run_compiled(const Graph& graph, runtime::ProgramExecutor& executor,
                                           std::span<const Array> inputs,
                                           const runtime::RunHooks& hooks = {});
 
@@ -41,6 +41,6 @@ struct CheckReport {
 };
 
 Expected<CheckReport> check_compiled(const Graph& graph, const CompiledGraph& compiled,
-                                     runtime::Executor& executor, std::span<const Array> inputs);
+                                     runtime::ProgramExecutor& executor, std::span<const Array> inputs);
 
 }  // namespace kiln

@@ -41,6 +41,8 @@ Status check_slot(const Program& program, const BufferSlot& slot, size_t index) 
   return Status::errorf("buffer {} has no valid storage", index);
 }
 
+}  // namespace
+
 Status check_program(const Program& program, size_t num_kernels) {
   if (static_cast<size_t>(program.num_kernels) != num_kernels) {
     return Status::errorf("the program calls {} kernels, {} were given", program.num_kernels,
@@ -73,8 +75,6 @@ Status check_program(const Program& program, size_t num_kernels) {
   return Status::ok();
 }
 
-}  // namespace
-
 void Executor::FreeAligned::operator()(std::byte* memory) const { std::free(memory); }
 
 Executor::Executor(std::shared_ptr<const Program> program, std::vector<KernelFunction> kernels)
@@ -102,13 +102,15 @@ Expected<Executor> Executor::create(std::shared_ptr<const Program> program,
   return executor;
 }
 
-void Executor::share_arena(Executor& other) {
-  if (arena_capacity_ >= other.arena_capacity_) {
-    other.arena_ = arena_;
-    other.arena_capacity_ = arena_capacity_;
+void Executor::share_arena(ProgramExecutor& other_executor) {
+  auto* other = dynamic_cast<Executor*>(&other_executor);
+  if (other == nullptr) return;
+  if (arena_capacity_ >= other->arena_capacity_) {
+    other->arena_ = arena_;
+    other->arena_capacity_ = arena_capacity_;
   } else {
-    arena_ = other.arena_;
-    arena_capacity_ = other.arena_capacity_;
+    arena_ = other->arena_;
+    arena_capacity_ = other->arena_capacity_;
   }
 }
 

@@ -1,4 +1,4 @@
-// Running a Program: the executor owns the arena, resolves every step's buffers to addresses
+// Running a Program on this CPU: the executor owns the arena, resolves every step's buffers to addresses
 // once per run and calls the kernels in order.
 //
 // An executor is made once per compiled model (it validates the program: every buffer inside
@@ -29,27 +29,48 @@ struct Profile {
   int runs = 0;
 };
 
+// Whether every buffer of `program` lies inside its storage, every step's buffers and kernel
+// exist (of `num_kernels`), and copies are between buffers of one size: what an executor
+// checks once before it runs a program.
+Status check_program(const Program& program, size_t num_kernels);
+
 struct RunHooks {
   Profile* profile = nullptr;
   std::function<Status(int step, std::span<void* const> buffers)> after_step = {};
 };
 
-class Executor {
+// What runs a Program's steps: this CPU's kernels (Executor, below) or a GPU's
+// (runtime/cuda_executor.h).
+class ProgramExecutor {
+ public:
+  virtual ~ProgramExecutor() = default;
+
+  // One pointer per program input and output (the caller's memory), each to at least
+  // input_bytes / output_bytes. Kernels only read their inputs, so `inputs` are not written.
+  // `after_step` sees the step's buffers in this process's memory.
+  virtual Status run(std::span<const void* const> inputs, std::span<void* const> outputs,
+                     const RunHooks& hooks = {}) = 0;
+
+  virtual const Program& program() const = 0;
+
+  // Makes this executor and `other`, when it is of the same kind, use one arena, the larger
+  // of their two, for programs that never run at once (a training step with and without its
+  // loss): the memory of one.
+  virtual void share_arena(ProgramExecutor& other) = 0;
+};
+
+class Executor final : public ProgramExecutor {
  public:
   // `kernels[k]` runs kernel number k of `program`.
   static Expected<Executor> create(std::shared_ptr<const Program> program,
                                    std::vector<KernelFunction> kernels);
 
-  // One pointer per program input and output, each to at least input_bytes / output_bytes.
-  // Kernels only read their inputs, so `inputs` are not written.
   Status run(std::span<const void* const> inputs, std::span<void* const> outputs,
-             const RunHooks& hooks = {});
+             const RunHooks& hooks = {}) override;
 
-  const Program& program() const { return *program_; }
+  const Program& program() const override { return *program_; }
 
-  // Makes this executor and `other` use one arena, the larger of their two, for programs that
-  // never run at once (a training step with and without its loss): the memory of one.
-  void share_arena(Executor& other);
+  void share_arena(ProgramExecutor& other) override;
 
  private:
   struct FreeAligned {

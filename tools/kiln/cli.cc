@@ -183,8 +183,8 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
   command
       ->add_option("--device", flags.device,
                    "What the kernels are compiled for: cpu (this machine); cuda (NVIDIA GPUs: "
-                   "CUDA C compiled by NVRTC for sm_90; compile and explain only, Kiln has no "
-                   "GPU runtime yet); cuda-mapping-on-cpu (the GPU mapping run on this CPU, "
+                   "CUDA C compiled by NVRTC for sm_90, run through the CUDA driver on this "
+                   "machine's first GPU); cuda-mapping-on-cpu (the GPU mapping run on this CPU, "
                    "to check it)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "cuda-mapping-on-cpu"}));

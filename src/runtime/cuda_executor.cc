@@ -1,0 +1,485 @@
+#include "runtime/cuda_executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "runtime/cuda_driver.h"
+
+namespace kiln::runtime {
+
+#ifdef KILN_HAVE_CUDA_HEADERS
+
+namespace {
+
+// Device allocations start at this alignment, as the CPU arena's do (and more than any vector
+// access needs).
+constexpr int64_t kDeviceAlignment = 256;
+
+int64_t aligned(int64_t bytes) {
+  return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+}
+
+std::string format_bytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  return fmt::format("{} bytes", bytes);
+}
+
+// One launch ready to go: its function, its sizes, and its arguments' values, which `params`
+// points at (cuLaunchKernel reads each argument through a pointer).
+struct ReadyLaunch {
+  CUfunction function = nullptr;
+  std::string name;
+  std::array<unsigned, 3> grid = {1, 1, 1};
+  std::array<unsigned, 3> block = {1, 1, 1};
+  std::vector<uint64_t> values;  // a device address or an int64, bit for bit
+  std::vector<void*> params;
+};
+
+// A launch's sizes in the driver's range, or why not.
+Status check_sizes(const CudaLaunch& launch) {
+  constexpr int64_t kMaxGridX = std::numeric_limits<int32_t>::max();
+  constexpr int64_t kMaxGridYZ = 65535;
+  constexpr int64_t kMaxBlockThreads = 1024;
+  const auto& g = launch.grid;
+  const auto& b = launch.block;
+  const bool grid_ok = g[0] >= 1 && g[0] <= kMaxGridX && g[1] >= 1 && g[1] <= kMaxGridYZ &&
+                       g[2] >= 1 && g[2] <= kMaxGridYZ;
+  const bool block_ok =
+      b[0] >= 1 && b[1] >= 1 && b[2] >= 1 && b[0] * b[1] * b[2] <= kMaxBlockThreads;
+  if (grid_ok && block_ok) return Status::ok();
+  return Status::errorf(
+      "launch of {} with grid {}x{}x{} and block {}x{}x{} is outside the GPU's "
+      "limits",
+      launch.function, g[0], g[1], g[2], b[0], b[1], b[2]);
+}
+
+}  // namespace
+
+struct CudaExecutor::Device {
+  const CudaDriver* driver = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  CUstream stream = nullptr;
+  // Device memory: the arena (shared with another executor by share_arena), the constant
+  // segment, and the program's inputs and outputs, one allocation each.
+  std::shared_ptr<CUdeviceptr> arena;
+  int64_t arena_capacity = 0;
+  CUdeviceptr constants = 0;
+  CUdeviceptr io = 0;
+  std::vector<CUdeviceptr> inputs, outputs;
+  std::vector<CUdeviceptr> buffers;             // per program buffer: its device address
+  std::vector<std::vector<ReadyLaunch>> steps;  // per program step; empty for a copy
+  std::vector<CUevent> events;                  // the profile's: before the first step, after each
+  CUgraphExec graph = nullptr;
+  bool graphs = true;
+  Status broken = Status::ok();  // why runs cannot go on (share_arena could not re-prepare)
+
+  ~Device() {
+    if (driver == nullptr) return;
+    if (context != nullptr) driver->cuCtxSetCurrent(context);
+    if (graph != nullptr) driver->cuGraphExecDestroy(graph);
+    for (CUevent event : events) driver->cuEventDestroy(event);
+    if (stream != nullptr) driver->cuStreamDestroy(stream);
+    if (module != nullptr) driver->cuModuleUnload(module);
+    arena.reset();
+    if (constants != 0) driver->cuMemFree(constants);
+    if (io != 0) driver->cuMemFree(io);
+    if (context != nullptr) driver->cuDevicePrimaryCtxRelease(device);
+  }
+
+  // The first GPU's primary context, current on this thread, a stream, and the cubin loaded.
+  Status open(const std::string& cubin) {
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuDevicePrimaryCtxRetain(&context, device),
+                                       "retaining the GPU's primary context"));
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuCtxSetCurrent(context), "cuCtxSetCurrent"));
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                                       "creating a stream"));
+    const CUresult loaded = driver->cuModuleLoadData(&module, cubin.data());
+    if (loaded == CUDA_ERROR_NO_BINARY_FOR_GPU || loaded == CUDA_ERROR_INVALID_IMAGE ||
+        loaded == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+      int major = 0, minor = 0;
+      driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+      driver->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+      return driver->check(
+          loaded, fmt::format("this GPU (compute capability {}.{}) or its driver cannot run "
+                              "Kiln's cubin",
+                              major, minor));
+    }
+    return driver->check(loaded, "loading the cubin");
+  }
+
+  // The arena, the constants (uploaded now) and the inputs and outputs.
+  Status allocate(const Program& program) {
+    int64_t io_bytes = 0;
+    for (const int64_t bytes : program.input_bytes) io_bytes += aligned(bytes);
+    for (const int64_t bytes : program.output_bytes) io_bytes += aligned(bytes);
+    const int64_t constant_bytes = static_cast<int64_t>(program.constants.size());
+    const int64_t total = aligned(program.arena_bytes) + aligned(constant_bytes) + io_bytes;
+    KILN_ASSIGN_OR_RETURN(const CUdeviceptr arena_address,
+                          allocate_bytes(program.arena_bytes, "arena", total));
+    const CudaDriver* owner = driver;
+    arena = std::shared_ptr<CUdeviceptr>(new CUdeviceptr(arena_address), [owner](CUdeviceptr* p) {
+      owner->cuMemFree(*p);
+      delete p;
+    });
+    arena_capacity = program.arena_bytes;
+    KILN_ASSIGN_OR_RETURN(constants, allocate_bytes(constant_bytes, "constant segment", total));
+    KILN_ASSIGN_OR_RETURN(io, allocate_bytes(io_bytes, "inputs and outputs", total));
+    CUdeviceptr next = io;
+    for (const int64_t bytes : program.input_bytes) {
+      inputs.push_back(next);
+      next += static_cast<CUdeviceptr>(aligned(bytes));
+    }
+    for (const int64_t bytes : program.output_bytes) {
+      outputs.push_back(next);
+      next += static_cast<CUdeviceptr>(aligned(bytes));
+    }
+    if (constant_bytes > 0) {
+      KILN_RETURN_IF_ERROR(
+          driver->check(driver->cuMemcpyHtoDAsync(constants, program.constants.data(),
+                                                  static_cast<size_t>(constant_bytes), stream),
+                        "uploading the constants"));
+    }
+    return driver->check(driver->cuStreamSynchronize(stream), "uploading the constants");
+  }
+
+  // `bytes` of device memory, or an error saying what the program needs and what is free.
+  Expected<CUdeviceptr> allocate_bytes(int64_t bytes, std::string_view what, int64_t needed) {
+    CUdeviceptr address = 0;
+    const CUresult result =
+        driver->cuMemAlloc(&address, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+      size_t free = 0, total = 0;
+      driver->cuMemGetInfo(&free, &total);
+      return Status::errorf(
+          "out of GPU memory allocating the {} ({}): the program needs {} of "
+          "device memory, the GPU has {} free of {}",
+          what, format_bytes(bytes), format_bytes(needed), format_bytes(static_cast<int64_t>(free)),
+          format_bytes(static_cast<int64_t>(total)));
+    }
+    KILN_RETURN_IF_ERROR(driver->check(result, fmt::format("allocating the {}", what)));
+    return address;
+  }
+
+  // Every buffer's device address, and every step's launches ready to go.
+  Status resolve(const Program& program, const CudaKernelLaunches& launches) {
+    buffers.clear();
+    for (const BufferSlot& slot : program.buffers) {
+      const auto offset = static_cast<CUdeviceptr>(slot.offset);
+      switch (slot.storage) {
+        case Storage::input:
+          buffers.push_back(inputs[static_cast<size_t>(slot.index)]);
+          break;
+        case Storage::output:
+          buffers.push_back(outputs[static_cast<size_t>(slot.index)]);
+          break;
+        case Storage::constant:
+          buffers.push_back(constants + offset);
+          break;
+        case Storage::arena:
+          buffers.push_back(*arena + offset);
+          break;
+      }
+    }
+    steps.assign(program.steps.size(), {});
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      const Step& step = program.steps[s];
+      if (step.kind != Step::Kind::kernel) continue;
+      for (const CudaLaunch& launch : launches[static_cast<size_t>(step.kernel)]) {
+        KILN_ASSIGN_OR_RETURN(ReadyLaunch ready, prepare(step, launch));
+        steps[s].push_back(std::move(ready));
+      }
+    }
+    return invalidate_graph();
+  }
+
+  Expected<ReadyLaunch> prepare(const Step& step, const CudaLaunch& launch) {
+    KILN_RETURN_IF_ERROR(check_sizes(launch).with_context(step.label));
+    ReadyLaunch ready;
+    ready.name = launch.function;
+    KILN_RETURN_IF_ERROR(
+        driver->check(driver->cuModuleGetFunction(&ready.function, module, launch.function.c_str()),
+                      fmt::format("{}: finding {} in the cubin", step.label, launch.function)));
+    for (int d = 0; d < 3; ++d) {
+      ready.grid[d] = static_cast<unsigned>(launch.grid[d]);
+      ready.block[d] = static_cast<unsigned>(launch.block[d]);
+    }
+    for (const CudaLaunchArg& arg : launch.args) {
+      if (arg.kind == CudaLaunchArg::Kind::i64) {
+        ready.values.push_back(static_cast<uint64_t>(arg.value));
+        continue;
+      }
+      if (arg.param < 0 || static_cast<size_t>(arg.param) >= step.buffers.size()) {
+        return Status::errorf("{}: {} takes parameter {} of a kernel with {}", step.label,
+                              launch.function, arg.param, step.buffers.size());
+      }
+      const CUdeviceptr base =
+          buffers[static_cast<size_t>(step.buffers[static_cast<size_t>(arg.param)])];
+      ready.values.push_back(base + static_cast<CUdeviceptr>(arg.byte_offset));
+    }
+    // `values` is complete: its elements stay where they are from here on.
+    for (uint64_t& value : ready.values) ready.params.push_back(&value);
+    return ready;
+  }
+
+  Status invalidate_graph() {
+    if (graph == nullptr) return Status::ok();
+    const CUresult destroyed = driver->cuGraphExecDestroy(graph);
+    graph = nullptr;
+    return driver->check(destroyed, "destroying the CUDA graph");
+  }
+
+  // Step `s` issued on the stream.
+  Status launch_step(const Program& program, size_t s) {
+    const Step& step = program.steps[s];
+    if (step.kind == Step::Kind::copy) {
+      const CUdeviceptr from = buffers[static_cast<size_t>(step.buffers[0])];
+      const CUdeviceptr to = buffers[static_cast<size_t>(step.buffers[1])];
+      if (from == to) return Status::ok();
+      const auto bytes =
+          static_cast<size_t>(program.buffers[static_cast<size_t>(step.buffers[1])].bytes);
+      return driver->check(driver->cuMemcpyDtoDAsync(to, from, bytes, stream), step.label);
+    }
+    for (ReadyLaunch& launch : steps[s]) {
+      KILN_RETURN_IF_ERROR(driver->check(
+          driver->cuLaunchKernel(launch.function, launch.grid[0], launch.grid[1], launch.grid[2],
+                                 launch.block[0], launch.block[1], launch.block[2], 0, stream,
+                                 launch.params.data(), nullptr),
+          fmt::format("launching {} of kernel {}", launch.name, step.label)));
+    }
+    return Status::ok();
+  }
+
+  Status launch_all(const Program& program) {
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      KILN_RETURN_IF_ERROR(launch_step(program, s));
+    }
+    return Status::ok();
+  }
+
+  // Every step captured into a CUDA graph, once; then the graph launched.
+  Status launch_graph(const Program& program) {
+    if (graph == nullptr) {
+      KILN_RETURN_IF_ERROR(
+          driver->check(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                        "capturing the program as a CUDA graph"));
+      const Status launched = launch_all(program);
+      CUgraph captured = nullptr;
+      const CUresult ended = driver->cuStreamEndCapture(stream, &captured);
+      KILN_RETURN_IF_ERROR(launched);
+      KILN_RETURN_IF_ERROR(driver->check(ended, "capturing the program as a CUDA graph"));
+      const CUresult made = driver->cuGraphInstantiate(&graph, captured, 0);
+      driver->cuGraphDestroy(captured);
+      KILN_RETURN_IF_ERROR(driver->check(made, "instantiating the program's CUDA graph"));
+    }
+    return driver->check(driver->cuGraphLaunch(graph, stream), "launching the CUDA graph");
+  }
+
+  // The steps, each between two events, and their times added to `profile`.
+  Status launch_profiled(const Program& program, Profile& profile) {
+    while (events.size() < program.steps.size() + 1) {
+      CUevent event = nullptr;
+      KILN_RETURN_IF_ERROR(
+          driver->check(driver->cuEventCreate(&event, CU_EVENT_DEFAULT), "creating an event"));
+      events.push_back(event);
+    }
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuEventRecord(events[0], stream), "cuEventRecord"));
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      KILN_RETURN_IF_ERROR(launch_step(program, s));
+      KILN_RETURN_IF_ERROR(
+          driver->check(driver->cuEventRecord(events[s + 1], stream), "cuEventRecord"));
+    }
+    KILN_RETURN_IF_ERROR(synchronise());
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      float milliseconds = 0;
+      KILN_RETURN_IF_ERROR(driver->check(
+          driver->cuEventElapsedTime(&milliseconds, events[s], events[s + 1]), "timing a step"));
+      profile.step_seconds[s] += milliseconds * 1e-3;
+    }
+    return Status::ok();
+  }
+
+  // Step by step, the hook given each step's buffers copied to the host.
+  Status launch_checked(const Program& program,
+                        const std::function<Status(int, std::span<void* const>)>& after_step) {
+    std::vector<std::vector<std::byte>> host;
+    std::vector<void*> pointers;
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      KILN_RETURN_IF_ERROR(launch_step(program, s));
+      KILN_RETURN_IF_ERROR(synchronise().with_context(program.steps[s].label));
+      const std::vector<int>& step_buffers = program.steps[s].buffers;
+      host.assign(step_buffers.size(), {});
+      pointers.clear();
+      for (size_t b = 0; b < step_buffers.size(); ++b) {
+        const auto buffer = static_cast<size_t>(step_buffers[b]);
+        host[b].resize(static_cast<size_t>(program.buffers[buffer].bytes));
+        KILN_RETURN_IF_ERROR(driver->check(
+            driver->cuMemcpyDtoHAsync(host[b].data(), buffers[buffer], host[b].size(), stream),
+            "copying a step's buffers to the host"));
+        pointers.push_back(host[b].data());
+      }
+      KILN_RETURN_IF_ERROR(synchronise());
+      KILN_RETURN_IF_ERROR(after_step(static_cast<int>(s), pointers));
+    }
+    return Status::ok();
+  }
+
+  // Waits for the stream; an error of a kernel that ran since the last wait shows here.
+  Status synchronise() {
+    return driver->check(driver->cuStreamSynchronize(stream),
+                         "running the program on the GPU (a kernel since the last "
+                         "synchronisation failed; --check runs and checks step by step)");
+  }
+};
+
+Expected<CudaDeviceInfo> cuda_device_info() {
+  KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, load_cuda_driver());
+  CudaDeviceInfo info;
+  CUdevice device = 0;
+  KILN_RETURN_IF_ERROR(driver->check(driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+  char name[256] = {};
+  KILN_RETURN_IF_ERROR(
+      driver->check(driver->cuDeviceGetName(name, sizeof(name), device), "cuDeviceGetName"));
+  info.name = name;
+  int major = 0, minor = 0;
+  KILN_RETURN_IF_ERROR(driver->check(
+      driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+      "cuDeviceGetAttribute"));
+  KILN_RETURN_IF_ERROR(driver->check(
+      driver->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+      "cuDeviceGetAttribute"));
+  info.compute_capability = 10 * major + minor;
+  KILN_RETURN_IF_ERROR(
+      driver->check(driver->cuDriverGetVersion(&info.driver_version), "cuDriverGetVersion"));
+  CUcontext context = nullptr;
+  KILN_RETURN_IF_ERROR(driver->check(driver->cuDevicePrimaryCtxRetain(&context, device),
+                                     "retaining the GPU's primary context"));
+  driver->cuCtxSetCurrent(context);
+  size_t free = 0, total = 0;
+  const Status memory = driver->check(driver->cuMemGetInfo(&free, &total), "cuMemGetInfo");
+  driver->cuDevicePrimaryCtxRelease(device);
+  KILN_RETURN_IF_ERROR(memory);
+  info.free_bytes = static_cast<int64_t>(free);
+  info.total_bytes = static_cast<int64_t>(total);
+  return info;
+}
+
+Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<const Program> program,
+                                                             std::string cubin,
+                                                             CudaKernelLaunches launches,
+                                                             const CudaDriver* driver) {
+  KILN_RETURN_IF_ERROR(check_program(*program, launches.size()));
+  if (driver == nullptr) {
+    KILN_ASSIGN_OR_RETURN(driver, load_cuda_driver());
+  }
+  auto device = std::make_unique<Device>();
+  device->driver = driver;
+  KILN_RETURN_IF_ERROR(device->open(cubin));
+  KILN_RETURN_IF_ERROR(device->allocate(*program));
+  KILN_RETURN_IF_ERROR(device->resolve(*program, launches));
+  return std::unique_ptr<CudaExecutor>(
+      new CudaExecutor(std::move(program), std::move(launches), std::move(device)));
+}
+
+CudaExecutor::CudaExecutor(std::shared_ptr<const Program> program, CudaKernelLaunches launches,
+                           std::unique_ptr<Device> device)
+    : program_(std::move(program)), launches_(std::move(launches)), device_(std::move(device)) {}
+
+CudaExecutor::~CudaExecutor() = default;
+
+void CudaExecutor::use_graphs(bool on) { device_->graphs = on; }
+
+void CudaExecutor::share_arena(ProgramExecutor& other_executor) {
+  auto* other = dynamic_cast<CudaExecutor*>(&other_executor);
+  if (other == nullptr || other->device_->driver != device_->driver) return;
+  Device& mine = *device_;
+  Device& theirs = *other->device_;
+  if (mine.arena_capacity >= theirs.arena_capacity) {
+    theirs.arena = mine.arena;
+    theirs.arena_capacity = mine.arena_capacity;
+  } else {
+    mine.arena = theirs.arena;
+    mine.arena_capacity = theirs.arena_capacity;
+  }
+  // The launches hold arena addresses: both are prepared again (their functions and sizes
+  // were checked when each executor was made, so this cannot fail but for the driver).
+  mine.driver->cuCtxSetCurrent(mine.context);
+  if (Status prepared = mine.resolve(*program_, launches_); !prepared) mine.broken = prepared;
+  if (Status prepared = theirs.resolve(*other->program_, other->launches_); !prepared) {
+    theirs.broken = prepared;
+  }
+}
+
+Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* const> outputs,
+                         const RunHooks& hooks) {
+  const Program& program = *program_;
+  if (inputs.size() != program.input_bytes.size() ||
+      outputs.size() != program.output_bytes.size()) {
+    return Status::errorf("the program takes {} inputs and {} outputs, got {} and {}",
+                          program.input_bytes.size(), program.output_bytes.size(), inputs.size(),
+                          outputs.size());
+  }
+  Device& device = *device_;
+  KILN_RETURN_IF_ERROR(device.broken);
+  const CudaDriver& driver = *device.driver;
+  KILN_RETURN_IF_ERROR(driver.check(driver.cuCtxSetCurrent(device.context), "cuCtxSetCurrent"));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_RETURN_IF_ERROR(driver.check(
+        driver.cuMemcpyHtoDAsync(device.inputs[i], inputs[i],
+                                 static_cast<size_t>(program.input_bytes[i]), device.stream),
+        fmt::format("copying input {} to the GPU", i)));
+  }
+  if (hooks.profile != nullptr) {
+    hooks.profile->step_seconds.resize(program.steps.size(), 0.0);
+    ++hooks.profile->runs;
+  }
+  if (hooks.after_step) {
+    KILN_RETURN_IF_ERROR(device.launch_checked(program, hooks.after_step));
+  } else if (hooks.profile != nullptr) {
+    KILN_RETURN_IF_ERROR(device.launch_profiled(program, *hooks.profile));
+  } else if (device.graphs) {
+    KILN_RETURN_IF_ERROR(device.launch_graph(program));
+  } else {
+    KILN_RETURN_IF_ERROR(device.launch_all(program));
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    KILN_RETURN_IF_ERROR(driver.check(
+        driver.cuMemcpyDtoHAsync(outputs[o], device.outputs[o],
+                                 static_cast<size_t>(program.output_bytes[o]), device.stream),
+        fmt::format("copying output {} from the GPU", o)));
+  }
+  return device.synchronise();
+}
+
+#else
+
+struct CudaExecutor::Device {};
+
+Expected<CudaDeviceInfo> cuda_device_info() { return load_cuda_driver().status(); }
+
+Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<const Program>,
+                                                             std::string, CudaKernelLaunches,
+                                                             const CudaDriver*) {
+  return load_cuda_driver().status();
+}
+
+CudaExecutor::~CudaExecutor() = default;
+void CudaExecutor::use_graphs(bool) {}
+void CudaExecutor::share_arena(ProgramExecutor&) {}
+Status CudaExecutor::run(std::span<const void* const>, std::span<void* const>, const RunHooks&) {
+  return load_cuda_driver().status();
+}
+
+#endif
+
+}  // namespace kiln::runtime

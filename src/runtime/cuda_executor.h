@@ -1,0 +1,81 @@
+// Running a Program on an NVIDIA GPU, through the CUDA driver API loaded at run time
+// (runtime/cuda_driver.h).
+//
+// The executor is made once per compiled model, on the first GPU of the machine, in its
+// primary context:
+//  - the cubin is loaded once and every function the launches name is looked up;
+//  - one device allocation each holds the arena (the memory plan's size), the constant segment
+//    (uploaded once and kept resident), and the program's inputs and outputs;
+//  - its launches go to one stream of its own.
+// A run copies the caller's inputs to the device, runs the steps, and copies the outputs back:
+// memory crosses between host and device only at the program's edge. A kernel step is its
+// program kernel's launches in order (runtime/cuda_launch.h: a launch's buffer arguments are
+// device addresses plus byte offsets), a copy step a device-to-device copy.
+//
+// A run without hooks replays a CUDA graph: the steps are captured once, on the first such run,
+// and each run then launches the whole graph (static shapes, so the launches never change),
+// which removes the per-launch host cost. A run with a profile times each step with events; a
+// run with `after_step` runs step by step and hands the hook the step's buffers copied to the
+// host, so the check mode is the CPU's. Runs of one executor must not overlap.
+//
+// Errors say what failed in words: no driver, no device, the GPU unable to run the cubin, a
+// launch (naming the step's kernel and nodes, the function and the CUDA error), and running
+// out of device memory (what the executor needed and what was free).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "runtime/cuda_launch.h"
+#include "runtime/executor.h"
+#include "runtime/program.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+struct CudaDriver;
+
+// The first GPU, as the driver describes it.
+struct CudaDeviceInfo {
+  std::string name;
+  int compute_capability = 0;  // 10 * major + minor: 90 for an H100
+  int driver_version = 0;      // 1000 * major + 10 * minor: 13000 for CUDA 13.0
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+};
+
+// The first GPU of this machine, or why there is none to use.
+Expected<CudaDeviceInfo> cuda_device_info();
+
+class CudaExecutor final : public ProgramExecutor {
+ public:
+  // `cubin` holds every function `launches` names; launches[k] runs program kernel k. The
+  // process's driver (load_cuda_driver) unless `driver` is given (tests).
+  static Expected<std::unique_ptr<CudaExecutor>> create(std::shared_ptr<const Program> program,
+                                                        std::string cubin,
+                                                        CudaKernelLaunches launches,
+                                                        const CudaDriver* driver = nullptr);
+  ~CudaExecutor() override;
+
+  Status run(std::span<const void* const> inputs, std::span<void* const> outputs,
+             const RunHooks& hooks = {}) override;
+  const Program& program() const override { return *program_; }
+  void share_arena(ProgramExecutor& other) override;
+
+  // Whether runs without hooks replay a CUDA graph (the default); off, they launch every
+  // kernel each time.
+  void use_graphs(bool on);
+
+ private:
+  struct Device;  // the driver's handles and the device memory
+
+  CudaExecutor(std::shared_ptr<const Program> program, CudaKernelLaunches launches,
+               std::unique_ptr<Device> device);
+
+  std::shared_ptr<const Program> program_;
+  CudaKernelLaunches launches_;
+  std::unique_ptr<Device> device_;
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,397 @@
+// The GPU executor (runtime/cuda_executor.h) without a GPU: on a stand-in driver whose device
+// memory is this process's, whose "kernels" are host functions named like the launches', and
+// whose streams run each call at once (or record it while a graph is captured). It checks what
+// the executor asks of the driver: buffers resolved to device addresses plus offsets, the
+// constants uploaded, inputs and outputs copied at the program's edge, copy steps, graph capture
+// and replay, events per step, the check mode's host copies, shared arenas, and the errors
+// (out of memory, a failing launch). Without the driver, the real loader says why.
+#include "runtime/cuda_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda_driver.h"
+
+namespace kiln::runtime {
+namespace {
+
+TEST(CudaDriver, WithoutAGpuTheLoaderSaysWhy) {
+  Expected<const CudaDriver*> driver = load_cuda_driver();
+  if (driver) GTEST_SKIP() << "this machine has an NVIDIA driver and a GPU";
+  const std::string& message = driver.status().message();
+  EXPECT_TRUE(message.find("no NVIDIA driver") != std::string::npos ||
+              message.find("no CUDA device") != std::string::npos ||
+              message.find("without the CUDA toolkit") != std::string::npos)
+      << message;
+  Expected<CudaDeviceInfo> info = cuda_device_info();
+  ASSERT_FALSE(info);
+  EXPECT_EQ(info.status().message(), message) << "the same reason on every call";
+}
+
+#ifdef KILN_HAVE_CUDA_HEADERS
+
+// --- The stand-in driver ----------------------------------------------------------------------
+
+using HostKernel = void (*)(const std::vector<uint64_t>& args);
+
+struct RecordedLaunch {
+  std::string function;
+  std::vector<uint64_t> args;
+};
+
+struct HostFunction {
+  HostKernel run;
+  size_t arguments;  // each 8 bytes: an address or an int64
+};
+
+struct Fake {
+  std::map<std::string, HostFunction> kernels;
+  std::deque<std::string> functions;  // a CUfunction points at its name here
+  size_t free_bytes = 1 << 20;
+  bool capturing = false;
+  std::vector<RecordedLaunch> captured;
+  std::deque<std::vector<RecordedLaunch>> graphs;
+  int launches = 0;  // kernels run
+  int graph_launches = 0;
+  int uploads = 0;  // host-to-device copies
+};
+Fake* fake = nullptr;
+
+template <typename T>
+T* as_pointer(CUdeviceptr address) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(address));
+}
+
+// A kernel, or a device-to-device copy ("memcpy" of {to, from, bytes}), which a stream also
+// captures into a graph.
+void run_launch(const RecordedLaunch& launch) {
+  if (launch.function == "memcpy") {
+    std::memcpy(as_pointer<void>(launch.args[0]), as_pointer<void>(launch.args[1]), launch.args[2]);
+    return;
+  }
+  ++fake->launches;
+  fake->kernels.at(launch.function).run(launch.args);
+}
+
+void run_or_capture(RecordedLaunch launch) {
+  if (fake->capturing) {
+    fake->captured.push_back(std::move(launch));  // a graph keeps the arguments' values
+  } else {
+    run_launch(launch);
+  }
+}
+
+CUresult fake_alloc(CUdeviceptr* address, size_t bytes) {
+  if (bytes > fake->free_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake->free_bytes -= bytes;
+  *address = reinterpret_cast<uintptr_t>(std::calloc(bytes, 1));
+  return CUDA_SUCCESS;
+}
+CUresult fake_free(CUdeviceptr address) {
+  std::free(as_pointer<void>(address));
+  return CUDA_SUCCESS;
+}
+CUresult fake_mem_info(size_t* free, size_t* total) {
+  *free = fake->free_bytes;
+  *total = 1 << 20;
+  return CUDA_SUCCESS;
+}
+CUresult fake_htod(CUdeviceptr to, const void* from, size_t bytes, CUstream) {
+  ++fake->uploads;
+  std::memcpy(as_pointer<void>(to), from, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_dtoh(void* to, CUdeviceptr from, size_t bytes, CUstream) {
+  std::memcpy(to, as_pointer<void>(from), bytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_dtod(CUdeviceptr to, CUdeviceptr from, size_t bytes, CUstream) {
+  run_or_capture({"memcpy", {to, from, bytes}});
+  return CUDA_SUCCESS;
+}
+CUresult fake_get_function(CUfunction* function, CUmodule, const char* name) {
+  if (fake->kernels.count(name) == 0) return CUDA_ERROR_NOT_FOUND;
+  fake->functions.emplace_back(name);
+  *function = reinterpret_cast<CUfunction>(&fake->functions.back());
+  return CUDA_SUCCESS;
+}
+CUresult fake_launch(CUfunction function, unsigned, unsigned, unsigned, unsigned, unsigned,
+                     unsigned, unsigned, CUstream, void** params, void**) {
+  RecordedLaunch launch{*reinterpret_cast<std::string*>(function), {}};
+  if (launch.function == "fails") return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  for (size_t a = 0; a < fake->kernels.at(launch.function).arguments; ++a) {
+    launch.args.push_back(*static_cast<uint64_t*>(params[a]));
+  }
+  run_or_capture(std::move(launch));
+  return CUDA_SUCCESS;
+}
+CUresult fake_begin_capture(CUstream, CUstreamCaptureMode) {
+  fake->capturing = true;
+  fake->captured.clear();
+  return CUDA_SUCCESS;
+}
+CUresult fake_end_capture(CUstream, CUgraph* graph) {
+  fake->capturing = false;
+  fake->graphs.push_back(fake->captured);
+  *graph = reinterpret_cast<CUgraph>(&fake->graphs.back());
+  return CUDA_SUCCESS;
+}
+CUresult fake_instantiate(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+  *exec = reinterpret_cast<CUgraphExec>(graph);
+  return CUDA_SUCCESS;
+}
+CUresult fake_graph_launch(CUgraphExec exec, CUstream) {
+  ++fake->graph_launches;
+  for (const RecordedLaunch& launch : *reinterpret_cast<std::vector<RecordedLaunch>*>(exec)) {
+    run_launch(launch);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult fake_elapsed(float* milliseconds, CUevent, CUevent) {
+  *milliseconds = 1.0f;
+  return CUDA_SUCCESS;
+}
+CUresult fake_error_name(CUresult result, const char** name) {
+  *name = result == CUDA_ERROR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
+                                             : "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+  return CUDA_SUCCESS;
+}
+CUresult fake_error_string(CUresult, const char** description) {
+  *description = "as the stand-in says";
+  return CUDA_SUCCESS;
+}
+template <typename... Args>
+CUresult succeed(Args...) {
+  return CUDA_SUCCESS;
+}
+CUresult fake_retain(CUcontext* context, CUdevice) {
+  static int primary = 0;
+  *context = reinterpret_cast<CUcontext>(&primary);
+  return CUDA_SUCCESS;
+}
+CUresult fake_create_event(CUevent* event, unsigned) {
+  static int events = 0;
+  *event = reinterpret_cast<CUevent>(&events);
+  return CUDA_SUCCESS;
+}
+
+CudaDriver stand_in_driver() {
+  CudaDriver driver;
+  driver.cuDeviceGet = succeed<CUdevice*, int>;
+  driver.cuDeviceGetAttribute = succeed<int*, CUdevice_attribute, CUdevice>;
+  driver.cuDevicePrimaryCtxRetain = fake_retain;
+  driver.cuDevicePrimaryCtxRelease = succeed<CUdevice>;
+  driver.cuCtxSetCurrent = succeed<CUcontext>;
+  driver.cuStreamCreate = succeed<CUstream*, unsigned>;
+  driver.cuStreamDestroy = succeed<CUstream>;
+  driver.cuStreamSynchronize = succeed<CUstream>;
+  driver.cuModuleLoadData = succeed<CUmodule*, const void*>;
+  driver.cuModuleUnload = succeed<CUmodule>;
+  driver.cuModuleGetFunction = fake_get_function;
+  driver.cuMemAlloc = fake_alloc;
+  driver.cuMemFree = fake_free;
+  driver.cuMemGetInfo = fake_mem_info;
+  driver.cuMemcpyHtoDAsync = fake_htod;
+  driver.cuMemcpyDtoHAsync = fake_dtoh;
+  driver.cuMemcpyDtoDAsync = fake_dtod;
+  driver.cuLaunchKernel = fake_launch;
+  driver.cuEventCreate = fake_create_event;
+  driver.cuEventRecord = succeed<CUevent, CUstream>;
+  driver.cuEventElapsedTime = fake_elapsed;
+  driver.cuEventDestroy = succeed<CUevent>;
+  driver.cuStreamBeginCapture = fake_begin_capture;
+  driver.cuStreamEndCapture = fake_end_capture;
+  driver.cuGraphInstantiate = fake_instantiate;
+  driver.cuGraphLaunch = fake_graph_launch;
+  driver.cuGraphExecDestroy = succeed<CUgraphExec>;
+  driver.cuGraphDestroy = succeed<CUgraph>;
+  driver.cuGetErrorName = fake_error_name;
+  driver.cuGetErrorString = fake_error_string;
+  return driver;
+}
+
+// The stand-in kernels: out[i] = in[i] + 1 and out[i] = in[i] * scale[0], over n floats.
+void add_one(const std::vector<uint64_t>& args) {
+  const float* in = as_pointer<float>(args[0]);
+  float* out = as_pointer<float>(args[1]);
+  for (uint64_t i = 0; i < args[2]; ++i) out[i] = in[i] + 1;
+}
+void scale(const std::vector<uint64_t>& args) {
+  const float* in = as_pointer<float>(args[0]);
+  const float* factor = as_pointer<float>(args[1]);
+  float* out = as_pointer<float>(args[2]);
+  for (uint64_t i = 0; i < args[3]; ++i) out[i] = in[i] * factor[0];
+}
+
+constexpr int64_t kElements = 16;
+constexpr int64_t kBytes = kElements * 4;
+
+// y = (x + 1) * 2 into output 0, and x + 1 copied into output 1; the 2 is a constant, the
+// x + 1 lives in the arena, 64 bytes in (so a wrong offset shows).
+std::shared_ptr<const Program> two_kernel_program() {
+  auto program = std::make_shared<Program>();
+  program->input_bytes = {kBytes};
+  program->output_bytes = {kBytes, kBytes};
+  program->arena_bytes = 2 * kBytes;
+  program->num_kernels = 2;
+  const float two = 2.0f;
+  program->constants.resize(64 + sizeof(two));
+  std::memcpy(program->constants.data() + 64, &two, sizeof(two));
+  program->buffers = {{Storage::input, 0, 0, kBytes},
+                      {Storage::arena, 0, kBytes, kBytes},
+                      {Storage::constant, 0, 64, 4},
+                      {Storage::output, 0, 0, kBytes},
+                      {Storage::output, 1, 0, kBytes}};
+  program->steps = {{Step::Kind::kernel, 0, {0, 1}, "add_one #1"},
+                    {Step::Kind::kernel, 1, {1, 2, 3}, "mul #2"},
+                    {Step::Kind::copy, 0, {1, 4}, "copy to output 1"}};
+  return program;
+}
+
+CudaKernelLaunches two_kernel_launches(const std::string& second = "scale") {
+  using Arg = CudaLaunchArg;
+  const Arg n{Arg::Kind::i64, 0, 0, kElements};
+  return {{{"add_one",
+            {1, 1, 1},
+            {32, 1, 1},
+            {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0}, n}}},
+          {{second,
+            {1, 1, 1},
+            {32, 1, 1},
+            {{Arg::Kind::buffer, 0, 0, 0},
+             {Arg::Kind::buffer, 1, 0, 0},
+             {Arg::Kind::buffer, 2, 0, 0},
+             n}}}};
+}
+
+class CudaExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake = &state_;
+    state_.kernels = {{"add_one", {add_one, 3}}, {"scale", {scale, 4}}, {"fails", {scale, 4}}};
+    driver_ = stand_in_driver();
+  }
+  void TearDown() override { fake = nullptr; }
+
+  std::unique_ptr<CudaExecutor> make(CudaKernelLaunches launches = two_kernel_launches()) {
+    Expected<std::unique_ptr<CudaExecutor>> executor =
+        CudaExecutor::create(two_kernel_program(), "cubin", std::move(launches), &driver_);
+    EXPECT_TRUE(executor) << executor.status().message();
+    return executor ? std::move(*executor) : nullptr;
+  }
+
+  // Runs `executor` on x = 0, 1, ..., and checks both outputs.
+  void expect_runs(CudaExecutor& executor, const RunHooks& hooks = {}) {
+    std::vector<float> x(kElements), y(kElements), copy(kElements);
+    for (int64_t i = 0; i < kElements; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);
+    const void* inputs[] = {x.data()};
+    void* outputs[] = {y.data(), copy.data()};
+    ASSERT_TRUE(executor.run(inputs, outputs, hooks));
+    for (int64_t i = 0; i < kElements; ++i) {
+      EXPECT_EQ(y[static_cast<size_t>(i)], 2.0f * (static_cast<float>(i) + 1)) << i;
+      EXPECT_EQ(copy[static_cast<size_t>(i)], static_cast<float>(i) + 1) << i;
+    }
+  }
+
+  Fake state_;
+  CudaDriver driver_;
+};
+
+TEST_F(CudaExecutorTest, RunsTheProgramAndReplaysItAsAGraph) {
+  std::unique_ptr<CudaExecutor> executor = make();
+  ASSERT_NE(executor, nullptr);
+  EXPECT_EQ(state_.uploads, 1) << "the constants, uploaded once";
+  expect_runs(*executor);
+  expect_runs(*executor);
+  EXPECT_EQ(state_.graphs.size(), 1u) << "captured once";
+  EXPECT_EQ(state_.graph_launches, 2);
+  EXPECT_EQ(state_.launches, 4);
+  EXPECT_EQ(state_.uploads, 3) << "one input per run";
+  executor->use_graphs(false);
+  expect_runs(*executor);
+  EXPECT_EQ(state_.graph_launches, 2);
+  EXPECT_EQ(state_.launches, 6);
+}
+
+TEST_F(CudaExecutorTest, ProfilesEachStepWithEvents) {
+  std::unique_ptr<CudaExecutor> executor = make();
+  ASSERT_NE(executor, nullptr);
+  Profile profile;
+  expect_runs(*executor, {.profile = &profile});
+  expect_runs(*executor, {.profile = &profile});
+  EXPECT_EQ(profile.runs, 2);
+  EXPECT_EQ(profile.step_seconds, (std::vector<double>{2e-3, 2e-3, 2e-3}));
+  EXPECT_TRUE(state_.graphs.empty()) << "a profiled run launches step by step";
+}
+
+TEST_F(CudaExecutorTest, TheCheckModeSeesEachStepsBuffersOnTheHost) {
+  std::unique_ptr<CudaExecutor> executor = make();
+  ASSERT_NE(executor, nullptr);
+  std::vector<int> steps;
+  RunHooks hooks;
+  hooks.after_step = [&](int step, std::span<void* const> buffers) -> Status {
+    steps.push_back(step);
+    if (step == 1) {  // mul #2 read the arena's x + 1 and the constant, wrote (x + 1) * 2
+      EXPECT_EQ(static_cast<const float*>(buffers[0])[3], 4.0f);
+      EXPECT_EQ(static_cast<const float*>(buffers[1])[0], 2.0f);
+      EXPECT_EQ(static_cast<const float*>(buffers[2])[3], 8.0f);
+    }
+    return Status::ok();
+  };
+  expect_runs(*executor, hooks);
+  EXPECT_EQ(steps, (std::vector<int>{0, 1, 2}));
+}
+
+TEST_F(CudaExecutorTest, SharedArenasKeepBothProgramsRight) {
+  std::unique_ptr<CudaExecutor> first = make();
+  std::unique_ptr<CudaExecutor> second = make();
+  ASSERT_TRUE(first && second);
+  expect_runs(*first);
+  first->share_arena(*second);
+  expect_runs(*first);
+  expect_runs(*second);
+}
+
+TEST_F(CudaExecutorTest, RunningOutOfMemorySaysWhatWasNeededAndFree) {
+  state_.free_bytes = 100;
+  Expected<std::unique_ptr<CudaExecutor>> executor =
+      CudaExecutor::create(two_kernel_program(), "cubin", two_kernel_launches(), &driver_);
+  ASSERT_FALSE(executor);
+  const std::string& message = executor.status().message();
+  EXPECT_NE(message.find("out of GPU memory allocating the"), std::string::npos) << message;
+  EXPECT_NE(message.find("the GPU has 100 bytes free"), std::string::npos) << message;
+}
+
+TEST_F(CudaExecutorTest, AFailingLaunchNamesTheKernelAndTheError) {
+  std::unique_ptr<CudaExecutor> executor = make(two_kernel_launches("fails"));
+  ASSERT_NE(executor, nullptr);
+  executor->use_graphs(false);
+  std::vector<float> x(kElements), y(kElements), copy(kElements);
+  const void* inputs[] = {x.data()};
+  void* outputs[] = {y.data(), copy.data()};
+  const Status status = executor->run(inputs, outputs);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("launching fails of kernel mul #2: "
+                                  "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST_F(CudaExecutorTest, AFunctionMissingFromTheCubinIsAnErrorWhenMade) {
+  Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+      two_kernel_program(), "cubin", two_kernel_launches("no_such_function"), &driver_);
+  ASSERT_FALSE(executor);
+  EXPECT_NE(executor.status().message().find("mul #2: finding no_such_function in the cubin"),
+            std::string::npos)
+      << executor.status().message();
+}
+
+#endif
+
+}  // namespace
+}  // namespace kiln::runtime
