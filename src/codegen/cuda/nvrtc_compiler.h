@@ -1,9 +1,11 @@
 // Compiling generated CUDA C to a cubin with NVRTC, through a content-addressed cache.
 //
 // NVRTC compiles for a named architecture without a GPU present, so the CUDA back end's code
-// is compiled and checked on any machine with the CUDA toolkit; running it needs a GPU
-// runtime, which Kiln lacks. Built without the toolkit (CMake found no NVRTC), nvrtc_available
-// is false and compiling is an error that says so; nothing else in Kiln needs the toolkit.
+// is compiled and checked on any machine with the CUDA toolkit. NVRTC is loaded at run time
+// (dlopen: the library found when Kiln was built, else libnvrtc.so, .so.13 or .so.12), so Kiln
+// starts where it is missing; nvrtc_available says whether it loads, and compiling without it
+// is an error naming what was tried. Built without the toolkit's headers (CMake found no
+// NVRTC), nvrtc_available is false and compiling is an error that says so.
 //
 // Options: --gpu-architecture=sm_XX (default sm_90, Hopper: H100 and H200), --std=c++17, and
 // --fmad=false (no fused multiply-add contraction, as -ffp-contract=off on the CPU: loop IR
