@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <istream>
 #include <ostream>
 
@@ -34,6 +35,16 @@ void* RunBuffers::add_output(const Value& output) {
       .data();
 }
 
+std::optional<std::string> RunBuffers::first_differing_output(const Graph& graph,
+                                                              std::span<const Array> expected) {
+  for (size_t o = 0; o < graph.outputs().size() && o < expected.size(); ++o) {
+    const Value& value = *graph.outputs()[o];
+    const std::vector<std::byte> bytes = encode_array(expected[o]);
+    if (std::memcmp(output(value), bytes.data(), bytes.size()) != 0) return value.name();
+  }
+  return std::nullopt;
+}
+
 TimedRun::TimedRun(CompiledModel& model, RunBuffers& buffers) : model_(model), buffers_(buffers) {
   for (const Value* output : model.graph().outputs()) {
     output_pointers_.push_back(buffers.output(*output));
@@ -46,9 +57,8 @@ Expected<double> TimedRun::time_one(runtime::Profile* profile) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-Expected<std::vector<double>> time_runs(CompiledModel& model, std::span<const Array> inputs,
-                                        int repeat, runtime::Profile* profile) {
-  RunBuffers buffers(model.graph(), inputs);
+Expected<std::vector<double>> time_runs(CompiledModel& model, RunBuffers& buffers, int repeat,
+                                        runtime::Profile* profile) {
   TimedRun run(model, buffers);
   std::vector<double> times;
   for (int r = 0; r < repeat; ++r) {

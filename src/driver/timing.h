@@ -11,6 +11,7 @@
 #include <deque>
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ class RunBuffers {
   std::span<const void* const> inputs() const { return input_pointers_; }
   // The buffer of the output named like `output`, made if there is none.
   void* output(const Value& output);
+
+  // The name of the first output of `graph` whose bytes differ from `expected` (one Array per
+  // output, as CompiledModel::run returns them), or nullopt when every one is the same bit for
+  // bit: whether runs of a program on the same inputs repeat exactly.
+  std::optional<std::string> first_differing_output(const Graph& graph,
+                                                    std::span<const Array> expected);
 
  private:
   void* add_output(const Value& output);
@@ -59,9 +66,9 @@ class TimedRun {
   std::vector<void*> output_pointers_;
 };
 
-// Times `repeat` runs of `model` on `inputs` (after the caller's warm-up); sorted.
-Expected<std::vector<double>> time_runs(CompiledModel& model, std::span<const Array> inputs,
-                                        int repeat, runtime::Profile* profile = nullptr);
+// Times `repeat` runs of `model` on `buffers` (after the caller's warm-up); sorted.
+Expected<std::vector<double>> time_runs(CompiledModel& model, RunBuffers& buffers, int repeat,
+                                        runtime::Profile* profile = nullptr);
 
 // `repeat` turns in which every run takes one timed step, in order, so that a change in the
 // machine's load touches every variant alike; per run, its times, sorted. Each turn runs a

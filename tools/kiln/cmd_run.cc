@@ -58,12 +58,20 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
   runtime::Profile profile;
   runtime::Profile* profiling = options.profile ? &profile : nullptr;
   if (options.repeat > 0 || profiling != nullptr) {
+    RunBuffers buffers(model.graph(), inputs);
     KILN_ASSIGN_OR_RETURN(const std::vector<double> times,
-                          time_runs(model, inputs, std::max(options.repeat, 1), profiling));
+                          time_runs(model, buffers, std::max(options.repeat, 1), profiling));
     if (options.repeat > 0) {
       fmt::print("time per run ({} runs after a warm-up): median {}, min {}, max {}\n",
-                 options.repeat, format_seconds(median_of(times)), format_seconds(times.front()),
-                 format_seconds(times.back()));
+                  options.repeat, format_seconds(median_of(times)), format_seconds(times.front()),
+                  format_seconds(times.back()));
+      // The same program on the same inputs: the last run must give the first run's bytes.
+      const std::optional<std::string> differs =
+          buffers.first_differing_output(model.graph(), outputs);
+      fmt::print("repeatable: {}\n", differs ? "no, output %" + *differs +
+                                                    " of the last run differs from the first's"
+                                              : "yes, the last run's outputs are the first's, "
+                                                "bit for bit");
     }
   }
   if (profiling != nullptr) print_profile(model.program(), profile);

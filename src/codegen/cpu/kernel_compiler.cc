@@ -76,23 +76,41 @@ std::vector<std::string_view> split_list(std::string_view list) {
 
 }  // namespace
 
+std::optional<std::filesystem::path> bundle_root() {
+  std::error_code error;
+  const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return std::nullopt;
+  const std::filesystem::path root = binary.parent_path().parent_path();
+  if (!std::filesystem::exists(root / "share" / "kiln" / "bundle", error)) return std::nullopt;
+  return root;
+}
+
 std::vector<std::string> default_compile_flags() {
   std::vector<std::string> flags = {"-std=c++17", "-O3",     "-march=native",
                                     "-fopenmp",   "-fPIC",   "-shared",
                                     "-ffp-contract=off",     "-fno-math-errno"};
-  // Folders of the OpenBLAS found at build time (src/codegen/cpu/CMakeLists.txt), each a
-  // ';'-separated CMake list of (usually) one folder.
-  for (const std::string_view folder : split_list(KILN_OPENBLAS_INCLUDE_DIRS)) {
-    flags.push_back(fmt::format("-I{}", folder));
+  std::vector<std::string> include_dirs, library_dirs;
+  if (const std::optional<std::filesystem::path> bundle = bundle_root()) {
+    include_dirs.push_back((*bundle / "include").string());
+    library_dirs.push_back((*bundle / "lib").string());
+  } else {
+    // The folders of the OpenBLAS and the oneDNN found at build time
+    // (src/codegen/cpu/CMakeLists.txt); OpenBLAS's are ';'-separated CMake lists of (usually)
+    // one folder.
+    for (const std::string_view folder : split_list(KILN_OPENBLAS_INCLUDE_DIRS)) {
+      include_dirs.emplace_back(folder);
+    }
+    include_dirs.emplace_back(KILN_DNNL_INCLUDE_DIR);
+    for (const std::string_view folder : split_list(KILN_OPENBLAS_LIBRARY_DIRS)) {
+      library_dirs.emplace_back(folder);
+    }
+    library_dirs.emplace_back(KILN_DNNL_LIBRARY_DIR);
   }
-  for (const std::string_view folder : split_list(KILN_OPENBLAS_LIBRARY_DIRS)) {
-    flags.push_back(fmt::format("-L{}", folder));
-    flags.push_back(fmt::format("-Wl,-rpath,{}", folder));
+  for (const std::string& folder : include_dirs) flags.push_back("-I" + folder);
+  for (const std::string& folder : library_dirs) {
+    flags.push_back("-L" + folder);
+    flags.push_back("-Wl,-rpath," + folder);
   }
-  // oneDNN's folders (the same CMakeLists.txt), for the f32 gemm.
-  flags.push_back(fmt::format("-I{}", KILN_DNNL_INCLUDE_DIR));
-  flags.push_back(fmt::format("-L{}", KILN_DNNL_LIBRARY_DIR));
-  flags.push_back(fmt::format("-Wl,-rpath,{}", KILN_DNNL_LIBRARY_DIR));
   flags.insert(flags.end(), {"-Wl,--no-as-needed", "-lopenblas", "-ldnnl"});
 #if defined(__x86_64__) && defined(__GLIBC__)
   flags.push_back("-lmvec");  // the prelude's vector math functions

@@ -17,11 +17,15 @@
 //    named explicitly because the system's libblas.so may be the slow reference BLAS, and
 //    --no-as-needed keeps it even where the toolchain defaults to --as-needed (the flags come
 //    before the source file on the command line). Kiln's kernels and the OpenMP build of
-//    OpenBLAS share libgomp's one thread pool.
+//    OpenBLAS share libgomp's one thread pool. oneDNN likewise, for the f32 gemm.
+//  - in a bundle (scripts/gpu-bundle: a binary in bin/ beside include/ and lib/, marked by
+//    share/kiln/bundle), the bundle's include/ and lib/ instead of the build's folders, so the
+//    kernels compile on a machine without Kiln's packages.
 #pragma once
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,6 +38,9 @@
 namespace kiln::codegen::cpu {
 
 std::vector<std::string> default_compile_flags();
+
+// The bundle this process's binary runs from (see above), if it does.
+std::optional<std::filesystem::path> bundle_root();
 
 struct CpuCompileOptions {
   std::string compiler;  // a program name or path; empty: $CXX, else "c++"

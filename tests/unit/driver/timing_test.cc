@@ -55,13 +55,20 @@ TEST(Timing, TimesAreSortedAndProfiled) {
   CompiledModel model = compile(fusion::FusionMode::ilp);
   const std::vector<Array> inputs = random_inputs(model.graph(), {.seed = 1});
   runtime::Profile profile;
-  Expected<std::vector<double>> times = time_runs(model, inputs, 5, &profile);
+  RunBuffers buffers(model.graph(), inputs);
+  Expected<std::vector<double>> times = time_runs(model, buffers, 5, &profile);
   ASSERT_TRUE(times) << times.status().message();
   ASSERT_EQ(times->size(), 5u);
   EXPECT_TRUE(std::is_sorted(times->begin(), times->end()));
   EXPECT_EQ(profile.runs, 5);
   EXPECT_EQ(median_of(*times), (*times)[2]);
   EXPECT_EQ(median_of(std::vector<double>{}), 0);
+  // The runs repeat the first run's bytes; a changed expectation is named.
+  Expected<std::vector<Array>> first = model.run(inputs);
+  ASSERT_TRUE(first) << first.status().message();
+  EXPECT_EQ(buffers.first_differing_output(model.graph(), *first), std::nullopt);
+  (*first)[0].data[3] += 1;
+  EXPECT_EQ(buffers.first_differing_output(model.graph(), *first), "y");
 }
 
 TEST(Timing, InterleavedRunsTakeTurnsAndJoinIntoTheFusionProfile) {

@@ -10,6 +10,10 @@
 // group is mapped onto a GPU (loop/gpu_mapping.h) and the mapped kernel runs on the loop
 // evaluator; its CUDA is emitted and, where the toolkit is present, compiled by NVRTC.
 //
+// Built with KILN_LOWERING_CHECK_ON_GPU defined (kiln_gpu_ops_tests, which the GPU bundle
+// carries), the whole case graph is compiled for CUDA as one group and run on the GPU by the
+// CUDA executor; on a machine without a GPU every test is skipped, saying why.
+//
 // Inputs are drawn fresh per call from a generator seeded by KILN_LOOP_SEED (default fixed;
 // printed on failure). Tolerances are per dtype: f64 results agree to 1e-12 relative; f32
 // results to 1e-5 relative plus 1e-5 * scale absolute, `scale` covering reductions whose
@@ -45,6 +49,12 @@
 #include "compiler/pipeline.h"
 #include "compiler/tensor_bytes.h"
 #include "runtime/executor.h"
+#endif
+
+#ifdef KILN_LOWERING_CHECK_ON_GPU
+#include "compiler/pipeline.h"
+#include "compiler/tensor_bytes.h"
+#include "runtime/cuda_executor.h"
 #endif
 
 namespace kiln::loop::testing {
@@ -157,6 +167,66 @@ inline Expected<std::vector<std::vector<double>>> run_group(const Graph&,
   const auto first_output = args.begin() + static_cast<ptrdiff_t>(inputs.size());
   return std::vector<std::vector<double>>(
       first_output, first_output + static_cast<ptrdiff_t>(lowered.outputs.size()));
+}
+#elif defined(KILN_LOWERING_CHECK_ON_GPU)
+// Every test skipped, with the reason, where there is no GPU to run on.
+class GpuPresent : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    Expected<runtime::CudaDeviceInfo> device = runtime::cuda_device_info();
+    if (!device) GTEST_SKIP() << "no GPU to run on: " << device.status().message();
+  }
+};
+inline ::testing::Environment* const kGpuPresent =
+    ::testing::AddGlobalTestEnvironment(new GpuPresent);
+
+// Compiles the whole case graph (`group`, every node) for CUDA as one group and runs it on the
+// GPU; the outputs of `lowered` in its order, read from the program's outputs.
+inline Expected<std::vector<std::vector<double>>> run_group(const Graph& graph,
+                                                            const LoweredGroup& lowered,
+                                                            std::span<Node* const> group,
+                                                            const std::vector<Array>& inputs) {
+  const std::vector<Node*> nodes(group.begin(), group.end());
+  CompileOptions options;
+  options.device = Device::cuda;
+  KILN_ASSIGN_OR_RETURN(
+      CompiledGraph compiled,
+      compile_groups(graph, std::span<const std::vector<Node*>>(&nodes, 1), options));
+  if (!compiled.cuda) return Status::error("the group compiled to no CUDA");
+  const CudaCompiled& cuda = *compiled.cuda;
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::CudaExecutor> executor,
+      runtime::CudaExecutor::create(compiled.program, cuda.cubin, cuda.launches));
+  // The program takes the graph's inputs in the graph's order; `inputs` are the group's.
+  std::vector<std::vector<std::byte>> input_bytes;
+  for (const Value* input : graph.inputs()) {
+    const auto it = std::find(lowered.inputs.begin(), lowered.inputs.end(), input);
+    input_bytes.push_back(it == lowered.inputs.end()
+                              ? std::vector<std::byte>(static_cast<size_t>(
+                                    input->shape().num_elements() * dtype_size_bytes(input->dtype())))
+                              : encode_array(inputs[static_cast<size_t>(it - lowered.inputs.begin())]));
+  }
+  std::vector<std::vector<std::byte>> output_bytes;
+  for (const Value* output : graph.outputs()) {
+    Array poison(output->dtype(), output->shape());
+    for (double& v : poison.data) v = is_floating(output->dtype()) ? -12345.0 : 123;
+    output_bytes.push_back(encode_array(poison));
+  }
+  std::vector<const void*> input_pointers;
+  for (const std::vector<std::byte>& bytes : input_bytes) input_pointers.push_back(bytes.data());
+  std::vector<void*> output_pointers;
+  for (std::vector<std::byte>& bytes : output_bytes) output_pointers.push_back(bytes.data());
+  KILN_RETURN_IF_ERROR(executor->run(input_pointers, output_pointers));
+  std::vector<std::vector<double>> results;
+  for (const Value* output : lowered.outputs) {
+    const auto it = std::find(graph.outputs().begin(), graph.outputs().end(), output);
+    if (it == graph.outputs().end()) return Status::error("a kernel output is no graph output");
+    results.push_back(
+        decode_array(output->type(),
+                     output_bytes[static_cast<size_t>(it - graph.outputs().begin())].data())
+            .data);
+  }
+  return results;
 }
 #elif !defined(KILN_LOWERING_CHECK_COMPILED)
 // The outputs of `group` of `graph`, lowered as `lowered`, on `inputs`: by the loop evaluator.

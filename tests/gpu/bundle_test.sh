@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU bundle (scripts/gpu-bundle) on this machine: it builds within its size, and unpacked,
+# with LD_LIBRARY_PATH cleared, its kiln runs, finds every library but the system's in the
+# bundle, compiles and checks a model on the CPU against the bundle's headers and libraries,
+# and runs gpu-check to its report (whose GPU checks fail here when there is no GPU).
+# Usage: bundle_test.sh SOURCE_DIR BUILD_DIR
+set -uo pipefail
+source_dir=$1
+build_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export KILN_CACHE_DIR=$work/cache
+unset LD_LIBRARY_PATH
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+"$source_dir/scripts/gpu-bundle" "$work/kiln-gpu.tar.xz" "$build_dir" || fail "the bundle does not build"
+tar -C "$work" -xJf "$work/kiln-gpu.tar.xz" || fail "the bundle does not unpack"
+kiln=$work/kiln/bin/kiln
+
+"$kiln" --version | grep -q '^kiln ' || fail "kiln --version from the bundle"
+outside=$(ldd "$kiln" "$work/kiln/bin/kiln-gpu-ops-tests" | awk '$2 == "=>" { print $1, $3 }' |
+  grep -v " $work/kiln/" |
+  grep -Ev '^(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libgomp)\.so')
+[[ -z $outside ]] || fail "libraries found outside the bundle: $outside"
+
+out=$("$kiln" run "$work/kiln/share/kiln/examples/encoder_layer.kiln" --check 2>&1)
+grep -q 'check: all [0-9]* kernels agree' <<<"$out" || fail "a CPU compile from the bundle: $out"
+
+"$work/kiln/bin/gpu-check" "$work/report" >"$work/gpu-check.log" 2>&1
+grep -q '^| kiln | pass |' "$work/gpu-check.log" || fail "gpu-check: $(tail -30 "$work/gpu-check.log")"
+grep -q '^| cpu compile | pass |' "$work/gpu-check.log" || fail "gpu-check's CPU compile"
+grep -q '^gpu-check: [0-9]* of [0-9]* passed' "$work/gpu-check.log" || fail "gpu-check's summary"
+python3 -m json.tool "$work/report/gpu-check.json" >/dev/null || fail "gpu-check.json"
+[[ -s $work/report/gpu-check.md ]] || fail "gpu-check.md"
+
+if ((failures)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "bundle_test: all passed"
