@@ -36,7 +36,8 @@ Paths
     a placeholder such as `<cache root>/...`); paths under build folders (`build/`,
     `build-*/`) or the peers' virtual environment (`.venv-peers/`); paths under the folders of
     Kiln's cache root in CACHE_FOLDERS (`device/<hash>.json`); and the names in GENERATED
-    (what `kiln compile` writes) and EXTERNAL (system and third-party files a text may name).
+    (what `kiln compile` and gpu-check write), UNPACKED (folders an archive unpacks to) and
+    EXTERNAL (system and third-party files a text may name).
     These lists are explicit: add a name there, with its reason, rather than loosening a rule.
 
 Identifiers (Markdown inline code spans only)
@@ -78,6 +79,13 @@ GENERATED = {
     "plan.txt",      # kiln compile -o DIR: the memory plan and every step
     "kernels.cu",    # kiln compile --device cuda: the CUDA C
     "launches.txt",  # kiln compile --device cuda: each kernel's launches
+    "gpu-check.md",    # tests/gpu/gpu-check REPORT_DIR: the report
+    "gpu-check.json",  # tests/gpu/gpu-check REPORT_DIR: the report as data
+}
+
+# Folders that exist only once an archive is unpacked (scripts/gpu-bundle's kiln/).
+UNPACKED = {
+    "kiln",  # the GPU bundle: kiln/bin/kiln, kiln/bin/gpu-check, ...
 }
 
 # Folders of Kiln's cache root (~/.cache/kiln, $KILN_CACHE_DIR) that texts cite relative to it.
@@ -271,6 +279,8 @@ def classify_path(repo, token):
 
 def check_path(repo, citing_dir, token):
     if last_name(token) in GENERATED or last_name(token) in EXTERNAL:
+        return True
+    if token.split("/")[0] in UNPACKED and "/" in token:
         return True
     return all(exists_one(repo, citing_dir, alt) for alt in expand_braces(token))
 
