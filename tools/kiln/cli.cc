@@ -180,6 +180,12 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
       ->check(CLI::IsMember({"off", "greedy", "ilp"}));
   command->add_option("--disable-rule", flags.disabled_rules, rule_help)
       ->check(CLI::IsMember(rules));
+  add_device_flag(command, flags);
+  add_rewrite_flags(command, flags);
+  add_pipeline_flags(command, flags);
+}
+
+void add_device_flag(CLI::App* command, CompileFlags& flags) {
   command
       ->add_option("--device", flags.device,
                    "What the kernels are compiled for: cpu (this machine); cuda (NVIDIA GPUs: "
@@ -188,8 +194,6 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
                    "to check it)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "cuda-mapping-on-cpu"}));
-  add_rewrite_flags(command, flags);
-  add_pipeline_flags(command, flags);
 }
 
 void add_rewrite_flags(CLI::App* command, CompileFlags& flags) {

@@ -96,8 +96,10 @@ struct CompileFlags {
   std::string stop_after;
 };
 
-// --device, --fusion, --disable-rule, then add_rewrite_flags and add_pipeline_flags.
+// --fusion, --disable-rule, then add_device_flag, add_rewrite_flags and add_pipeline_flags.
 void add_compile_flags(CLI::App* command, CompileFlags& flags);
+// --device: cpu, cuda or cuda-mapping-on-cpu.
+void add_device_flag(CLI::App* command, CompileFlags& flags);
 // --rewrites, --disable-rewrite and the substitution search's flags.
 void add_rewrite_flags(CLI::App* command, CompileFlags& flags);
 // --dump-after, --time-stages, --stop-after.

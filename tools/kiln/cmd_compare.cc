@@ -204,6 +204,7 @@ void add_compare_command(CLI::App& zoo, Action& action) {
                  "substitution search (with --freeze, merged weights are folded once)")
       ->excludes("--ablate-rewrites")
       ->excludes("--profile");
+  add_device_flag(command, compare->compile);
   add_rewrite_flags(command, compare->compile);
   add_pipeline_flags(command, compare->compile);
   on_parsed(command, action, compare, run_compare);
