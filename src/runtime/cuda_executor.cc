@@ -423,12 +423,7 @@ void CudaExecutor::share_arena(ProgramExecutor& other_executor) {
 Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* const> outputs,
                          const RunHooks& hooks) {
   const Program& program = *program_;
-  if (inputs.size() != program.input_bytes.size() ||
-      outputs.size() != program.output_bytes.size()) {
-    return Status::errorf("the program takes {} inputs and {} outputs, got {} and {}",
-                          program.input_bytes.size(), program.output_bytes.size(), inputs.size(),
-                          outputs.size());
-  }
+  KILN_RETURN_IF_ERROR(check_run_arguments(program, inputs.size(), outputs.size()));
   Device& device = *device_;
   KILN_RETURN_IF_ERROR(device.broken);
   const CudaDriver& driver = *device.driver;

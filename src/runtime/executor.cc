@@ -75,6 +75,14 @@ Status check_program(const Program& program, size_t num_kernels) {
   return Status::ok();
 }
 
+Status check_run_arguments(const Program& program, size_t inputs, size_t outputs) {
+  if (inputs == program.input_bytes.size() && outputs == program.output_bytes.size()) {
+    return Status::ok();
+  }
+  return Status::errorf("the program takes {} inputs and {} outputs, got {} and {}",
+                        program.input_bytes.size(), program.output_bytes.size(), inputs, outputs);
+}
+
 void Executor::FreeAligned::operator()(std::byte* memory) const { std::free(memory); }
 
 Executor::Executor(std::shared_ptr<const Program> program, std::vector<KernelFunction> kernels)
@@ -117,12 +125,7 @@ void Executor::share_arena(ProgramExecutor& other_executor) {
 Status Executor::run(std::span<const void* const> inputs, std::span<void* const> outputs,
                      const RunHooks& hooks) {
   const Program& program = *program_;
-  if (inputs.size() != program.input_bytes.size() ||
-      outputs.size() != program.output_bytes.size()) {
-    return Status::errorf("the program takes {} inputs and {} outputs, got {} and {}",
-                          program.input_bytes.size(), program.output_bytes.size(), inputs.size(),
-                          outputs.size());
-  }
+  KILN_RETURN_IF_ERROR(check_run_arguments(program, inputs.size(), outputs.size()));
   std::vector<void*> addresses(program.buffers.size());
   for (size_t i = 0; i < program.buffers.size(); ++i) {
     const BufferSlot& slot = program.buffers[i];

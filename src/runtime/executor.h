@@ -33,6 +33,8 @@ struct Profile {
 // exist (of `num_kernels`), and copies are between buffers of one size: what an executor
 // checks once before it runs a program.
 Status check_program(const Program& program, size_t num_kernels);
+// Whether a run gives one pointer per input and output of `program`.
+Status check_run_arguments(const Program& program, size_t inputs, size_t outputs);
 
 struct RunHooks {
   Profile* profile = nullptr;
