@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "loop/printer.h"
-#include "loop/schedule.h"
 #include "loop/verifier.h"
 
 namespace kiln::loop {
@@ -299,10 +298,7 @@ class Parser {
   Expected<std::vector<Kernel>> parse_file() {
     std::vector<Kernel> kernels;
     while (peek().kind != TokenKind::end) {
-      if (!at("kernel")) {
-        KILN_RETURN_IF_ERROR(skip_directive_line());
-        continue;
-      }
+      if (!at("kernel")) return unexpected("a kernel");
       KILN_ASSIGN_OR_RETURN(Kernel kernel, parse_kernel());
       kernels.push_back(std::move(kernel));
     }
@@ -444,25 +440,6 @@ class Parser {
     buffers_.clear();
     if (Status verified = verify(kernel); !verified) return error_at(start, verified.message());
     return kernel;
-  }
-
-  // A line of kernels.loop before a kernel: a schedule directive or "(none)", skipped.
-  Status skip_directive_line() {
-    const Token& first = peek();
-    if (first.kind == TokenKind::error) return error_at(first, "");
-    std::string_view line = text_.substr(first.offset);
-    line = line.substr(0, std::min(line.find('\n'), line.find("//")));
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
-      line.remove_suffix(1);
-    }
-    if (line != "(none)" && !parse_schedule(line).has_value()) {
-      return error_at(first, "expected a kernel, or a schedule directive before one");
-    }
-    while (peek().kind != TokenKind::end && peek().kind != TokenKind::error &&
-           peek().line == first.line) {
-      take();
-    }
-    return Status::ok();
   }
 
   Expected<Decl> parse_decl() {

@@ -4,7 +4,7 @@
 // the parsed kernel verifies and computes what k computes.
 //
 // Grammar (`//` starts a comment that runs to the end of the line; other whitespace is free):
-//   file     := (kernel | directive)*
+//   file     := kernel*
 //   kernel   := 'kernel' [name] '(' [decl (',' decl)*] ')' body
 //   body     := '{' stmt* '}'
 //   decl     := name ':' dtype '[' [int (',' int)*] ']' ['strides' '[' [int (',' int)*] ']']
@@ -43,10 +43,8 @@
 //  - Blocks, which do not print: a body of one statement is that statement, of none the no-op.
 // An allocation's buffer is flat (one extent, no strides) and not global; a parameter is global.
 //
-// Between kernels, a line that does not start with `kernel` must be a schedule directive
-// (loop/schedule.h) or `(none)`: what `kiln compile -o DIR` writes before each kernel of
-// kernels.loop, the schedule that made it. Such lines are checked and skipped: the kernel
-// after them is already scheduled.
+// What `kiln compile -o DIR` writes before each kernel of kernels.loop (its number and the
+// schedule that made it) and what --dump-after writes between kernels are comments.
 //
 // Errors read "FILE:LINE:COL: message"; no input crashes the parser. Each node is checked as it
 // is built (loop/verifier.h: check_node), so a type error points at its operator, and each kernel
