@@ -14,6 +14,7 @@
 // is a graph input, a constant, or an output listed twice gets a copy step.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,8 +90,6 @@ struct KernelRecord {
 };
 
 struct CompileStats {
-  double lower_seconds = 0;       // the lower, schedule and scratch stages
-  double codegen_seconds = 0;     // emitting, compiling (or finding in the cache) and loading
   int units = 0;                  // translation units
   int units_compiled = 0;         // of which the compiler ran; the rest came from the cache
   int64_t arena_total_bytes = 0;  // the sum of every arena buffer: what no planning would cost
@@ -120,6 +119,9 @@ struct CompiledGraph {
   CompileStats stats;
   std::vector<std::pair<Stage, double>> stage_seconds;  // each stage run, in order
   std::optional<Stage> last_stage;                      // the last stage run
+
+  // The time the stages among `stages` took.
+  double seconds_in(std::initializer_list<Stage> stages) const;
 };
 
 // The C++ source of every program kernel in one translation unit, kernel k as kiln_kernel_k

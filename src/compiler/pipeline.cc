@@ -149,37 +149,28 @@ Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
   return out;
 }
 
-// The time of the stages in `stages` that ran.
-double seconds_of(const CompiledGraph& compiled, std::initializer_list<Stage> stages) {
+}  // namespace
+
+double CompiledGraph::seconds_in(std::initializer_list<Stage> stages) const {
   double seconds = 0;
-  for (const auto& [stage, time] : compiled.stage_seconds) {
+  for (const auto& [stage, time] : stage_seconds) {
     if (std::find(stages.begin(), stages.end(), stage) != stages.end()) seconds += time;
   }
   return seconds;
 }
 
-Expected<CompiledGraph> with_stats(Expected<CompiledGraph> compiled) {
-  if (!compiled) return compiled;
-  compiled->stats.lower_seconds =
-      seconds_of(*compiled, {Stage::lower, Stage::schedule, Stage::scratch});
-  compiled->stats.codegen_seconds = seconds_of(*compiled, {Stage::codegen});
-  return compiled;
-}
-
-}  // namespace
-
 Expected<CompiledGraph> run_pipeline(Graph& graph, const CompileOptions& options) {
-  return with_stats(run_stages(&graph, graph, {}, options));
+  return run_stages(&graph, graph, {}, options);
 }
 
 Expected<CompiledGraph> compile_graph(const Graph& graph, const CompileOptions& options) {
-  return with_stats(run_stages(nullptr, graph, {}, options));
+  return run_stages(nullptr, graph, {}, options);
 }
 
 Expected<CompiledGraph> compile_groups(const Graph& graph,
                                        std::span<const std::vector<Node*>> groups,
                                        const CompileOptions& options) {
-  return with_stats(run_stages(nullptr, graph, groups, options));
+  return run_stages(nullptr, graph, groups, options);
 }
 
 }  // namespace kiln

@@ -71,14 +71,15 @@ void print_compile_summary(const CompiledGraph& compiled) {
              format_seconds(partition.estimated_seconds()));
   if (!reached(Stage::codegen)) return;
   const CompileStats& stats = compiled.stats;
+  const double lowering = compiled.seconds_in({Stage::lower, Stage::schedule, Stage::scratch});
+  const double codegen = compiled.seconds_in({Stage::codegen});
   fmt::print(
-      "compiled {} as {} in {} (lowering {}, C++ {}: {} of {} units compiled, the rest "
+      "compiled {} as {} in {} (lowering {}, {} {}: {} of {} units compiled, the rest "
       "cached)\n",
       count_noun(compiled.records.size(), "kernel call"),
       count_noun(static_cast<size_t>(compiled.program->num_kernels), "distinct kernel"),
-      format_seconds(stats.lower_seconds + stats.codegen_seconds),
-      format_seconds(stats.lower_seconds), format_seconds(stats.codegen_seconds),
-      stats.units_compiled, stats.units);
+      format_seconds(lowering + codegen), format_seconds(lowering),
+      compiled.cuda ? "CUDA" : "C++", format_seconds(codegen), stats.units_compiled, stats.units);
   fmt::print("arena {} planned for {} of intermediates (no plan can use less than {})\n",
              format_bytes(compiled.program->arena_bytes), format_bytes(stats.arena_total_bytes),
              format_bytes(stats.arena_live_bound_bytes));
