@@ -46,6 +46,20 @@ Status freeze_weights(ImportedModel& model) {
   return freeze_inputs(model.graph, weights);
 }
 
+Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::string>& shapes) {
+  OnnxImportOptions import_options;
+  for (const std::string& spec : shapes) {
+    const size_t equals = spec.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return Status::errorf("--shape '{}': expected NAME=DIMS, e.g. x=1x128", spec);
+    }
+    Expected<std::vector<int64_t>> dims = parse_dims(spec.substr(equals + 1));
+    if (!dims) return dims.status().with_context("--shape");
+    import_options.input_shapes[spec.substr(0, equals)] = std::move(*dims);
+  }
+  return import_options;
+}
+
 Expected<std::map<std::string, Array>> load_named_tensors(const std::vector<std::string>& specs) {
   std::map<std::string, Array> tensors;
   for (const std::string& spec : specs) {

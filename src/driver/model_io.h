@@ -16,6 +16,9 @@ namespace kiln {
 // graph input is a data input and there are no weights.
 Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOptions& options = {});
 
+// Import options giving ONNX inputs static shapes: "NAME=1x128" per input (the --shape flag).
+Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::string>& shapes);
+
 // Compiles an imported model's weights in as constants (passes/freeze_inputs.h): the graph's
 // inputs are then its data inputs alone, and `weights` is empty.
 Status freeze_weights(ImportedModel& model);

@@ -34,21 +34,6 @@ std::vector<std::string> zoo_options_given(const ModelSourceOptions& options) {
   return given;
 }
 
-// Import options from the --shape NAME=DIMS flags.
-Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::string>& shapes) {
-  OnnxImportOptions import_options;
-  for (const std::string& spec : shapes) {
-    const size_t equals = spec.find('=');
-    if (equals == std::string::npos || equals == 0) {
-      return Status::errorf("--shape '{}': expected NAME=DIMS, e.g. x=1x128", spec);
-    }
-    Expected<std::vector<int64_t>> dims = parse_dims(spec.substr(equals + 1));
-    if (!dims) return dims.status().with_context("--shape");
-    import_options.input_shapes[spec.substr(0, equals)] = std::move(*dims);
-  }
-  return import_options;
-}
-
 Expected<SourceModel> load_file(const ModelSourceOptions& options) {
   if (const std::vector<std::string> given = zoo_options_given(options); !given.empty()) {
     return Status::errorf("{} applies to zoo presets (zoo:NAME), not to the model file {}",

@@ -136,21 +136,21 @@ int run_ops(const OpsOptions& options) {
 }
 
 struct ExportOptions {
-  ModelSourceOptions source;
+  std::string model;
+  std::vector<std::string> shapes;
   std::string output_file;
 };
 
 // Loads a model (IR text or ONNX) and writes it as ONNX; an ONNX model's weights go back in as
 // initializers, so importing and exporting gives a self-contained model with static shapes.
 int run_export(const ExportOptions& options) {
-  Expected<SourceModel> source = load_model_source(options.source);
-  if (!source) return report(source.status());
-  ImportedModel model{.graph = std::move(source->graph),
-                      .num_data_inputs = source->num_data_inputs,
-                      .weights = std::move(source->weights),
-                      .opset = 0};
+  Expected<OnnxImportOptions> import_options = import_options_from_shapes(options.shapes);
+  if (!import_options) return report(import_options.status());
+  Expected<ImportedModel> loaded = load_model(options.model, *import_options);
+  if (!loaded) return report(loaded.status());
+  const ImportedModel& model = *loaded;
   Status written = export_onnx_file(model, options.output_file);
-  if (!written) return report(written.with_context(options.source.spec));
+  if (!written) return report(written.with_context(options.model));
   fmt::print("wrote {}: graph @{}: {}, {} weights, {} (ONNX opset {})\n", options.output_file,
              model.graph.name(), count_noun(static_cast<size_t>(model.num_data_inputs), "input"),
              model.weights.size(),
@@ -213,8 +213,8 @@ void add_ir_commands(CLI::App& app, Action& action) {
       app.add_subcommand("export",
                          "Load a model (IR text or ONNX) and write it as an ONNX model that other "
                          "runtimes can run; weights become initializers.");
-  add_model_argument(export_cmd, exported->source.spec, ModelArgument::file);
-  add_shapes(export_cmd, exported->source.shapes);
+  add_model_argument(export_cmd, exported->model, ModelArgument::file);
+  add_shapes(export_cmd, exported->shapes);
   add_output(export_cmd, exported->output_file, "ONNX file to write")->required();
   on_parsed(export_cmd, action, exported, run_export);
 }
