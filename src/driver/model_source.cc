@@ -8,16 +8,12 @@
 #include "ir/printer.h"
 #include "passes/eliminate_loss.h"
 #include "passes/freeze_inputs.h"
+#include "support/text.h"
 
 namespace kiln {
 namespace {
 
 constexpr std::string_view kZooPrefix = "zoo:";
-
-// "1 node", "3 nodes".
-std::string count_noun(size_t count, std::string_view noun) {
-  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
-}
 
 // The options that only a preset takes, by their command-line names, when given.
 std::vector<std::string> zoo_options_given(const ModelSourceOptions& options) {

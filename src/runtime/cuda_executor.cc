@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/cuda_driver.h"
+#include "support/text.h"
 
 namespace kiln::runtime {
 
@@ -25,11 +26,6 @@ constexpr int64_t kDeviceAlignment = 256;
 
 int64_t aligned(int64_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
-}
-
-std::string format_bytes(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-  return fmt::format("{} bytes", bytes);
 }
 
 // One launch ready to go: its function, its sizes, and its arguments' values, which `params`

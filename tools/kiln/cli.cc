@@ -17,22 +17,6 @@ int report(const Status& status) {
   return kUserError;
 }
 
-std::string count_noun(size_t count, std::string_view noun) {
-  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
-}
-
-std::string format_bytes(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", bytes);
-}
-
-std::string format_seconds(double seconds) {
-  if (seconds >= 1) return fmt::format("{:.2f} s", seconds);
-  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
-  return fmt::format("{:.1f} us", seconds * 1e6);
-}
-
 std::string with_thousands(int64_t n) {
   std::string digits = std::to_string(n);
   for (auto i = static_cast<ptrdiff_t>(digits.size()) - 3; i > 0; i -= 3) {

@@ -20,6 +20,7 @@
 #include "driver/model_source.h"
 #include "kiln/kiln.h"
 #include "support/status.h"
+#include "support/text.h"
 
 namespace kiln::cli {
 
@@ -29,9 +30,6 @@ inline constexpr int kUsageError = 2;
 // Prints `status` as an error and returns kUserError.
 int report(const Status& status);
 
-std::string count_noun(size_t count, std::string_view noun);  // "1 node", "3 nodes"
-std::string format_bytes(int64_t bytes);                      // "40.0 KiB"
-std::string format_seconds(double seconds);                   // "1.23 s", "4.560 ms", "7.8 us"
 std::string with_thousands(int64_t n);                        // "109,512,762"
 
 // Random inputs are made whole before the reference interpreter's own memory limit applies, so

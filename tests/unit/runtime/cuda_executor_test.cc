@@ -364,7 +364,7 @@ TEST_F(CudaExecutorTest, RunningOutOfMemorySaysWhatWasNeededAndFree) {
   ASSERT_FALSE(executor);
   const std::string& message = executor.status().message();
   EXPECT_NE(message.find("out of GPU memory allocating the"), std::string::npos) << message;
-  EXPECT_NE(message.find("the GPU has 100 bytes free"), std::string::npos) << message;
+  EXPECT_NE(message.find("the GPU has 100 B free"), std::string::npos) << message;
 }
 
 TEST_F(CudaExecutorTest, AFailingLaunchNamesTheKernelAndTheError) {
