@@ -12,7 +12,8 @@
 //
 // Built with KILN_LOWERING_CHECK_ON_GPU defined (kiln_gpu_ops_tests, which the GPU bundle
 // carries), the whole case graph is compiled for CUDA as one group and run on the GPU by the
-// CUDA executor; on a machine without a GPU every test is skipped, saying why.
+// CUDA executor; on a machine without a GPU every test is skipped, saying why (or fails, where
+// KILN_REQUIRE_GPU is set).
 //
 // Inputs are drawn fresh per call from a generator seeded by KILN_LOOP_SEED (default fixed;
 // printed on failure). Tolerances are per dtype: f64 results agree to 1e-12 relative; f32
@@ -169,12 +170,17 @@ inline Expected<std::vector<std::vector<double>>> run_group(const Graph&,
       first_output, first_output + static_cast<ptrdiff_t>(lowered.outputs.size()));
 }
 #elif defined(KILN_LOWERING_CHECK_ON_GPU)
-// Every test skipped, with the reason, where there is no GPU to run on.
+// Every test skipped, with the reason, where there is no GPU to run on; failed instead where
+// KILN_REQUIRE_GPU is set (tests/gpu/gpu-check, on a machine that has one).
 class GpuPresent : public ::testing::Environment {
  public:
   void SetUp() override {
     Expected<runtime::CudaDeviceInfo> device = runtime::cuda_device_info();
-    if (!device) GTEST_SKIP() << "no GPU to run on: " << device.status().message();
+    if (device) return;
+    if (std::getenv("KILN_REQUIRE_GPU") != nullptr) {
+      FAIL() << "KILN_REQUIRE_GPU is set, but no GPU can be used: " << device.status().message();
+    }
+    GTEST_SKIP() << "no GPU to run on: " << device.status().message();
   }
 };
 inline ::testing::Environment* const kGpuPresent =
