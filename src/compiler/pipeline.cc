@@ -120,10 +120,7 @@ Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
 
   const std::vector<loop::Kernel> kernels =
       log.time(Stage::share_kernels, [&] { return share_kernels_stage(out.records); });
-  if (log.done(Stage::share_kernels, [&] {
-        return fmt::format("// {} kernel calls of {} distinct kernels\n", out.records.size(),
-                           kernels.size());
-      })) {
+  if (log.done(Stage::share_kernels, [&] { return shared_kernels_text(kernels, out.records); })) {
     return out;
   }
 

@@ -36,6 +36,20 @@ std::string kernel_calls_text(std::span<const KernelRecord> records) {
   return text;
 }
 
+std::string shared_kernels_text(std::span<const loop::Kernel> kernels,
+                                std::span<const KernelRecord> records) {
+  std::vector<std::vector<size_t>> calls(kernels.size());
+  for (size_t r = 0; r < records.size(); ++r) {
+    calls[static_cast<size_t>(records[r].program_kernel)].push_back(r);
+  }
+  std::string text;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    text += fmt::format("// kernel {}, run by kernel calls {}\n{}", k, fmt::join(calls[k], ", "),
+                        loop::print(kernels[k]));
+  }
+  return text;
+}
+
 std::string program_kernels_text(const CompiledGraph& compiled) {
   std::string text;
   std::vector<bool> printed(compiled.program ? static_cast<size_t>(compiled.program->num_kernels)

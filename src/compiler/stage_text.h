@@ -13,6 +13,11 @@ namespace kiln {
 // Every kernel call's loop IR, in order, each after a comment naming its nodes.
 std::string kernel_calls_text(std::span<const KernelRecord> records);
 
+// Every distinct kernel's loop IR once, after a comment naming the kernel calls that run it
+// (the share-kernels stage's result).
+std::string shared_kernels_text(std::span<const loop::Kernel> kernels,
+                                std::span<const KernelRecord> records);
+
 // Every distinct program kernel's loop IR once, in order, each after a comment with its
 // number and, where it was scheduled, its schedule's directives (kernels.loop).
 std::string program_kernels_text(const CompiledGraph& compiled);

@@ -81,8 +81,8 @@ TEST(Pipeline, DumpsEveryStagesResult) {
       {Stage::partition, "cut edges:"},
       {Stage::lower, "// kernel call 0: "},
       {Stage::schedule, "vectorized for"},
-      {Stage::scratch, "kernel "},
-      {Stage::share_kernels, "distinct kernels"},
+      {Stage::scratch, "// kernel call 0: "},
+      {Stage::share_kernels, "// kernel 0, run by kernel calls 0\nkernel kernel("},
       {Stage::plan_memory, "kernel calls:"},
       {Stage::codegen, "extern \"C\" void kiln_kernel_0"}};
   for (const auto& [stage, text] : expected) {
