@@ -79,9 +79,7 @@ Expected<SourceModel> load_preset(const std::string& preset, const ModelSourceOp
   if (options.graph.without_loss && !options.graph.train) {
     return Status::error("--without-loss applies to the training step (--train)");
   }
-  ModelOptions model_options = options.zoo;
-  model_options.seed = options.seed;
-  KILN_ASSIGN_OR_RETURN(ModelInstance model, build_model(preset, model_options));
+  KILN_ASSIGN_OR_RETURN(ModelInstance model, build_preset(preset, options));
   KILN_ASSIGN_OR_RETURN(Graph graph, zoo_graph(model, options));
   SourceModel source;
   source.description =
@@ -109,6 +107,12 @@ Expected<std::vector<Array>> preset_inputs(const ModelInstance& model, const Gra
 }
 
 }  // namespace
+
+Expected<ModelInstance> build_preset(const std::string& preset, const ModelSourceOptions& options) {
+  ModelOptions model_options = options.zoo;
+  model_options.seed = options.seed;
+  return build_model(preset, model_options);
+}
 
 std::optional<std::string> zoo_preset_of(const std::string& spec) {
   if (!spec.starts_with(kZooPrefix)) return std::nullopt;

@@ -36,7 +36,7 @@ struct ModelSourceOptions {
   // initializers, a preset's parameters and state (not with the training step).
   bool freeze = false;
   std::vector<std::string> shapes = {};  // an ONNX file's symbolic dims: "NAME=1x128"
-  ModelOptions zoo = {};                 // a preset's sizes (its seed is `seed`)
+  ModelOptions zoo = {};                 // a preset's sizes (its seed is `seed`, not zoo.seed)
   ZooGraphChoice graph = {};             // a preset's graph
 };
 
@@ -52,6 +52,9 @@ struct SourceModel {
 
 // The preset's name when `spec` names one ("zoo:bert-tiny" -> "bert-tiny").
 std::optional<std::string> zoo_preset_of(const std::string& spec);
+
+// The preset named `preset`, at the sizes and seed of `options`.
+Expected<ModelInstance> build_preset(const std::string& preset, const ModelSourceOptions& options);
 
 // The model `options` name. Errors name the option that does not apply to the kind of source
 // (--shape to a preset, --train to a file).

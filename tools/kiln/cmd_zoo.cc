@@ -45,10 +45,9 @@ struct ZooOptions {
   CompileFlags compile;        // train
 };
 
+// The preset a zoo command names, at its sizes and seed.
 Expected<ModelInstance> build_preset(const ModelSourceOptions& source) {
-  ModelOptions options = source.zoo;
-  options.seed = source.seed;
-  return build_model(*zoo_preset_of(source.spec), options);
+  return kiln::build_preset(*zoo_preset_of(source.spec), source);
 }
 
 // The training step: forward, backward and the optimizer's update in one graph.
