@@ -1,7 +1,9 @@
 #include "loop/default_schedule.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -134,6 +136,37 @@ const Stmt& skip_bindings(const Stmt& s) {
   return s;
 }
 
+// The variables the reductions in `body`'s stored values read, a let expression's name standing
+// for what its value reads; empty when there are none.
+std::set<std::string, std::less<>> reduction_vars(const Stmt& body) {
+  class Finder : public IRVisitor {
+   public:
+    std::set<std::string, std::less<>> vars;
+
+   protected:
+    void visit_let(const Let& node) override {
+      for (const std::string& name : free_vars(node.value)) meaning_[node.name].insert(name);
+      IRVisitor::visit_let(node);
+    }
+    void visit_reduce(const Reduce& node) override {
+      const Expr whole = reduce(node.op, node.var, node.min, node.extent, node.body,
+                                node.vectorized);
+      for (const std::string& name : free_vars(whole)) add(name);
+    }
+
+   private:
+    void add(const std::string& name) {
+      if (!vars.insert(name).second) return;
+      if (auto it = meaning_.find(name); it != meaning_.end()) {
+        for (const std::string& read : it->second) add(read);
+      }
+    }
+    std::map<std::string, std::set<std::string>, std::less<>> meaning_;
+  } finder;
+  finder.visit(body);
+  return finder.vars;
+}
+
 bool contains_loop(const Stmt& s) {
   class Finder : public IRVisitor {
    public:
@@ -259,11 +292,14 @@ class Scheduler {
     return std::move(schedule_);
   }
 
-  // Rule 0 alone.
-  Schedule merges() {
+  // Rule 0, then per nest its reductions' invariant loops moved inward, then rule 1.
+  Schedule row_passes() {
     std::vector<std::string> roots;
     top_level_loops(kernel_.body, roots);
-    merge_nests(std::move(roots));
+    for (const std::string& root : merge_nests(std::move(roots))) {
+      move_invariant_loops_inward(root);
+      hoist_invariants(root);
+    }
     return std::move(schedule_);
   }
 
@@ -377,6 +413,24 @@ class Scheduler {
     } collector(leaves);
     collector.collect(*loop(root));
     return collector.vars;
+  }
+
+  // Loops of `root`'s perfect nest that no reduction in it reads go innermost, the others
+  // keeping their order, when the iterations allow (`reorder`): a softmax over a middle axis
+  // then has its row loop inside the loops its statistics depend on, and rule 1 hoists them
+  // above it, once per row instead of once per element.
+  void move_invariant_loops_inward(const std::string& root) {
+    std::vector<std::string> band;
+    for (const For* f = loop(root); f != nullptr; f = f->body.as<For>()) band.push_back(f->var);
+    if (band.size() < 2) return;
+    const std::set<std::string, std::less<>> read = reduction_vars(loop(band.back())->body);
+    if (read.empty()) return;
+    std::vector<std::string> order;
+    std::copy_if(band.begin(), band.end(), std::back_inserter(order),
+                 [&](const std::string& var) { return read.count(var) != 0; });
+    std::copy_if(band.begin(), band.end(), std::back_inserter(order),
+                 [&](const std::string& var) { return read.count(var) == 0; });
+    if (order != band) try_apply({Reorder{order}});
   }
 
   // Rule 1: `hoist` on each loop of the nest that holds other loops, outermost first, kept
@@ -538,6 +592,6 @@ Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target) {
   return Scheduler(kernel, target).run();
 }
 
-Schedule nest_merges(const Kernel& kernel) { return Scheduler(kernel, {}).merges(); }
+Schedule row_passes(const Kernel& kernel) { return Scheduler(kernel, {}).row_passes(); }
 
 }  // namespace kiln::loop

@@ -51,8 +51,9 @@ ScheduleTarget host_target();
 
 Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target = {});
 
-// Rule 0 alone: the merges default_schedule begins with (for the GPU mapping, which takes the
-// merged passes over rows and none of the CPU's tiling or vectorization).
-Schedule nest_merges(const Kernel& kernel);
+// Rules 0 and 1 alone: the merges and hoists default_schedule begins with, which make each row
+// one pass with its statistics computed once (for the GPU mapping, which takes these and none
+// of the CPU's tiling or vectorization).
+Schedule row_passes(const Kernel& kernel);
 
 }  // namespace kiln::loop

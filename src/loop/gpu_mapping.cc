@@ -1,9 +1,14 @@
 #include "loop/gpu_mapping.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "loop/bounds.h"
 #include "loop/default_schedule.h"
@@ -23,16 +28,18 @@ constexpr const char* kBlockVar = "gpu_block";
 constexpr const char* kThreadVar = "gpu_thread";
 constexpr const char* kPointVar = "gpu_point";
 
-// Merges the nests the CPU default schedule merges first (its rule 0): a row reduction and the
-// nests that read its rows become one loop, which the mapping then runs as one launch.
-Expected<Kernel> merge_row_passes(const Kernel& kernel) {
-  Expected<Kernel> merged = apply_schedule(kernel, nest_merges(kernel));
-  if (!merged) {
-    // The merges were applied legally once, so they replay: failing is a bug.
-    return Status::errorf("internal compiler error: the nest merges do not replay: {}\n{}",
-                          merged.status().message(), print(kernel));
+// Applies what the CPU default schedule begins with (its rules 0 and 1): a row reduction and
+// the nests that read it become one loop, which the mapping then runs as one launch, and the
+// row's statistics are hoisted above its element loop, so that they are computed once per row
+// (by the whole block, when the row is a block) instead of once per element stored.
+Expected<Kernel> make_row_passes(const Kernel& kernel) {
+  Expected<Kernel> passes = apply_schedule(kernel, row_passes(kernel));
+  if (!passes) {
+    // The directives were applied legally once, so they replay: failing is a bug.
+    return Status::errorf("internal compiler error: the row passes do not replay: {}\n{}",
+                          passes.status().message(), print(kernel));
   }
-  return merged;
+  return passes;
 }
 
 // The most iterations an extent can have; an unbounded one (a data-dependent row, as spmm's)
@@ -67,7 +74,10 @@ int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
                                                                   work_of(f.body, inner), 1));
     }
     case StmtKind::store: return reduction_work(stmt.as<Store>()->value, scope);
-    case StmtKind::let_stmt: return work_of(stmt.as<LetStmt>()->body, scope);
+    case StmtKind::let_stmt: {
+      const LetStmt& let = *stmt.as<LetStmt>();
+      return std::min(kCap, reduction_work(let.value, scope) + work_of(let.body, scope));
+    }
     case StmtKind::allocate: return work_of(stmt.as<Allocate>()->body, scope);
     case StmtKind::if_then_else: {
       const IfThenElse& branch = *stmt.as<IfThenElse>();
@@ -130,8 +140,8 @@ class GpuMapper {
 
   Expected<GpuMapping> run() {
     GpuMapping mapping;
-    KILN_ASSIGN_OR_RETURN(Kernel merged, merge_row_passes(lowered_));
-    const Kernel promoted = promote_gpu_scratch(merged, mapping.scratch_bytes);
+    KILN_ASSIGN_OR_RETURN(Kernel passes, make_row_passes(lowered_));
+    const Kernel promoted = promote_gpu_scratch(passes, mapping.scratch_bytes);
     KILN_RETURN_IF_ERROR(map_host(promoted.body));
     mapping.kernel = Kernel{lowered_.name, promoted.params, block(std::move(launches_))};
     const Status verified = verify(mapping.kernel);
@@ -372,8 +382,130 @@ class GpuMapper {
   std::vector<Stmt> launches_;
 };
 
+// What each variable in scope stands for, as a set of names: a loop variable, or an index let
+// (an integer computed from other indices alone, such as a band digit), stands for itself and
+// what it is computed from; a let that aliases one variable, or whose value loads or reduces,
+// stands for what its value reads; a local buffer's contents for everything in scope where it
+// is allocated. A value depends on an index when what it reads stands for that index.
+class RecomputedReductionFinder : public IRVisitor {
+ public:
+  std::vector<std::string> found;
+
+ protected:
+  using Names = std::set<std::string, std::less<>>;
+
+  void visit_for(const For& node) override {
+    IRVisitor::visit(node.min);
+    IRVisitor::visit(node.extent);
+    with_meaning(node.var, Names{node.var}, [&] { IRVisitor::visit(node.body); });
+  }
+
+  void visit_let_stmt(const LetStmt& node) override {
+    with_meaning(node.name, meaning_of_let(node.name, node.value),
+                 [&] { IRVisitor::visit(node.body); });
+  }
+
+  // A local buffer's contents stand for everything in scope where it is allocated.
+  void visit_allocate(const Allocate& node) override {
+    Names in_scope;
+    for (const auto& [name, meaning] : meaning_) in_scope.insert(meaning.begin(), meaning.end());
+    local_buffers_[node.buffer.name()] = std::move(in_scope);
+    IRVisitor::visit_allocate(node);
+  }
+
+  void visit_store(const Store& node) override {
+    store_ = &node;
+    store_index_ = names_of(node.index);
+    IRVisitor::visit(node.value);
+    store_ = nullptr;
+  }
+
+  // Inside a stored value.
+  void visit_let(const Let& node) override {
+    IRVisitor::visit(node.value);
+    with_meaning(node.name, meaning_of_let(node.name, node.value),
+                 [&] { IRVisitor::visit(node.body); });
+  }
+  void visit_reduce(const Reduce& node) override {
+    if (store_ != nullptr) report(*store_, node);
+  }
+
+ private:
+  // body() with `name` standing for `meaning`; what body returns.
+  template <typename F>
+  auto with_meaning(const std::string& name, Names meaning, F body) -> decltype(body()) {
+    std::optional<Names> outer;
+    if (auto it = meaning_.find(name); it != meaning_.end()) outer = it->second;
+    meaning_[name] = std::move(meaning);
+    struct Restore {
+      std::map<std::string, Names, std::less<>>& meaning;
+      const std::string& name;
+      std::optional<Names>& outer;
+      ~Restore() {
+        if (outer) {
+          meaning[name] = std::move(*outer);
+        } else {
+          meaning.erase(name);
+        }
+      }
+    } restore{meaning_, name, outer};
+    return body();
+  }
+
+  Names names_of(const Expr& expr) const {
+    Names names;
+    for (const std::string& name : free_vars(expr)) {
+      const auto it = meaning_.find(name);
+      if (it == meaning_.end()) {
+        names.insert(name);
+      } else {
+        names.insert(it->second.begin(), it->second.end());
+      }
+    }
+    return names;
+  }
+
+  Names meaning_of_let(const std::string& name, const Expr& value) const {
+    Names names = names_of(value);
+    const bool index = value.type() == DType::i64 && value.as<Variable>() == nullptr &&
+                       !contains_reduce(value) && buffers_used(value).empty();
+    if (index) names.insert(name);
+    return names;
+  }
+
+  void report(const Store& store, const Reduce& reduction) {
+    const Expr whole = reduce(reduction.op, reduction.var, reduction.min, reduction.extent,
+                              reduction.body, reduction.vectorized);
+    Names reduced = names_of(whole);
+    for (const std::string& buffer : buffers_used(whole)) {
+      if (auto it = local_buffers_.find(buffer); it != local_buffers_.end()) {
+        reduced.insert(it->second.begin(), it->second.end());
+      }
+    }
+    std::string missing;
+    for (const std::string& name : store_index_) {
+      if (reduced.count(name) == 0) missing += (missing.empty() ? "" : ", ") + name;
+    }
+    if (missing.empty()) return;
+    found.push_back(fmt::format("the store to {} recomputes a {} over {} for each {}",
+                                store.buffer.name(), reduce_op_name(reduction.op), reduction.var,
+                                missing));
+  }
+
+  std::map<std::string, Names, std::less<>> meaning_;
+  std::map<std::string, Names, std::less<>> local_buffers_;
+  const Store* store_ = nullptr;  // the store whose value is being visited
+  Names store_index_;              // what its index stands for
+};
+
 }  // namespace
 
 Expected<GpuMapping> map_to_gpu(const Kernel& lowered) { return GpuMapper(lowered).run(); }
+
+std::vector<std::string> recomputed_reductions(const Kernel& mapped) {
+  RecomputedReductionFinder finder;
+  finder.visit(mapped.body);
+  return std::move(finder.found);
+}
 
 }  // namespace kiln::loop

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "loop/stmt.h"
@@ -54,5 +55,12 @@ struct GpuMapping {
 // `lowered` is an unscheduled kernel (serial loops), as loop/lower_group.h makes it. Errors
 // name what cannot run on a GPU (a local buffer too large for a thread, too many launches).
 Expected<GpuMapping> map_to_gpu(const Kernel& lowered);
+
+// The reductions of a mapped kernel that are computed again for each element a store writes:
+// one in a stored value that depends on fewer of the store's index variables than the index
+// does (a row statistic inside the element loop, where the mapping should have hoisted it and
+// computed it once per row). Each is described in a line naming the store and the variables
+// it is recomputed over. Empty for a good mapping.
+std::vector<std::string> recomputed_reductions(const Kernel& mapped);
 
 }  // namespace kiln::loop

@@ -454,22 +454,24 @@ class BinderCounter : public IRVisitor {
   }
 };
 
-// Lifts the invariant lets and reductions out of the store values of one loop's body.
+// Lifts the lets and reductions of the store values in `scope` (a loop's body, or one
+// statement of it) that are invariant in it: they use no name bound inside it and read no
+// buffer it writes or allocates.
 class Hoister : public IRMutator {
  public:
-  Hoister(const For& loop, NameSet& used) : used_(used) {
-    const Accesses accesses = collect_accesses(loop.body, {});
+  Hoister(const Stmt& scope, NameSet& used) : used_(used) {
+    const Accesses accesses = collect_accesses(scope, {});
     inner_names_ = accesses.bound_names;
     forbidden_buffers_ = accesses.allocated;
     for (const Access& access : accesses.list) {
       if (access.is_store) forbidden_buffers_.insert(access.buffer.name());
     }
     BinderCounter binders;
-    binders.visit(loop.body);
+    binders.visit(scope);
     binder_counts_ = std::move(binders.counts);
   }
 
-  // The body with the hoisted values bound around it, in the order they were found.
+  // The scope with the hoisted values bound around it, in the order they were found.
   Stmt run(const Stmt& body) {
     Stmt result = mutate(body);
     for (auto it = hoisted_.rbegin(); it != hoisted_.rend(); ++it) {
@@ -548,11 +550,30 @@ class Hoister : public IRMutator {
   std::vector<std::pair<std::string, Expr>> hoisted_;
 };
 
+// The loops of a body's block with the values invariant in each bound just before it: those
+// that read what an earlier statement of the iteration writes, which cannot move to the top of
+// the body (a layer norm over a row that the same iteration computes first).
+Stmt hoist_before_loops(const Stmt& body, NameSet& used) {
+  if (const LetStmt* let = body.as<LetStmt>()) {
+    Stmt inner = hoist_before_loops(let->body, used);
+    return inner.same_as(let->body) ? body : let_stmt(let->name, let->value, std::move(inner));
+  }
+  const Block* statements = body.as<Block>();
+  if (statements == nullptr) return body;
+  std::vector<Stmt> children;
+  bool changed = false;
+  for (const Stmt& child : statements->stmts) {
+    children.push_back(child.as<For>() ? Hoister(child, used).run(child) : child);
+    changed = changed || !children.back().same_as(child);
+  }
+  return changed ? block(std::move(children)) : body;
+}
+
 Expected<Stmt> hoist_in_loop(const For& loop, const Stmt& self, NameSet& used) {
   if (!all_statements_known(loop.body)) {
     return Status::errorf("loop {} holds a statement the scheduler cannot analyse", loop.var);
   }
-  Stmt body = Hoister(loop, used).run(loop.body);
+  Stmt body = hoist_before_loops(Hoister(loop.body, used).run(loop.body), used);
   if (body.same_as(loop.body)) return self;
   return for_loop(loop.var, loop.min, loop.extent, loop.for_kind, std::move(body));
 }

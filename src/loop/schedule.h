@@ -26,7 +26,9 @@
 //   hoist i0               compute-at for values: every `let` and `reduce` expression in a
 //                          store's value inside loop i0 that depends on no variable bound
 //                          inside i0 becomes a let_stmt at the top of i0's body, computed
-//                          once per iteration of i0 instead of once per element.
+//                          once per iteration of i0 instead of once per element. One that
+//                          reads what an earlier statement of i0's body writes is bound
+//                          just before the loop of the body that holds it instead.
 //   cache in0 i0 in0.c     stages the elements of parameter in0 that loop i0's body reads
 //                          into a local buffer in0.c, copied at the top of each iteration.
 //   merge i0 i6            two loops of one block, outside every loop, with the same bounds
@@ -53,7 +55,7 @@
 // loop, so that running the two bodies iteration by iteration equals running one loop after
 // the other); accumulate needs them too, reductions that read nothing the loop writes and
 // store into different buffers; hoist needs the hoisted value
-// to read no buffer the loop writes, and only lifts values out of loops of positive constant
+// to read no buffer the loop (or the statement it is bound before) writes, and only lifts values out of loops of positive constant
 // extent (so it never evaluates what the original would not); cache needs the staged region
 // provably inside the buffer. Statement kinds the scheduler does not know are opaque: loops
 // that contain one are not analysed, so hoist, cache, reorder, vectorize and parallel refuse

@@ -153,6 +153,12 @@ inline Expected<std::vector<std::vector<double>>> run_group(const Graph&,
                                                             std::span<Node* const>,
                                                             const std::vector<Array>& inputs) {
   KILN_ASSIGN_OR_RETURN(GpuMapping mapping, map_to_gpu(lowered.kernel));
+  // A row statistic computed again for every element of its row is right but O(row^2).
+  if (const std::vector<std::string> recomputed = recomputed_reductions(mapping.kernel);
+      !recomputed.empty()) {
+    return Status::errorf("the GPU mapping recomputes reductions: {}\n{}",
+                          fmt::join(recomputed, "; "), print(mapping.kernel));
+  }
   KILN_ASSIGN_OR_RETURN(codegen::cuda::CudaUnit unit,
                         codegen::cuda::emit_cuda_unit({&mapping.kernel, 1}));
   if (codegen::cuda::nvrtc_available()) {

@@ -424,12 +424,13 @@ TEST(Hoist, LiftsInvariantReductionsOfMatmulRows) {
   EXPECT_TRUE(same_results(kernel, *hoisted));
 }
 
-TEST(Hoist, KeepsValuesThatReadWhatTheLoopWritesOrMayNotRun) {
+TEST(Hoist, BindsValuesThatReadWhatTheLoopWritesBeforeTheirOwnLoop) {
   const Buffer x = Buffer::param("x", DType::f32, {4});
   const Buffer out = Buffer::param("out", DType::f32, {4, 4});
   const Buffer t = Buffer::local("t", DType::f32, 4);
   const Expr i = var("i"), j = var("j"), k = var("k");
-  // The sum reads t, which the loop writes before each use.
+  // The sum reads t, which the loop writes before each use: it cannot move to the top of i's
+  // body, but it is bound just before the j loop, once per i instead of once per element.
   const Kernel writes{
       "writes",
       {x, out},
@@ -437,9 +438,33 @@ TEST(Hoist, KeepsValuesThatReadWhatTheLoopWritesOrMayNotRun) {
                            block({store(t, i, load(x, i) * 2.0),
                                   for_loop("j", 0, 4,
                                            store(out, i * 4 + j, sum("k", 0, 4, load(t, k))))})))};
-  Expected<Kernel> kept = apply_directive(writes, Hoist{"i"});
+  Expected<Kernel> hoisted = apply_directive(writes, Hoist{"i"});
+  ASSERT_TRUE(hoisted.has_value()) << hoisted.status().message();
+  EXPECT_EQ(print(hoisted->body), print(allocate(
+      t, for_loop("i", 0, 4,
+                  block({store(t, i, load(x, i) * 2.0),
+                         let_stmt("h0", sum("k", 0, 4, load(t, k)),
+                                  for_loop("j", 0, 4, store(out, i * 4 + j, var("h0", DType::f32))))})))));
+  EXPECT_TRUE(same_results(writes, *hoisted));
+  // A value that reads what its own loop writes stays.
+  const Kernel own{
+      "own",
+      {x, out},
+      allocate(t, for_loop("i", 0, 4,
+                           block({store(t, i, load(x, i) * 2.0),
+                                  for_loop("j", 0, 4,
+                                           block({store(t, j, load(x, j)),
+                                                  store(out, i * 4 + j,
+                                                        sum("k", 0, 4, load(t, k)))}))})))};
+  Expected<Kernel> kept = apply_directive(own, Hoist{"i"});
   ASSERT_TRUE(kept.has_value()) << kept.status().message();
-  EXPECT_TRUE(kept->body.same_as(writes.body)) << print(*kept);
+  EXPECT_TRUE(kept->body.same_as(own.body)) << print(*kept);
+}
+
+TEST(Hoist, KeepsValuesThatMayNotRun) {
+  const Buffer x = Buffer::param("x", DType::f32, {4});
+  const Buffer out = Buffer::param("out", DType::f32, {4, 4});
+  const Expr i = var("i"), j = var("j"), k = var("k");
   // Under an if, or in a loop that may not run, the value may never have been computed.
   const Kernel guarded{
       "guarded",
@@ -447,7 +472,7 @@ TEST(Hoist, KeepsValuesThatReadWhatTheLoopWritesOrMayNotRun) {
       for_loop("i", 0, 4,
                for_loop("j", 0, 4,
                         if_then_else(i > 0, store(out, i * 4 + j, sum("k", 0, 4, load(x, k))))))};
-  kept = apply_directive(guarded, Hoist{"i"});
+  Expected<Kernel> kept = apply_directive(guarded, Hoist{"i"});
   ASSERT_TRUE(kept.has_value()) << kept.status().message();
   EXPECT_TRUE(kept->body.same_as(guarded.body)) << print(*kept);
   const Kernel empty_inner{
