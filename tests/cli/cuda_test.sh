@@ -5,9 +5,8 @@
 #    interpreter (--device cuda-mapping-on-cpu --check), and
 #  - the CUDA C compiled by NVRTC for sm_90 (--device cuda), skipped when Kiln was built
 #    without the CUDA toolkit.
-# vit-tiny's training step is left out of the check: the largest case, and one Adam update
-# element differs from the reference by 1.5x the check's tolerance (its gemm sums in another
-# order; see docs/architecture.md); its CUDA is still compiled.
+# vit-tiny's training step has Adam updates of gradients that cancel to near Adam's epsilon:
+# the check judges those by their sensitivity to rounding (compiler/run.h).
 # Usage: cuda_test.sh KILN_BINARY
 set -uo pipefail
 kiln="$1"
@@ -30,11 +29,9 @@ fi
 
 for model in mlp-tiny bert-tiny vit-tiny resnet-tiny xml-cnn-tiny gcn-tiny; do
   for mode in --inference --train; do
-    if [[ "$model $mode" != "vit-tiny --train" ]]; then
-      out="$("$kiln" zoo run "$model" "$mode" --device cuda-mapping-on-cpu --check 2>&1)" ||
-        fail "$model $mode: the GPU mapping does not match the reference: $out"
-      grep -q "^check: all .* kernels agree" <<<"$out" || fail "$model $mode: no check line: $out"
-    fi
+    out="$("$kiln" zoo run "$model" "$mode" --device cuda-mapping-on-cpu --check 2>&1)" ||
+      fail "$model $mode: the GPU mapping does not match the reference: $out"
+    grep -q "^check: all .* kernels agree" <<<"$out" || fail "$model $mode: no check line: $out"
     if ((nvrtc)); then
       out="$("$kiln" zoo compile "$model" "$mode" --device cuda -o "$work/$model$mode" 2>&1)" ||
         fail "$model $mode: CUDA does not compile: $out"

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
 #include "ir/builder.h"
@@ -204,6 +206,52 @@ TEST(CompileGraph, CheckModeNamesTheFirstWrongKernel) {
   ASSERT_EQ(report->kernels.size(), 2u);
   EXPECT_TRUE(report->kernels[0].mismatch.empty());
   EXPECT_NE(report->kernels[1].label.find("neg"), std::string::npos);
+}
+
+// The program of `good` run with the kernels compiled from `bad` (the same kernels and
+// buffers), checked against `good`'s reference on `inputs`.
+Expected<CheckReport> check_with_kernels_of(const Graph& good, const Graph& bad,
+                                            const std::vector<Array>& inputs) {
+  KILN_ASSIGN_OR_RETURN(CompiledGraph good_compiled, compile_graph(good, {}));
+  KILN_ASSIGN_OR_RETURN(CompiledGraph bad_compiled, compile_graph(bad, {}));
+  std::vector<runtime::KernelFunction> kernels;
+  for (int k = 0; k < good_compiled.program->num_kernels; ++k) {
+    kernels.push_back(bad_compiled.kernels.function(static_cast<size_t>(k)));
+  }
+  KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
+                        runtime::Executor::create(good_compiled.program, std::move(kernels)));
+  return check_compiled(good, good_compiled, executor, inputs);
+}
+
+TEST(CompileGraph, CheckModeJudgesIllConditionedElementsByTheirSensitivity) {
+  // y = 1 / (x - k - 1) near its pole: x = 1 + 1e-4 gives y = 1e4, and a change of x by one
+  // part in a million moves y by one part in a hundred. Kernels that add k = 2^-22 instead of
+  // subtracting it (a rounding-sized change of x) are within that; ones that multiply where
+  // the graph divides are not.
+  const auto graph = [](const std::string& first, const std::string& last) {
+    return parse(fmt::format(R"(
+      graph @g(%x: f32[4]) {{
+        %k = constant() {{value = tensor<f32[]>[2.384185791015625e-07]}} : f32[]
+        %one = constant() {{value = tensor<f32[]>[1]}} : f32[]
+        %m = {}(%x, %k) : f32[4]
+        %d = sub(%m, %one) : f32[4]
+        %y = {}(%one, %d) : f32[4]
+        return %y
+      }})",
+                             first, last));
+  };
+  const Graph good = graph("sub", "div");
+  Array x(DType::f32, Shape({4}));
+  x.data = {1.0001, 1.0002, -1.0, 3.0};
+  x.round_to_dtype();
+  Expected<CheckReport> nudged = check_with_kernels_of(good, graph("add", "div"), {x});
+  ASSERT_TRUE(nudged) << nudged.status().message();
+  ASSERT_EQ(nudged->kernels.size(), 1u) << "one fused kernel";
+  EXPECT_TRUE(nudged->ok()) << nudged->kernels.back().mismatch;
+  EXPECT_GT(nudged->kernels.back().max_rel_error, 1e-3) << "beyond the f32 tolerance";
+  Expected<CheckReport> wrong = check_with_kernels_of(good, graph("sub", "mul"), {x});
+  ASSERT_TRUE(wrong) << wrong.status().message();
+  EXPECT_FALSE(wrong->ok());
 }
 
 TEST(CompileGraph, GeneratedSourceCarriesNoModelNames) {
