@@ -280,7 +280,14 @@ class GpuMapper {
       scope[f->var] = loop_interval(*f, scope);
       inner = f->body;
     }
-    if (band.empty()) return one_thread(stmt);
+    if (band.empty()) {
+      // Iterations in order: one block runs them, its threads sharing each iteration's
+      // independent inner loops (a scatter_add of rows: the row's columns), a barrier after
+      // each, so that iterations touching one element still run one after the other.
+      if (allocated_bytes(stmt) > kMaxGpuSharedBytes) return one_thread(stmt);
+      KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(stmt, scope));
+      return for_loop(kBlockVar, 0, 1, ForKind::gpu_block, body);
+    }
     const bool row_per_block = work_of(inner, scope) >= kGpuThreadsPerBlock &&
                                allocated_bytes(inner) <= kMaxGpuSharedBytes;
     if (row_per_block) {

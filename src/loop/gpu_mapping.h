@@ -28,8 +28,10 @@
 //    may combine its terms in any order). Local buffers of the row live in shared memory.
 //  - Otherwise each band point is a thread: the band is flattened into blocks of
 //    kGpuThreadsPerBlock threads, and a thread runs everything inside the band serially.
-//  - A statement with no band (a loop that accumulates in order, such as scatter_add) runs on
-//    one thread.
+//  - A statement with no band (a loop that accumulates in order, such as scatter_add) runs in
+//    one block: its loops in order, the independent loops inside them spread over the block's
+//    threads (a scatter_add of rows: each row's columns), with a barrier after each; on one
+//    thread where its local buffers do not fit in shared memory.
 //
 //   for (i0, 0, 64) for (i1, 0, 128) out0[i0*128 + i1] = exp(in0[i0*128 + i1])
 //     -> for (gpu_block, 0, 32) gpu_block { for (gpu_thread, 0, 256) gpu_thread {

@@ -50,16 +50,12 @@ bool add_linear(const Expr& e, int64_t scale, LinearForm& form) {
   return true;
 }
 
-bool contains_load(const Expr& e) {
-  class Finder : public IRVisitor {
-   public:
-    bool found = false;
-
-   protected:
-    void visit_load(const Load&) override { found = true; }
-  } finder;
-  finder.visit(e);
-  return finder.found;
+// Whether `e` loads any of `buffers`.
+bool reads_any(const Expr& e, const std::set<std::string, std::less<>>& buffers) {
+  for (const std::string& name : buffers_used(e)) {
+    if (buffers.count(name) != 0) return true;
+  }
+  return false;
 }
 
 bool uses_any(const Expr& e, const std::set<std::string, std::less<>>& names) {
@@ -168,8 +164,12 @@ struct SplitAccess {
   Interval rest;
 };
 
+// A term that loads only buffers the loop does not write, and uses no name bound inside it,
+// is fixed for the whole loop like a term of outer variables (a scatter's row, loaded from its
+// indices).
 Expected<SplitAccess> split_access(const Access& access, const std::string& v,
-                                   const std::set<std::string, std::less<>>& inner_names) {
+                                   const std::set<std::string, std::less<>>& inner_names,
+                                   const std::set<std::string, std::less<>>& written) {
   const std::string where = fmt::format("{}[{}]", access.buffer.name(), print(access.index));
   // Simplified first, so that fused and split variables read as digits ((0 + f/4)/3 is f/12).
   const std::optional<LinearForm> form = linearize(simplify(access.index, access.scope));
@@ -182,7 +182,7 @@ Expected<SplitAccess> split_access(const Access& access, const std::string& v,
         return Status::errorf("{} uses {} other than as {}, {} / c or {} % c", where, v, v, v, v);
       }
       result.digits.emplace(key, std::make_pair(*digit, term.coefficient));
-    } else if (contains_load(term.expr) || uses_any(term.expr, inner_names)) {
+    } else if (uses_any(term.expr, inner_names) || reads_any(term.expr, written)) {
       result.rest = result.rest + bounds_of(term.expr, access.scope) * term.coefficient;
     } else {
       result.outer.emplace(key, term.coefficient);
@@ -206,11 +206,12 @@ bool same_digits(const SplitAccess& a, const SplitAccess& b) {
 // The proof for one written buffer, given all of its accesses inside the loop.
 Status check_disjoint(const std::string& v, const Interval& v_range,
                       const std::vector<const Access*>& accesses,
-                      const std::set<std::string, std::less<>>& inner_names) {
+                      const std::set<std::string, std::less<>>& inner_names,
+                      const std::set<std::string, std::less<>>& written) {
   std::optional<SplitAccess> first;
   Interval rest;
   for (const Access* access : accesses) {
-    Expected<SplitAccess> split = split_access(*access, v, inner_names);
+    Expected<SplitAccess> split = split_access(*access, v, inner_names, written);
     if (!split) return split.status();
     if (!first) {
       first = *split;
@@ -403,12 +404,17 @@ Status check_independent(const For& loop, const BoundsScope& scope) {
   inside[loop.var] = v_range;
   const Accesses accesses = collect_accesses(loop.body, inside);
   std::map<std::string, std::vector<const Access*>, std::less<>> by_buffer;
-  for (const Access& access : accesses.list) by_buffer[access.buffer.name()].push_back(&access);
+  std::set<std::string, std::less<>> written_buffers;
+  for (const Access& access : accesses.list) {
+    by_buffer[access.buffer.name()].push_back(&access);
+    if (access.is_store) written_buffers.insert(access.buffer.name());
+  }
   for (const auto& [name, list] : by_buffer) {
     const bool written =
         std::any_of(list.begin(), list.end(), [](const Access* a) { return a->is_store; });
     if (!written || accesses.allocated.count(name) != 0) continue;
-    KILN_RETURN_IF_ERROR(check_disjoint(loop.var, v_range, list, accesses.bound_names));
+    KILN_RETURN_IF_ERROR(check_disjoint(loop.var, v_range, list, accesses.bound_names,
+                                        written_buffers));
   }
   return Status::ok();
 }

@@ -142,7 +142,7 @@ TEST(GpuMapping, ElementwiseNestsAreOneThreadPerElement) {
   EXPECT_EQ(unit.launches[0][0].grid[0], (64 * 130 + 255) / 256);  // the last block partly idle
 }
 
-TEST(GpuMapping, AnAccumulatingLoopRunsOnOneThread) {
+TEST(GpuMapping, AnAccumulatingLoopRunsInOrderInOneBlock) {
   // out[idx[u]] += x[u] in order: iterations may touch the same element, so no band.
   const Buffer idx = Buffer::param("in0", DType::i64, {16});
   const Buffer x = Buffer::param("in1", DType::f64, {16});
@@ -157,6 +157,31 @@ TEST(GpuMapping, AnAccumulatingLoopRunsOnOneThread) {
   const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
   ASSERT_EQ(unit.launches.at(0).size(), 1u);
   EXPECT_EQ(unit.launches[0][0].grid[0], 1);
+}
+
+TEST(GpuMapping, AnAccumulatingLoopOfRowsSpreadsEachRowOverABlock) {
+  // out[idx[u], :] += x[u, :] in order of u (an embedding's gradient): the rows one after the
+  // other, each row's 300 columns over the block's threads.
+  const Buffer idx = Buffer::param("in0", DType::i64, {16});
+  const Buffer x = Buffer::param("in1", DType::f64, {16, 300});
+  const Buffer out = Buffer::param("out0", DType::f64, {7, 300});
+  const Expr u = var("i0"), c = var("i1");
+  const Expr row = loop::min(loop::max(loop::load(idx, u), 0), 6);
+  const Kernel kernel{
+      "scatter_rows", {idx, x, out},
+      loop::for_loop("i0", 0, 16,
+                     loop::for_loop("i1", 0, 300,
+                                    loop::store(out, row * 300 + c,
+                                                loop::load(out, row * 300 + c) +
+                                                    loop::load(x, u * 300 + c))))};
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  const LoopCounts counts = count(mapping.kernel.body);
+  EXPECT_EQ(counts.blocks, 1) << loop::print(mapping.kernel);
+  EXPECT_EQ(counts.threads, 1) << loop::print(mapping.kernel);
+  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
+  ASSERT_EQ(unit.launches.at(0).size(), 1u);
+  EXPECT_EQ(unit.launches[0][0].grid[0], 1);
+  EXPECT_EQ(unit.launches[0][0].block[0], loop::kGpuThreadsPerBlock);
 }
 
 TEST(GpuMapping, LoopsAroundAGemmRunOnTheHost) {
