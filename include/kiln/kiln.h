@@ -66,6 +66,8 @@ class CompiledModel {
   const runtime::Program& program() const { return *compiled_->program; }
   const CompiledGraph& compiled() const { return *compiled_; }
   const CompileStats& stats() const { return compiled_->stats; }
+  // Where it runs: "this CPU", or the GPU and what runs its gemms (runtime/executor.h).
+  std::string runs_on() const { return executor_->description(); }
 
   // One Array per graph input, of its exact type; the graph outputs.
   Expected<std::vector<Array>> run(std::span<const Array> inputs,

@@ -25,8 +25,8 @@ namespace kiln {
 enum class Device : uint8_t {
   cpu,  // C++ for this CPU (the default schedule, OpenMP), compiled and loaded
   // CUDA for an NVIDIA GPU: each group mapped onto the GPU (loop/gpu_mapping.h), emitted as
-  // CUDA C and compiled by NVRTC into a cubin (codegen/cuda). Running it needs a GPU runtime,
-  // which Kiln does not have yet, so such a compilation yields code and launches to read.
+  // CUDA C and compiled by NVRTC into a cubin (codegen/cuda), run by the CUDA executor
+  // (runtime/cuda_executor.h); on a machine without a GPU, a compilation to read.
   cuda,
   // The GPU mapping's loop IR compiled for this CPU (GPU loops run serially): checks the
   // mapping against the interpreter on a machine without a GPU. Slow; for tests.

@@ -6,11 +6,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <vector>
 
+#include "runtime/cublaslt.h"
 #include "runtime/cuda_driver.h"
 #include "support/text.h"
 
@@ -28,8 +30,13 @@ int64_t aligned(int64_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
+// cuBLASLt's workspace: what its heuristic may use for split-k and stream-k products (NVIDIA
+// recommends 32 MiB on Hopper).
+constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
+
 // One launch ready to go: its function, its sizes, and its arguments' values, which `params`
-// points at (cuLaunchKernel reads each argument through a pointer).
+// points at (cuLaunchKernel reads each argument through a pointer); or, for a gemm that
+// cuBLASLt runs, its plan.
 struct ReadyLaunch {
   CUfunction function = nullptr;
   std::string name;
@@ -37,6 +44,9 @@ struct ReadyLaunch {
   std::array<unsigned, 3> block = {1, 1, 1};
   std::vector<uint64_t> values;  // a device address or an int64, bit for bit
   std::vector<void*> params;
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+  std::unique_ptr<LtMatmul> matmul;
+#endif
 };
 
 // A launch's sizes in the driver's range, or why not.
@@ -78,10 +88,26 @@ struct CudaExecutor::Device {
   CUgraphExec graph = nullptr;
   bool graphs = true;
   Status broken = Status::ok();  // why runs cannot go on (share_arena could not re-prepare)
+  // What runs the gemms: cuBLASLt (its handle and workspace), or where it is absent or
+  // declined, each gemm's template kernel.
+  const CublasLt* lt = nullptr;
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+  cublasLtHandle_t lt_handle = nullptr;
+#endif
+  CUdeviceptr lt_workspace = 0;
+  std::string gemm_library;
+  std::string name;  // the GPU's
+  int gemms = 0, template_gemms = 0;
+  std::string template_reason;  // why the last gemm on its template kernel is there
 
   ~Device() {
     if (driver == nullptr) return;
     if (context != nullptr) driver->cuCtxSetCurrent(context);
+    steps.clear();  // the cuBLASLt plans, before their handle
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+    if (lt_handle != nullptr) lt->cublasLtDestroy(lt_handle);
+#endif
+    if (lt_workspace != 0) driver->cuMemFree(lt_workspace);
     if (graph != nullptr) driver->cuGraphExecDestroy(graph);
     for (CUevent event : events) driver->cuEventDestroy(event);
     if (stream != nullptr) driver->cuStreamDestroy(stream);
@@ -95,6 +121,10 @@ struct CudaExecutor::Device {
   // The first GPU's primary context, current on this thread, a stream, and the cubin loaded.
   Status open(const std::string& cubin) {
     KILN_RETURN_IF_ERROR(driver->check(driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+    std::array<char, 256> device_name{};
+    if (driver->cuDeviceGetName(device_name.data(), device_name.size(), device) == CUDA_SUCCESS) {
+      name = device_name.data();
+    }
     KILN_RETURN_IF_ERROR(driver->check(driver->cuDevicePrimaryCtxRetain(&context, device),
                                        "retaining the GPU's primary context"));
     KILN_RETURN_IF_ERROR(driver->check(driver->cuCtxSetCurrent(context), "cuCtxSetCurrent"));
@@ -112,6 +142,37 @@ struct CudaExecutor::Device {
                               major, minor));
     }
     return driver->check(loaded, "loading the cubin");
+  }
+
+  // cuBLASLt for the gemms, unless KILN_CUDA_GEMM=template asks for the template kernels or
+  // the library is missing (`library` is the process's, or a test's; null when none).
+  void open_gemm_library(Expected<const CublasLt*> library) {
+    const char* choice = std::getenv("KILN_CUDA_GEMM");
+    if (choice != nullptr && std::string_view(choice) == "template") {
+      gemm_library = "template kernel (KILN_CUDA_GEMM=template)";
+      return;
+    }
+    if (!library) {
+      gemm_library = fmt::format("template kernel ({})", library.status().message());
+      return;
+    }
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+    const CublasLt& library_lt = **library;
+    const Status created = library_lt.check(library_lt.cublasLtCreate(&lt_handle),
+                                            "creating a cuBLASLt handle");
+    if (!created) {
+      lt_handle = nullptr;
+      gemm_library = fmt::format("template kernel ({})", created.message());
+      return;
+    }
+    if (driver->cuMemAlloc(&lt_workspace, kCublasLtWorkspaceBytes) != CUDA_SUCCESS) {
+      lt_workspace = 0;
+      gemm_library = "template kernel (no GPU memory for cuBLASLt's workspace)";
+      return;
+    }
+    lt = &library_lt;
+    gemm_library = cublaslt_version(library_lt);
+#endif
   }
 
   // The arena, the constants (uploaded now) and the inputs and outputs.
@@ -170,6 +231,7 @@ struct CudaExecutor::Device {
   // Every buffer's device address, and every step's launches ready to go.
   Status resolve(const Program& program, const CudaKernelLaunches& launches) {
     buffers.clear();
+    gemms = template_gemms = 0;
     for (const BufferSlot& slot : program.buffers) {
       const auto offset = static_cast<CUdeviceptr>(slot.offset);
       switch (slot.storage) {
@@ -187,7 +249,8 @@ struct CudaExecutor::Device {
           break;
       }
     }
-    steps.assign(program.steps.size(), {});
+    steps.clear();
+    steps.resize(program.steps.size());
     for (size_t s = 0; s < program.steps.size(); ++s) {
       const Step& step = program.steps[s];
       if (step.kind != Step::Kind::kernel) continue;
@@ -225,7 +288,27 @@ struct CudaExecutor::Device {
     }
     // `values` is complete: its elements stay where they are from here on.
     for (uint64_t& value : ready.values) ready.params.push_back(&value);
+    if (launch.gemm) plan_gemm(*launch.gemm, ready);
     return ready;
+  }
+
+  // A gemm through cuBLASLt when it is there and has an algorithm for it, else its template
+  // kernel, which computes the same product (a product over k = 0 is left to it too).
+  void plan_gemm([[maybe_unused]] const CudaGemm& gemm, [[maybe_unused]] ReadyLaunch& ready) {
+    ++gemms;
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+    if (lt != nullptr && gemm.k >= 1 && ready.values.size() >= 3) {
+      Expected<std::unique_ptr<LtMatmul>> planned =
+          LtMatmul::plan(*lt, lt_handle, gemm, ready.values[0], ready.values[1], ready.values[2],
+                         kCublasLtWorkspaceBytes);
+      if (planned) {
+        ready.matmul = std::move(planned).value();
+        return;
+      }
+      template_reason = planned.status().message();
+    }
+#endif
+    ++template_gemms;
   }
 
   Status invalidate_graph() {
@@ -247,6 +330,13 @@ struct CudaExecutor::Device {
       return driver->check(driver->cuMemcpyDtoDAsync(to, from, bytes, stream), step.label);
     }
     for (ReadyLaunch& launch : steps[s]) {
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+      if (launch.matmul != nullptr) {
+        KILN_RETURN_IF_ERROR(
+            launch.matmul->run(lt_workspace, stream).with_context(fmt::format("kernel {}", step.label)));
+        continue;
+      }
+#endif
       KILN_RETURN_IF_ERROR(driver->check(
           driver->cuLaunchKernel(launch.function, launch.grid[0], launch.grid[1], launch.grid[2],
                                  launch.block[0], launch.block[1], launch.block[2], 0, stream,
@@ -373,14 +463,20 @@ Expected<CudaDeviceInfo> cuda_device_info() {
 Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<const Program> program,
                                                              std::string cubin,
                                                              CudaKernelLaunches launches,
-                                                             const CudaDriver* driver) {
+                                                             const CudaDriver* driver,
+                                                             const CublasLt* lt) {
   KILN_RETURN_IF_ERROR(check_program(*program, launches.size()));
+  Expected<const CublasLt*> library = lt;
   if (driver == nullptr) {
     KILN_ASSIGN_OR_RETURN(driver, load_cuda_driver());
+    library = load_cublaslt();
+  } else if (lt == nullptr) {
+    library = Status::error("no cuBLASLt given with a test's driver");
   }
   auto device = std::make_unique<Device>();
   device->driver = driver;
   KILN_RETURN_IF_ERROR(device->open(cubin));
+  device->open_gemm_library(library);
   KILN_RETURN_IF_ERROR(device->allocate(*program));
   KILN_RETURN_IF_ERROR(device->resolve(*program, launches));
   return std::unique_ptr<CudaExecutor>(
@@ -394,6 +490,18 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Program> program, CudaKernelLau
 CudaExecutor::~CudaExecutor() = default;
 
 void CudaExecutor::use_graphs(bool on) { device_->graphs = on; }
+
+std::string CudaExecutor::description() const {
+  return fmt::format("{}, gemms through {}", device_->name.empty() ? "a GPU" : device_->name,
+                     gemm_library());
+}
+
+std::string CudaExecutor::gemm_library() const {
+  const Device& device = *device_;
+  if (device.lt == nullptr || device.template_gemms == 0) return device.gemm_library;
+  return fmt::format("{} ({} of {} on the template kernel: {})", device.gemm_library,
+                     device.template_gemms, device.gemms, device.template_reason);
+}
 
 void CudaExecutor::share_arena(ProgramExecutor& other_executor) {
   auto* other = dynamic_cast<CudaExecutor*>(&other_executor);
@@ -460,12 +568,19 @@ Expected<CudaDeviceInfo> cuda_device_info() { return load_cuda_driver().status()
 
 Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<const Program>,
                                                              std::string, CudaKernelLaunches,
-                                                             const CudaDriver*) {
+                                                             const CudaDriver*, const CublasLt*) {
   return load_cuda_driver().status();
 }
 
 CudaExecutor::~CudaExecutor() = default;
 void CudaExecutor::use_graphs(bool) {}
+std::string CudaExecutor::description() const {
+  return fmt::format("{}, gemms through {}", device_->name.empty() ? "a GPU" : device_->name,
+                     gemm_library());
+}
+
+std::string CudaExecutor::gemm_library() const { return ""; }
+std::string CudaExecutor::description() const { return ""; }
 void CudaExecutor::share_arena(ProgramExecutor&) {}
 Status CudaExecutor::run(std::span<const void* const>, std::span<void* const>, const RunHooks&) {
   return load_cuda_driver().status();

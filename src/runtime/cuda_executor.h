@@ -18,6 +18,11 @@
 // run with `after_step` runs step by step and hands the hook the step's buffers copied to the
 // host, so the check mode is the CPU's. Runs of one executor must not overlap.
 //
+// A gemm launch (runtime/cuda_launch.h: CudaGemm) runs through cuBLASLt, planned once per
+// launch when the launches are resolved (runtime/cublaslt.h: LtMatmul); where cuBLASLt is
+// missing, has no algorithm for a product, or KILN_CUDA_GEMM=template is set, through the
+// launch's template kernel, and gemm_library() says which.
+//
 // Errors say what failed in words: no driver, no device, the GPU unable to run the cubin, a
 // launch (naming the step's kernel and nodes, the function and the CUDA error), and running
 // out of device memory (what the executor needed and what was free).
@@ -35,6 +40,7 @@
 namespace kiln::runtime {
 
 struct CudaDriver;
+struct CublasLt;
 
 // The first GPU, as the driver describes it.
 struct CudaDeviceInfo {
@@ -51,21 +57,29 @@ Expected<CudaDeviceInfo> cuda_device_info();
 class CudaExecutor final : public ProgramExecutor {
  public:
   // `cubin` holds every function `launches` names; launches[k] runs program kernel k. The
-  // process's driver (load_cuda_driver) unless `driver` is given (tests).
+  // process's driver (load_cuda_driver) and cuBLASLt (load_cublaslt) unless `driver` is given
+  // (tests), with `lt` or, when that is null, the gemms' template kernels.
   static Expected<std::unique_ptr<CudaExecutor>> create(std::shared_ptr<const Program> program,
                                                         std::string cubin,
                                                         CudaKernelLaunches launches,
-                                                        const CudaDriver* driver = nullptr);
+                                                        const CudaDriver* driver = nullptr,
+                                                        const CublasLt* lt = nullptr);
   ~CudaExecutor() override;
 
   Status run(std::span<const void* const> inputs, std::span<void* const> outputs,
              const RunHooks& hooks = {}) override;
   const Program& program() const override { return *program_; }
+  // "NVIDIA H100 80GB HBM3, gemms through cuBLASLt 13.0.2".
+  std::string description() const override;
   void share_arena(ProgramExecutor& other) override;
 
   // Whether runs without hooks replay a CUDA graph (the default); off, they launch every
   // kernel each time.
   void use_graphs(bool on);
+
+  // What runs the gemm launches: "cuBLASLt 13.0.2", with how many of them cuBLASLt declined
+  // (they run their template kernels), or "template kernel (why)".
+  std::string gemm_library() const;
 
  private:
   struct Device;  // the driver's handles and the device memory

@@ -4,11 +4,13 @@
 // A kernel of a Program (runtime/program.h) is, on a GPU, an ordered list of launches of
 // functions in one CUDA module. Each launch names its function, its grid and block, and its
 // arguments: a parameter buffer of the program kernel (its base address plus an element
-// offset, in bytes), or a 64-bit integer.
+// offset, in bytes), or a 64-bit integer. A matrix product also says so, for the runtime to
+// run it through NVIDIA's library.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +24,26 @@ struct CudaLaunchArg {
   int64_t value = 0;        // i64
 };
 
+// A matrix product C = op(A) op(B), or C += op(A) op(B), of row-major matrices: C is m x n
+// with leading dimension ldc; op(A) is m x k, A stored k x m when transposed; op(B) is k x n,
+// B stored n x k when transposed. The runtime runs it through cuBLASLt where the library
+// loads (runtime/cublaslt.h), else through the launch's function, a template kernel that takes
+// the same arguments.
+struct CudaGemm {
+  enum class Type : uint8_t { f32, f64 };
+  Type type = Type::f32;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  bool transpose_a = false, transpose_b = false, accumulate = false;
+};
+
 struct CudaLaunch {
   std::string function;  // an extern "C" __global__ function of the module
   std::array<int64_t, 3> grid = {1, 1, 1};
   std::array<int64_t, 3> block = {1, 1, 1};
   std::vector<CudaLaunchArg> args;
+  // A gemm: args begin with the buffers A, B and C.
+  std::optional<CudaGemm> gemm;
 };
 
 // Per program kernel, its launches in order.

@@ -55,6 +55,9 @@ class ProgramExecutor {
 
   virtual const Program& program() const = 0;
 
+  // Where the steps run, for reports: "this CPU", or the GPU and what runs its gemms.
+  virtual std::string description() const = 0;
+
   // Makes this executor and `other`, when it is of the same kind, use one arena, the larger
   // of their two, for programs that never run at once (a training step with and without its
   // loss): the memory of one.
@@ -71,6 +74,7 @@ class Executor final : public ProgramExecutor {
              const RunHooks& hooks = {}) override;
 
   const Program& program() const override { return *program_; }
+  std::string description() const override { return "this CPU"; }
 
   void share_arena(ProgramExecutor& other) override;
 

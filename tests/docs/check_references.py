@@ -97,6 +97,7 @@ CACHE_FOLDERS = {
 EXTERNAL = {
     "cblas.h",  # OpenBLAS's C interface, included by the CPU prelude
     "cuda.h",   # the CUDA driver API's header, from the CUDA toolkit (runtime/cuda_driver.h)
+    "cublasLt.h",  # cuBLASLt's header, from the CUDA toolkit (runtime/cublaslt.h)
     "dnnl.h",   # oneDNN's C interface, included by the CPU prelude
     "math.h",   # the C library's math header
     "onnx_pb.h",  # the ONNX library's generated protobuf header

@@ -71,6 +71,7 @@ Status bench(const BenchOptions& options) {
   const double compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_compile_summary(compiled.compiled());
+  if (compile_options.device == Device::cuda) fmt::print("runs on {}\n", compiled.runs_on());
   KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, compiled.run(inputs));
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (saved_output(model, i)) {

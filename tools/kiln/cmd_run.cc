@@ -48,6 +48,7 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
   }
   KILN_ASSIGN_OR_RETURN(CompiledModel model, Compiler(compile_options).compile(std::move(graph)));
   print_compile_summary(model.compiled());
+  if (compile_options.device == Device::cuda) fmt::print("runs on {}\n", model.runs_on());
   if (options.check) {
     KILN_ASSIGN_OR_RETURN(const double worst, check_kernels(model, inputs));
     fmt::print("check: all {} agree with the reference (largest abs error {:.3g})\n",

@@ -249,7 +249,8 @@ class UnitEmitter {
     runtime::CudaLaunch made{.function = it->second,
                              .grid = {std::max<int64_t>(blocks, 1), 1, 1},
                              .block = {loop::kGpuThreadsPerBlock, 1, 1},
-                             .args = {}};
+                             .args = {},
+                             .gemm = std::nullopt};
     for (size_t i = 0; i < kernel.params.size(); ++i) {
       made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::buffer,
                            .param = static_cast<int>(i), .byte_offset = 0, .value = 0});
@@ -284,7 +285,8 @@ class UnitEmitter {
                              .grid = {(std::max<int64_t>(n, 1) + kGemmTile - 1) / kGemmTile,
                                       (std::max<int64_t>(m, 1) + kGemmTile - 1) / kGemmTile, 1},
                              .block = {kGemmTile, kGemmTile, 1},
-                             .args = {}};
+                             .args = {},
+                             .gemm = std::nullopt};
     if (made.grid[0] > kMaxGridX || made.grid[1] > kMaxGridY) {
       return Status::errorf("a gemm of {} x {} is beyond the GPU template's grid", m, n);
     }
@@ -303,7 +305,13 @@ class UnitEmitter {
     if (m <= 0 || n <= 0) {
       made.function = empty_function();
       made.args.clear();
+      return made;
     }
+    made.gemm = runtime::CudaGemm{
+        .type = dtype == DType::f64 ? runtime::CudaGemm::Type::f64 : runtime::CudaGemm::Type::f32,
+        .m = m, .n = n, .k = k,
+        .lda = g.a.leading_dim, .ldb = g.b.leading_dim, .ldc = g.c.leading_dim,
+        .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate};
     return made;
   }
 

@@ -9,12 +9,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "runtime/cublaslt.h"
 #include "runtime/cuda_driver.h"
 
 namespace kiln::runtime {
@@ -180,9 +184,15 @@ CUresult fake_create_event(CUevent* event, unsigned) {
   return CUDA_SUCCESS;
 }
 
+CUresult fake_device_name(char* name, int length, CUdevice) {
+  std::snprintf(name, static_cast<size_t>(length), "Stand-in GPU");
+  return CUDA_SUCCESS;
+}
+
 CudaDriver stand_in_driver() {
   CudaDriver driver;
   driver.cuDeviceGet = succeed<CUdevice*, int>;
+  driver.cuDeviceGetName = fake_device_name;
   driver.cuDeviceGetAttribute = succeed<int*, CUdevice_attribute, CUdevice>;
   driver.cuDevicePrimaryCtxRetain = fake_retain;
   driver.cuDevicePrimaryCtxRelease = succeed<CUdevice>;
@@ -259,14 +269,16 @@ CudaKernelLaunches two_kernel_launches(const std::string& second = "scale") {
   return {{{"add_one",
             {1, 1, 1},
             {32, 1, 1},
-            {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0}, n}}},
+            {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0}, n},
+            std::nullopt}},
           {{second,
             {1, 1, 1},
             {32, 1, 1},
             {{Arg::Kind::buffer, 0, 0, 0},
              {Arg::Kind::buffer, 1, 0, 0},
              {Arg::Kind::buffer, 2, 0, 0},
-             n}}}};
+             n},
+            std::nullopt}}};
 }
 
 class CudaExecutorTest : public ::testing::Test {
@@ -391,6 +403,229 @@ TEST_F(CudaExecutorTest, AFunctionMissingFromTheCubinIsAnErrorWhenMade) {
       << executor.status().message();
 }
 
+
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+
+// --- Gemms: through a stand-in cuBLASLt, or the template kernel -------------------------------
+
+// The stand-in cuBLASLt computes what the real one is asked for, column-major, from the
+// layouts and transposes it was given: the executor's translation of a row-major product has
+// to be right for the result to be.
+struct FakeLayout {
+  uint64_t rows, cols;
+  int64_t ld;
+};
+struct FakeDesc {
+  cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
+};
+std::deque<FakeLayout> fake_layouts;
+std::deque<FakeDesc> fake_descs;
+int fake_matmuls = 0;
+
+template <typename... Args>
+cublasStatus_t lt_succeed(Args...) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t lt_create(cublasLtHandle_t* handle) {
+  static int lt = 0;
+  *handle = reinterpret_cast<cublasLtHandle_t>(&lt);
+  return CUBLAS_STATUS_SUCCESS;
+}
+size_t lt_version() { return 130002; }
+const char* lt_name(cublasStatus_t) { return "CUBLAS_STATUS_NOT_SUPPORTED"; }
+cublasStatus_t lt_desc_create(cublasLtMatmulDesc_t* desc, cublasComputeType_t, cudaDataType_t) {
+  fake_descs.emplace_back();
+  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(&fake_descs.back());
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t lt_desc_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                           const void* value, size_t) {
+  FakeDesc& d = *reinterpret_cast<FakeDesc*>(desc);
+  if (attribute == CUBLASLT_MATMUL_DESC_TRANSA) d.op_a = *static_cast<const cublasOperation_t*>(value);
+  if (attribute == CUBLASLT_MATMUL_DESC_TRANSB) d.op_b = *static_cast<const cublasOperation_t*>(value);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t lt_layout_create(cublasLtMatrixLayout_t* layout, cudaDataType, uint64_t rows,
+                                uint64_t cols, int64_t ld) {
+  fake_layouts.push_back({rows, cols, ld});
+  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(&fake_layouts.back());
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t lt_preference_create(cublasLtMatmulPreference_t* preference) {
+  static int p = 0;
+  *preference = reinterpret_cast<cublasLtMatmulPreference_t>(&p);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t lt_heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                            cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                            cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                            cublasLtMatmulHeuristicResult_t*, int* found) {
+  *found = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void* alpha,
+                         const void* a, cublasLtMatrixLayout_t a_layout, const void* b,
+                         cublasLtMatrixLayout_t b_layout, const void* beta, const void* c,
+                         cublasLtMatrixLayout_t c_layout, void* d, cublasLtMatrixLayout_t,
+                         const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+  ++fake_matmuls;
+  const FakeDesc& ops = *reinterpret_cast<const FakeDesc*>(desc);
+  const FakeLayout& la = *reinterpret_cast<const FakeLayout*>(a_layout);
+  const FakeLayout& lb = *reinterpret_cast<const FakeLayout*>(b_layout);
+  const FakeLayout& lc = *reinterpret_cast<const FakeLayout*>(c_layout);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  const auto* z = static_cast<const float*>(c);
+  auto* out = static_cast<float*>(d);
+  const bool ta = ops.op_a == CUBLAS_OP_T, tb = ops.op_b == CUBLAS_OP_T;
+  const uint64_t depth = ta ? la.rows : la.cols;
+  EXPECT_EQ(lc.rows, ta ? la.cols : la.rows);
+  EXPECT_EQ(lc.cols, tb ? lb.rows : lb.cols);
+  EXPECT_EQ(depth, tb ? lb.cols : lb.rows);
+  for (uint64_t i = 0; i < lc.rows; ++i) {
+    for (uint64_t j = 0; j < lc.cols; ++j) {
+      float sum = 0;
+      for (uint64_t p = 0; p < depth; ++p) {
+        sum += (ta ? x[p + i * la.ld] : x[i + p * la.ld]) * (tb ? y[j + p * lb.ld] : y[p + j * lb.ld]);
+      }
+      out[i + j * lc.ld] = *static_cast<const float*>(alpha) * sum +
+                           *static_cast<const float*>(beta) * z[i + j * lc.ld];
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+CublasLt stand_in_cublaslt() {
+  CublasLt lt;
+  lt.cublasLtCreate = lt_create;
+  lt.cublasLtDestroy = lt_succeed<cublasLtHandle_t>;
+  lt.cublasLtGetVersion = lt_version;
+  lt.cublasLtGetStatusName = lt_name;
+  lt.cublasLtGetStatusString = lt_name;
+  lt.cublasLtMatmulDescCreate = lt_desc_create;
+  lt.cublasLtMatmulDescDestroy = lt_succeed<cublasLtMatmulDesc_t>;
+  lt.cublasLtMatmulDescSetAttribute = lt_desc_set;
+  lt.cublasLtMatrixLayoutCreate = lt_layout_create;
+  lt.cublasLtMatrixLayoutDestroy = lt_succeed<cublasLtMatrixLayout_t>;
+  lt.cublasLtMatmulPreferenceCreate = lt_preference_create;
+  lt.cublasLtMatmulPreferenceDestroy = lt_succeed<cublasLtMatmulPreference_t>;
+  lt.cublasLtMatmulPreferenceSetAttribute =
+      lt_succeed<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void*,
+                 size_t>;
+  lt.cublasLtMatmulAlgoGetHeuristic = lt_heuristic;
+  lt.cublasLtMatmul = lt_matmul;
+  return lt;
+}
+
+// The template kernel's stand-in: the row-major product as the prelude's kiln_gemm_f32 computes
+// it, from the same twelve arguments.
+void template_gemm(const std::vector<uint64_t>& args) {
+  const float* a = as_pointer<float>(args[0]);
+  const float* b = as_pointer<float>(args[1]);
+  float* c = as_pointer<float>(args[2]);
+  const auto m = static_cast<int64_t>(args[3]), n = static_cast<int64_t>(args[4]),
+             k = static_cast<int64_t>(args[5]), lda = static_cast<int64_t>(args[6]),
+             ldb = static_cast<int64_t>(args[7]), ldc = static_cast<int64_t>(args[8]);
+  const bool ta = args[9] != 0, tb = args[10] != 0, accumulate = args[11] != 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      }
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum : sum;
+    }
+  }
+}
+
+constexpr int64_t kM = 3, kN = 4, kK = 5;
+
+// C = op(A) op(B), then C += op(A) op(B) again: output 0 is 2 op(A) op(B).
+std::shared_ptr<const Program> gemm_program() {
+  auto program = std::make_shared<Program>();
+  program->input_bytes = {kM * kK * 4, kK * kN * 4};
+  program->output_bytes = {kM * kN * 4};
+  program->num_kernels = 1;
+  program->buffers = {{Storage::input, 0, 0, kM * kK * 4},
+                      {Storage::input, 1, 0, kK * kN * 4},
+                      {Storage::output, 0, 0, kM * kN * 4}};
+  program->steps = {{Step::Kind::kernel, 0, {0, 1, 2}, "matmul #1"}};
+  return program;
+}
+
+CudaKernelLaunches gemm_launches(bool ta, bool tb) {
+  using Arg = CudaLaunchArg;
+  CudaKernelLaunches launches(1);
+  for (const bool accumulate : {false, true}) {
+    const CudaGemm gemm{.type = CudaGemm::Type::f32, .m = kM, .n = kN, .k = kK,
+                        .lda = ta ? kM : kK, .ldb = tb ? kK : kN, .ldc = kN,
+                        .transpose_a = ta, .transpose_b = tb, .accumulate = accumulate};
+    CudaLaunch launch{.function = "kiln_gemm_f32", .grid = {1, 1, 1}, .block = {16, 16, 1},
+                      .args = {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0},
+                               {Arg::Kind::buffer, 2, 0, 0}},
+                      .gemm = gemm};
+    for (const int64_t value : {gemm.m, gemm.n, gemm.k, gemm.lda, gemm.ldb, gemm.ldc,
+                                int64_t{ta}, int64_t{tb}, int64_t{accumulate}}) {
+      launch.args.push_back({Arg::Kind::i64, 0, 0, value});
+    }
+    launches[0].push_back(launch);
+  }
+  return launches;
+}
+
+// 2 op(A) op(B) for A and B filled with 1, 2, 3, ... as stored.
+std::vector<float> expected_gemm(bool ta, bool tb, const std::vector<float>& a,
+                                 const std::vector<float>& b) {
+  std::vector<float> c(kM * kN);
+  for (int64_t i = 0; i < kM; ++i) {
+    for (int64_t j = 0; j < kN; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < kK; ++p) {
+        sum += a[static_cast<size_t>(ta ? p * kM + i : i * kK + p)] *
+               b[static_cast<size_t>(tb ? j * kK + p : p * kN + j)];
+      }
+      c[static_cast<size_t>(i * kN + j)] = 2 * sum;
+    }
+  }
+  return c;
+}
+
+TEST_F(CudaExecutorTest, GemmsRunThroughCublasLtAsColumnMajorTransposes) {
+  state_.kernels["kiln_gemm_f32"] = {template_gemm, 12};
+  state_.free_bytes = size_t{1} << 30;  // cuBLASLt's workspace is 32 MiB per executor
+  const CublasLt lt = stand_in_cublaslt();
+  std::vector<float> a(kM * kK), b(kK * kN);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i + 1);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 7) - 3;
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      SCOPED_TRACE(fmt::format("transpose a {} b {}", ta, tb));
+      for (const bool with_lt : {true, false}) {
+        Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+            gemm_program(), "cubin", gemm_launches(ta, tb), &driver_, with_lt ? &lt : nullptr);
+        ASSERT_TRUE(executor) << executor.status().message();
+        const int matmuls = fake_matmuls, launches = state_.launches;
+        std::vector<float> c(kM * kN, -1);
+        const void* inputs[] = {a.data(), b.data()};
+        void* outputs[] = {c.data()};
+        ASSERT_TRUE((*executor)->run(inputs, outputs));
+        EXPECT_EQ(c, expected_gemm(ta, tb, a, b));
+        if (with_lt) {
+          EXPECT_EQ((*executor)->gemm_library(), "cuBLASLt 13.0.2");
+          EXPECT_EQ((*executor)->description(), "Stand-in GPU, gemms through cuBLASLt 13.0.2");
+          EXPECT_EQ(fake_matmuls - matmuls, 2);
+          EXPECT_EQ(state_.launches, launches) << "no template kernel";
+        } else {
+          EXPECT_EQ((*executor)->gemm_library(),
+                    "template kernel (no cuBLASLt given with a test's driver)");
+          EXPECT_EQ(state_.launches - launches, 2);
+        }
+      }
+    }
+  }
+}
+
+#endif  // KILN_HAVE_CUBLASLT_HEADERS
 #endif
 
 }  // namespace
