@@ -72,9 +72,11 @@ class CompiledModel {
   // One Array per graph input, of its exact type; the graph outputs.
   Expected<std::vector<Array>> run(std::span<const Array> inputs,
                                    runtime::Profile* profile = nullptr);
-  // One pointer per graph input and output, each to its tensor's bytes.
+  // One pointer per graph input and output, each to its tensor's bytes. With `io_on_device`,
+  // a GPU run reuses the inputs an earlier run copied and leaves its outputs on the device
+  // (runtime/executor.h: RunHooks).
   Status run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
-                 runtime::Profile* profile = nullptr);
+                 runtime::Profile* profile = nullptr, bool io_on_device = false);
   Expected<CheckReport> check(std::span<const Array> inputs);
 
   // The generated C++ of every kernel, in one translation unit.

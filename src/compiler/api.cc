@@ -68,8 +68,8 @@ Expected<std::vector<Array>> CompiledModel::run(std::span<const Array> inputs,
 }
 
 Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
-                              runtime::Profile* profile) {
-  return executor_->run(inputs, outputs, {.profile = profile});
+                              runtime::Profile* profile, bool io_on_device) {
+  return executor_->run(inputs, outputs, {.profile = profile, .io_on_device = io_on_device});
 }
 
 Expected<CheckReport> CompiledModel::check(std::span<const Array> inputs) {

@@ -45,7 +45,8 @@ std::optional<std::string> RunBuffers::first_differing_output(const Graph& graph
   return std::nullopt;
 }
 
-TimedRun::TimedRun(CompiledModel& model, RunBuffers& buffers) : model_(model), buffers_(buffers) {
+TimedRun::TimedRun(CompiledModel& model, RunBuffers& buffers, bool io_on_device)
+    : model_(model), buffers_(buffers), io_on_device_(io_on_device) {
   for (const Value* output : model.graph().outputs()) {
     output_pointers_.push_back(buffers.output(*output));
   }
@@ -53,13 +54,14 @@ TimedRun::TimedRun(CompiledModel& model, RunBuffers& buffers) : model_(model), b
 
 Expected<double> TimedRun::time_one(runtime::Profile* profile) {
   const auto start = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(model_.run_raw(buffers_.inputs(), output_pointers_, profile));
+  KILN_RETURN_IF_ERROR(
+      model_.run_raw(buffers_.inputs(), output_pointers_, profile, io_on_device_));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 Expected<std::vector<double>> time_runs(CompiledModel& model, RunBuffers& buffers, int repeat,
-                                        runtime::Profile* profile) {
-  TimedRun run(model, buffers);
+                                        runtime::Profile* profile, bool io_on_device) {
+  TimedRun run(model, buffers, io_on_device);
   std::vector<double> times;
   for (int r = 0; r < repeat; ++r) {
     KILN_ASSIGN_OR_RETURN(const double seconds, run.time_one(profile));

@@ -55,7 +55,9 @@ class RunBuffers {
 // graph. Both must outlive it.
 class TimedRun {
  public:
-  TimedRun(CompiledModel& model, RunBuffers& buffers);
+  // With `io_on_device`, every run after the first leaves the inputs and outputs on the GPU
+  // (CompiledModel::run_raw): the time of the program alone.
+  TimedRun(CompiledModel& model, RunBuffers& buffers, bool io_on_device = false);
 
   // The seconds one run takes, profiled into `profile` when given.
   Expected<double> time_one(runtime::Profile* profile = nullptr);
@@ -64,11 +66,13 @@ class TimedRun {
   CompiledModel& model_;
   RunBuffers& buffers_;
   std::vector<void*> output_pointers_;
+  bool io_on_device_;
 };
 
 // Times `repeat` runs of `model` on `buffers` (after the caller's warm-up); sorted.
 Expected<std::vector<double>> time_runs(CompiledModel& model, RunBuffers& buffers, int repeat,
-                                        runtime::Profile* profile = nullptr);
+                                        runtime::Profile* profile = nullptr,
+                                        bool io_on_device = false);
 
 // `repeat` turns in which every run takes one timed step, in order, so that a change in the
 // machine's load touches every variant alike; per run, its times, sorted. Each turn runs a

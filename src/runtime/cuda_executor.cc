@@ -99,6 +99,7 @@ struct CudaExecutor::Device {
   std::string name;  // the GPU's
   int gemms = 0, template_gemms = 0;
   std::string template_reason;  // why the last gemm on its template kernel is there
+  bool inputs_loaded = false;   // a run has copied inputs to the device
 
   ~Device() {
     if (driver == nullptr) return;
@@ -532,12 +533,14 @@ Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* co
   KILN_RETURN_IF_ERROR(device.broken);
   const CudaDriver& driver = *device.driver;
   KILN_RETURN_IF_ERROR(driver.check(driver.cuCtxSetCurrent(device.context), "cuCtxSetCurrent"));
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  const bool copy_inputs = !hooks.io_on_device || !device.inputs_loaded;
+  for (size_t i = 0; copy_inputs && i < inputs.size(); ++i) {
     KILN_RETURN_IF_ERROR(driver.check(
         driver.cuMemcpyHtoDAsync(device.inputs[i], inputs[i],
                                  static_cast<size_t>(program.input_bytes[i]), device.stream),
         fmt::format("copying input {} to the GPU", i)));
   }
+  device.inputs_loaded = true;
   if (hooks.profile != nullptr) {
     hooks.profile->step_seconds.resize(program.steps.size(), 0.0);
     ++hooks.profile->runs;
@@ -551,7 +554,7 @@ Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* co
   } else {
     KILN_RETURN_IF_ERROR(device.launch_all(program));
   }
-  for (size_t o = 0; o < outputs.size(); ++o) {
+  for (size_t o = 0; !hooks.io_on_device && o < outputs.size(); ++o) {
     KILN_RETURN_IF_ERROR(driver.check(
         driver.cuMemcpyDtoHAsync(outputs[o], device.outputs[o],
                                  static_cast<size_t>(program.output_bytes[o]), device.stream),

@@ -8,7 +8,8 @@
 //    (uploaded once and kept resident), and the program's inputs and outputs;
 //  - its launches go to one stream of its own.
 // A run copies the caller's inputs to the device, runs the steps, and copies the outputs back:
-// memory crosses between host and device only at the program's edge. A kernel step is its
+// memory crosses between host and device only at the program's edge (and not at all for a run
+// with RunHooks::io_on_device, which reuses the inputs an earlier run copied). A kernel step is its
 // program kernel's launches in order (runtime/cuda_launch.h: a launch's buffer arguments are
 // device addresses plus byte offsets), a copy step a device-to-device copy.
 //

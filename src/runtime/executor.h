@@ -39,6 +39,11 @@ Status check_run_arguments(const Program& program, size_t inputs, size_t outputs
 struct RunHooks {
   Profile* profile = nullptr;
   std::function<Status(int step, std::span<void* const> buffers)> after_step = {};
+  // The inputs are those an earlier run copied to the device, and the outputs stay there: a GPU
+  // executor copies neither way (after a first run that has copied the inputs), so a run is
+  // the program alone, as a training loop that keeps its state on the GPU runs it. The CPU's
+  // executor reads and writes the caller's memory itself, and has nothing to skip.
+  bool io_on_device = false;
 };
 
 // What runs a Program's steps: this CPU's kernels (Executor, below) or a GPU's

@@ -101,7 +101,8 @@ Status prepare(Variant& variant, const std::vector<Array>& inputs, RunBuffers& b
     KILN_ASSIGN_OR_RETURN(const double worst, check_kernels(*variant.compiled, inputs));
     variant.check = fmt::format("  ok ({:.3g})", worst);
   }
-  variant.run.emplace(*variant.compiled, buffers);
+  // On a GPU, the program alone: a step's inputs and outputs stay on the device.
+  variant.run.emplace(*variant.compiled, buffers, variant.options.device == Device::cuda);
   return variant.run->time_one().status();
 }
 

@@ -62,7 +62,8 @@ struct Fake {
   std::deque<std::vector<RecordedLaunch>> graphs;
   int launches = 0;  // kernels run
   int graph_launches = 0;
-  int uploads = 0;  // host-to-device copies
+  int uploads = 0;    // host-to-device copies
+  int downloads = 0;  // device-to-host copies
 };
 Fake* fake = nullptr;
 
@@ -111,6 +112,7 @@ CUresult fake_htod(CUdeviceptr to, const void* from, size_t bytes, CUstream) {
   return CUDA_SUCCESS;
 }
 CUresult fake_dtoh(void* to, CUdeviceptr from, size_t bytes, CUstream) {
+  ++fake->downloads;
   std::memcpy(to, as_pointer<void>(from), bytes);
   return CUDA_SUCCESS;
 }
@@ -328,6 +330,26 @@ TEST_F(CudaExecutorTest, RunsTheProgramAndReplaysItAsAGraph) {
   expect_runs(*executor);
   EXPECT_EQ(state_.graph_launches, 2);
   EXPECT_EQ(state_.launches, 6);
+}
+
+TEST_F(CudaExecutorTest, RunsWithInputsAndOutputsLeftOnTheDeviceCopyNothing) {
+  std::unique_ptr<CudaExecutor> executor = make();
+  ASSERT_NE(executor, nullptr);
+  std::vector<float> x(kElements, 1.0f), y(kElements, -1.0f), copy(kElements, -1.0f);
+  const void* inputs[] = {x.data()};
+  void* outputs[] = {y.data(), copy.data()};
+  ASSERT_TRUE(executor->run(inputs, outputs, {.io_on_device = true}));
+  EXPECT_EQ(state_.uploads, 2) << "the constants, and the first run's input";
+  EXPECT_EQ(state_.downloads, 0);
+  EXPECT_EQ(y[0], -1.0f) << "the outputs stay on the device";
+  x[0] = 5.0f;  // not seen: the device keeps the first run's input
+  ASSERT_TRUE(executor->run(inputs, outputs, {.io_on_device = true}));
+  EXPECT_EQ(state_.uploads, 2);
+  ASSERT_TRUE(executor->run(inputs, outputs));
+  EXPECT_EQ(state_.uploads, 3);
+  EXPECT_EQ(state_.downloads, 2);
+  EXPECT_EQ(y[0], 12.0f);
+  EXPECT_EQ(state_.launches, 6) << "every run ran the program";
 }
 
 TEST_F(CudaExecutorTest, ProfilesEachStepWithEvents) {
