@@ -203,6 +203,65 @@ bool same_digits(const SplitAccess& a, const SplitAccess& b) {
   return true;
 }
 
+// The second proof for one written buffer: every access has the same linear index, whose terms
+// in v and in loop variables inside are plain variables over intervals, with strides that form
+// a mixed radix (each larger than what all the smaller ones can add up to). The index is then
+// one-to-one in those variables, so different iterations of v touch different elements: a
+// transpose, whose inner loop has the larger stride (b[j*8 + v] for j inside v), passes where
+// the first proof sees the span of j*8 exceed v's stride. The other terms must be fixed for
+// the loop (outer variables, or loads of buffers it does not write).
+bool one_to_one_index(const std::string& v, const std::vector<const Access*>& accesses,
+                      const std::set<std::string, std::less<>>& inner_names,
+                      const std::set<std::string, std::less<>>& written) {
+  std::optional<LinearForm> first;
+  std::vector<std::pair<int64_t, int64_t>> strides;  // |coefficient|, the variable's width
+  bool uses_v = false;
+  for (const Access* access : accesses) {
+    const std::optional<LinearForm> form = linearize(simplify(access->index, access->scope));
+    if (!form) return false;
+    if (first) {
+      if (form->constant != first->constant || form->terms.size() != first->terms.size()) {
+        return false;
+      }
+      for (const auto& [key, term] : form->terms) {
+        const auto it = first->terms.find(key);
+        if (it == first->terms.end() || it->second.coefficient != term.coefficient) return false;
+      }
+      continue;
+    }
+    first = form;
+    for (const auto& [key, term] : form->terms) {
+      const auto* variable = term.expr.as<Variable>();
+      const bool varies = uses_var(term.expr, v) || uses_any(term.expr, inner_names);
+      if (!varies) {
+        if (reads_any(term.expr, written)) return false;
+        continue;
+      }
+      if (variable == nullptr) return false;
+      uses_v = uses_v || variable->name == v;
+      const auto bounds = access->scope.find(variable->name);
+      if (bounds == access->scope.end() || !bounds->second.is_bounded()) return false;
+      int64_t width = 0;
+      if (term.coefficient == INT64_MIN ||
+          __builtin_sub_overflow(*bounds->second.max, *bounds->second.min, &width)) {
+        return false;
+      }
+      strides.emplace_back(std::abs(term.coefficient), width);
+    }
+  }
+  if (!uses_v) return false;  // every iteration touches the same elements
+  std::sort(strides.begin(), strides.end());
+  int64_t reach = 0;  // the most the smaller strides add up to
+  for (const auto& [stride, width] : strides) {
+    if (stride <= reach) return false;
+    int64_t add = 0;
+    if (__builtin_mul_overflow(stride, width, &add) || __builtin_add_overflow(reach, add, &reach)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The proof for one written buffer, given all of its accesses inside the loop.
 Status check_disjoint(const std::string& v, const Interval& v_range,
                       const std::vector<const Access*>& accesses,
@@ -413,8 +472,11 @@ Status check_independent(const For& loop, const BoundsScope& scope) {
     const bool written =
         std::any_of(list.begin(), list.end(), [](const Access* a) { return a->is_store; });
     if (!written || accesses.allocated.count(name) != 0) continue;
-    KILN_RETURN_IF_ERROR(check_disjoint(loop.var, v_range, list, accesses.bound_names,
-                                        written_buffers));
+    const Status disjoint =
+        check_disjoint(loop.var, v_range, list, accesses.bound_names, written_buffers);
+    if (!disjoint && !one_to_one_index(loop.var, list, accesses.bound_names, written_buffers)) {
+      return disjoint;
+    }
   }
   return Status::ok();
 }

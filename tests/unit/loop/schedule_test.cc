@@ -348,6 +348,36 @@ TEST(Parallel, ProvesIndependenceOrRefuses) {
       is_error_with(apply_directive(private_temp, Parallel{"k"}).status(), {"no loop named k"}));
 }
 
+TEST(Parallel, ProvesATransposeAndAScatterRowIndependent) {
+  const Buffer x = Buffer::param("x", DType::f32, {4, 8});
+  const Buffer out = Buffer::param("out", DType::f32, {8, 4});
+  const Expr i = var("i"), j = var("j");
+  // out[j][i] = x[i][j] for j inside i: j's stride 4 spans more than i's stride 1, but the
+  // strides 1 (i, 4 values) and 4 (j) form a mixed radix, so no element is touched twice.
+  const Kernel transpose{
+      "transpose", {x, out},
+      for_loop("i", 0, 4, for_loop("j", 0, 8, store(out, j * 4 + i, load(x, i * 8 + j))))};
+  EXPECT_TRUE(schedules_equivalently(transpose, "parallel i"));
+  // With j's stride 3 the rows of i interleave: i = 3, j = 0 and i = 0, j = 1 meet.
+  const Buffer wide = Buffer::param("wide", DType::f32, {40});
+  const Kernel interleaved{
+      "interleaved", {x, wide},
+      for_loop("i", 0, 4, for_loop("j", 0, 8, store(wide, j * 3 + i, load(x, i * 8 + j))))};
+  EXPECT_FALSE(apply_directive(interleaved, Parallel{"i"}).has_value());
+  // out[idx[u]][c] += x[u][c]: the row is loaded from indices the loop does not write, so it is
+  // fixed for the loop over c, whose iterations are independent; those over u are not.
+  const Buffer idx = Buffer::param("idx", DType::i64, {4});
+  const Expr u = var("u"), c = var("c");
+  const Expr row = min(max(load(idx, u), 0), 7);
+  const Kernel scatter{
+      "scatter", {idx, x, out},
+      for_loop("u", 0, 4,
+               for_loop("c", 0, 4,
+                        store(out, row * 4 + c, load(out, row * 4 + c) + load(x, u * 8 + c))))};
+  EXPECT_TRUE(apply_directive(scatter, Parallel{"c"}).has_value());
+  EXPECT_FALSE(apply_directive(scatter, Parallel{"u"}).has_value());
+}
+
 TEST(Parallel, AcceptsTheOutputNestsOfLoweredKernels) {
   EXPECT_TRUE(schedules_equivalently(softmax(4, 6), "parallel i0\nparallel i1"));
   EXPECT_TRUE(schedules_equivalently(layer_norm(3, 5), "parallel i1\nparallel i0"));
