@@ -12,6 +12,10 @@
 #                    models, inference and training step (bench/peers; installs the pinned
 #                    peers into .venv-peers from PyPI; long). PEERS_ARGS passes options, e.g.
 #                    PEERS_ARGS="--models gcn-cora,xml-cnn --quick"
+#   make bench-gpu   on a machine with an NVIDIA GPU and a CUDA build of PyTorch: Kiln's training
+#                    steps against PyTorch eager and torch.compile (default, reduce-overhead) on
+#                    five zoo models (bench/gpu; long). GPU_BENCH_ARGS passes options, e.g.
+#                    GPU_BENCH_ARGS="--models bert-base,resnet-50"
 #   make rules       regenerate the generated substitution rules (src/subst/rules/generated.rules)
 #                    and prove them with Z3
 #   make test-models real PyTorch models (ResNet-50, ViT, BERT, ...) exported to ONNX and
@@ -30,8 +34,10 @@ KILN := $(BUILD_DIR)/tools/kiln/kiln
 
 PEERS_VENV ?= .venv-peers
 PEERS_ARGS ?=
+GPU_BENCH_ARGS ?=
 
-.PHONY: all deps build build-asan demo test test-asan test-models bench bench-peers rules clean
+.PHONY: all deps build build-asan demo test test-asan test-models bench bench-peers bench-gpu rules \
+        clean
 
 all: build
 
@@ -69,6 +75,11 @@ test-models: build
 bench-peers: build
 	bench/peers/setup-venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/python bench/peers/bench_peers.py --kiln $(KILN) $(PEERS_ARGS)
+
+# The GPU's peers are the machine's own PyTorch (with CUDA), not the pinned CPU build of
+# bench-peers; the results go to bench/results/ (gpu.md, gpu.json).
+bench-gpu: build
+	python3 bench/gpu/bench_gpu.py --kiln $(KILN) $(GPU_BENCH_ARGS)
 
 # The generator's rules, written where the tests expect them (a test fails when the file is
 # not what the generator writes), then proved.

@@ -27,6 +27,12 @@ outside=$(ldd "$kiln" "$work/kiln/bin/kiln-gpu-ops-tests" | awk '$2 == "=>" { pr
   grep -Ev '^(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libgomp)\.so')
 [[ -z $outside ]] || fail "libraries found outside the bundle: $outside"
 
+for script in bin/bench-gpu share/kiln/bench/gpu/bench_gpu.py share/kiln/bench/peers/bench_peers.py \
+  share/kiln/tests/zoo/torch_zoo.py; do
+  [[ -s $work/kiln/$script ]] || fail "the bundle has no $script"
+done
+python3 -m py_compile "$work"/kiln/share/kiln/bench/gpu/*.py || fail "bench_gpu.py does not compile"
+
 out=$("$kiln" run "$work/kiln/share/kiln/examples/encoder_layer.kiln" --check 2>&1)
 grep -q 'check: all [0-9]* kernels agree' <<<"$out" || fail "a CPU compile from the bundle: $out"
 

@@ -1,0 +1,359 @@
+"""Kiln's training steps on an NVIDIA GPU against PyTorch's, on the same models, weights and data.
+
+Usage: bench_gpu.py --kiln PATH [--models M,...] [--peers eager,compile,compile-ro]
+                    [--rounds N] [--warmup N] [--deadline-seconds S] [--out DIR]
+
+For each zoo model, the training step (forward, backward and an Adam update) in float32:
+
+- Kiln: `kiln zoo bench MODEL --train --device cuda` compiles the step once in a child process
+  (a fresh kernel cache, so its compile time is a cold one), runs it, writes its inputs and
+  outputs, and then times runs on request with the inputs and outputs left on the GPU (the
+  program alone, as a training loop keeping its state on the GPU runs it).
+- PyTorch eager, torch.compile (default mode) and torch.compile (mode="reduce-overhead", which
+  replays CUDA graphs): tests/zoo/torch_zoo.py's independent implementation, its parameters and
+  data on the GPU, torch.optim.Adam with Kiln's learning rate; compiled, the loss function and
+  the optimizer step are compiled.
+
+All systems compute in strict float32: TF32 is off for PyTorch's matmuls and convolutions, as
+Kiln's cuBLASLt products compute in f32. Every system's first step is checked against Kiln's
+as bench/peers/bench_peers.py checks them (the loss within 1e-3, the updated parameters within
+0.1 lr on all but a small share of elements); one that fails is reported and not timed. After
+the warm-up, the systems take turns in rounds, each run timed alone and synchronised; the table
+gives medians with min and max. The floor is max(flops / the measured fp32 matmul rate, the
+step's unavoidable bytes / the measured copy bandwidth), both measured here through PyTorch
+(bench/gpu/torch_ceilings.py). Models left when --deadline-seconds has passed are not run.
+
+Writes DIR/gpu.md (the table, the GPU and versions) and DIR/gpu.json (every measurement).
+"""
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "peers"))
+sys.path.insert(0, str(HERE.parent.parent / "tests" / "zoo"))
+
+import bench_peers as peers  # noqa: E402  (the checks, turns and formatting are the same)
+import torch_ceilings  # noqa: E402
+
+DEFAULT_MODELS = ["bert-base", "vit-base", "resnet-50", "xml-cnn", "gcn-cora"]
+SYSTEMS = ["Kiln", "PyTorch eager", "torch.compile", "torch.compile (reduce-overhead)"]
+PEER_FLAGS = {"eager": "PyTorch eager", "compile": "torch.compile",
+              "compile-ro": "torch.compile (reduce-overhead)"}
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kiln", required=True, help="the kiln binary")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help="comma-separated zoo presets (default: %(default)s)")
+    parser.add_argument("--peers", default=",".join(PEER_FLAGS),
+                        help="comma-separated: eager, compile, compile-ro (default: all)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up runs (default 3)")
+    parser.add_argument("--deadline-seconds", type=float, default=float("inf"),
+                        help="start no model after this many seconds")
+    parser.add_argument("--out", default=str(HERE.parent / "results"),
+                        help="directory for gpu.md and gpu.json (default: %(default)s)")
+    args = parser.parse_args()
+    args.models = [m for m in args.models.split(",") if m]
+    unknown = [p for p in args.peers.split(",") if p not in PEER_FLAGS]
+    if unknown:
+        parser.error(f"unknown peers {unknown} (eager, compile, compile-ro)")
+    args.peers = [PEER_FLAGS[p] for p in args.peers.split(",")]
+    if args.rounds < 1 or args.warmup < 1:
+        parser.error("--rounds and --warmup must be positive")
+    return args
+
+
+class KilnGpuSession:
+    """A `kiln zoo bench --device cuda` child process: compiled once, timed on request."""
+
+    def __init__(self, kiln, model, work):
+        self.npz = work / f"{model}.npz"
+        env = dict(os.environ, KILN_CACHE_DIR=str(work / f"kiln-cache-{model}"))
+        command = [kiln, "zoo", "bench", model, "--train", "--device", "cuda", "-o", str(self.npz)]
+        self.stderr = open(work / f"kiln-{model}.stderr", "w+")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.stderr, text=True, env=env)
+        self.facts, self.log = {}, []
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                self._fail("ended early")
+            line = line.rstrip("\n")
+            if line == "ready":
+                break
+            self.log.append(line)
+            for key in ("graph flops", "graph io bytes", "compile seconds"):
+                if line.startswith(key + " "):
+                    self.facts[key] = float(line[len(key) + 1:])
+            if line.startswith("fusion "):
+                self.facts["kernels"] = int(line.split(" in ")[1].split()[0])
+            if line.startswith("runs on "):
+                self.facts["runs on"] = line[len("runs on "):]
+
+    def _fail(self, what):
+        self.stderr.seek(0)
+        raise RuntimeError(f"kiln zoo bench {what}:\n" + "\n".join(self.log) + self.stderr.read())
+
+    def run(self, count):
+        self.process.stdin.write(f"{count}\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line.startswith("seconds "):
+            self._fail(f"answered '{line.strip()}'")
+        return [float(t) for t in line.split()[1:]]
+
+    def close(self):
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait()
+        self.stderr.close()
+
+
+def synchronised(torch, fn):
+    """A function of a run count that returns each run's seconds, the GPU waited for."""
+    def run(count):
+        seconds = []
+        for _ in range(count):
+            start = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - start)
+        return seconds
+    return run
+
+
+def torch_systems(torch, torch_zoo, model, inputs, outputs, names):
+    """(name, compile seconds, (ok, check text), run) for each PyTorch system."""
+    trainable = [n[len("output/"):-len(".next")] for n in outputs if n.endswith(".next")]
+    data_names, _ = peers.split_inputs(torch_zoo, inputs)
+    cpu_data = {n: torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in data_names}
+    data = {n: t.cuda() for n, t in cpu_data.items()}
+    if "adjacency.row_ptr" in cpu_data:  # built once, on the host, as a GCN user would
+        data["adjacency"] = torch_zoo.adjacency_matrix(cpu_data).cuda()
+    lr = float(inputs["lr"])
+    loss_name = next(n for n in outputs if not n.endswith(".next"))
+    expected_loss = float(outputs[loss_name])
+    kiln_updated = {n: outputs[f"output/{n}.next"] for n in trainable}
+    steps, failures = {}, []
+    for name in names:
+        params = {n: torch.from_numpy(np.array(inputs[n])).cuda().requires_grad_()
+                  for n in trainable}
+        optimizer = torch.optim.Adam(list(params.values()), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+
+        def loss_fn(params=params):
+            return torch_zoo.forward(model, params, data, training=True)[0]
+
+        optimizer_step = optimizer.step
+        if name != "PyTorch eager":
+            mode = "reduce-overhead" if "reduce-overhead" in name else "default"
+            loss_fn = torch.compile(loss_fn, mode=mode)
+            optimizer_step = torch.compile(optimizer.step, mode=mode)
+
+        def step(loss_fn=loss_fn, optimizer=optimizer, optimizer_step=optimizer_step):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn()
+            loss.backward()
+            optimizer_step()
+            return loss
+
+        start = time.perf_counter()
+        try:
+            loss = float(step())
+        except Exception as error:  # a system that cannot run this model is reported, not timed
+            failures.append((name, f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"))
+            continue
+        torch.cuda.synchronize()
+        compile_seconds = time.perf_counter() - start if name != "PyTorch eager" else 0.0
+        updated = {n: p.detach().cpu().numpy().copy() for n, p in params.items()}
+        gradients = {n: p.grad.detach().cpu().numpy().copy() for n, p in params.items()}
+        steps[name] = (step, compile_seconds, loss, updated, gradients)
+    names = list(steps)
+    noise = 0.0
+    if len(names) >= 2:
+        noise, _, _ = peers.update_disagreement(trainable, steps[names[0]][3], steps[names[1]][3],
+                                                steps[names[0]][4], lr)
+    allowed = max(peers.UPDATE_OUTLIERS, 2 * noise)
+    systems = [(name, 0.0, (False, f"did not run: {why}"), None) for name, why in failures]
+    for name, (step, compile_seconds, loss, updated, gradients) in steps.items():
+        loss_error = abs(loss - expected_loss) / max(abs(expected_loss), 1e-30)
+        fraction, worst, worst_name = peers.update_disagreement(trainable, kiln_updated, updated,
+                                                                gradients, lr)
+        ok = (loss_error <= peers.LOSS_RTOL and fraction <= allowed
+              and worst <= peers.UPDATE_OUTLIERS_PER_TENSOR)
+        text = (f"loss rel. error {loss_error:.1e}; updates beyond 0.1 lr: {fraction:.1e} "
+                f"(allowed {allowed:.1e}), {worst:.1e} at most in one tensor"
+                + (f" ({worst_name})" if worst_name else ""))
+        systems.append((name, compile_seconds, (ok, text), synchronised(torch, step)))
+    return systems
+
+
+def bench_one(args, torch, torch_zoo, model, work):
+    print(f"== {model} train", flush=True)
+    result = {"model": model, "mode": "train", "systems": {}}
+    kiln = KilnGpuSession(args.kiln, model, work)
+    try:
+        result["facts"] = kiln.facts
+        print(f"   Kiln compiled {kiln.facts.get('kernels', '?')} kernels in "
+              f"{kiln.facts['compile seconds']:.1f} s; runs on {kiln.facts.get('runs on', '?')}",
+              flush=True)
+        with np.load(kiln.npz) as archive:
+            inputs = {n: archive[n] for n in archive.files if not n.startswith("output/")}
+            outputs = {n: archive[n] for n in archive.files if n.startswith("output/")}
+        result["systems"]["Kiln"] = {"compile_seconds": kiln.facts["compile seconds"],
+                                     "check": "the reference for the others", "ok": True}
+        peers_of = torch_systems(torch, torch_zoo, model, inputs, outputs, args.peers)
+        del inputs, outputs
+        gc.collect()
+        runners = {"Kiln": kiln.run}
+        for name, compile_seconds, (ok, check), run in peers_of:
+            result["systems"][name] = {"compile_seconds": compile_seconds, "check": check,
+                                       "ok": ok}
+            print(f"   {name}: {'ok' if ok else 'CHECK FAILED'}: {check}"
+                  + (f"; compiled in {compile_seconds:.1f} s" if compile_seconds else ""),
+                  flush=True)
+            if ok:
+                runners[name] = run
+        times = peers.time_in_turns(runners, args.rounds, args.warmup)
+        for name, seconds in times.items():
+            entry = result["systems"][name]
+            entry.update(seconds=seconds, median=statistics.median(seconds), min=min(seconds),
+                         max=max(seconds))
+            print(f"   {name}: median {entry['median'] * 1e3:.2f} ms over {len(seconds)} runs",
+                  flush=True)
+    finally:
+        kiln.close()
+        if kiln.npz.exists():
+            kiln.npz.unlink()
+    return result
+
+
+def markdown(results, machine):
+    lines = ["# Kiln's training steps on a GPU against PyTorch's", ""]
+    lines.append("Machine: " + ", ".join(f"{k} {machine[k]}" for k in
+                                          ("gpu", "torch", "cuda", "kiln", "date")) + ".")
+    lines.append(f"Measured through PyTorch: copy bandwidth {machine['copy_gb_per_s']:.0f} GB/s, "
+                 f"fp32 matmul {machine['fp32_tflops']:.1f} TFLOP/s. Strict fp32 (no TF32) for "
+                 f"every system; {machine['warm-up runs']} warm-up runs, {machine['rounds']} "
+                 "rounds of turns; medians (min - max).")
+    lines.append("")
+    lines.append("| model | system | median ms (min - max) | Kiln's speedup | x floor | "
+                 "compile s | check |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for result in results:
+        facts = result["facts"]
+        floor = max(facts["graph flops"] / (machine["fp32_tflops"] * 1e12),
+                    facts["graph io bytes"] / (machine["copy_gb_per_s"] * 1e9))
+        kiln = result["systems"].get("Kiln", {}).get("median")
+        for name in SYSTEMS:
+            entry = result["systems"].get(name)
+            if entry is None:
+                continue
+            if "median" not in entry:
+                lines.append(f"| {result['model']} | {name} | not timed | | | "
+                             f"{entry['compile_seconds']:.1f} | FAILED: {entry['check']} |")
+                continue
+            median = entry["median"]
+            ratio = f"{median / kiln:.2f}x" if kiln and name != "Kiln" else ""
+            lines.append(f"| {result['model']} | {name} | {peers.format_ms(median)} "
+                         f"({peers.format_ms(entry['min'])} - {peers.format_ms(entry['max'])}) | "
+                         f"{ratio} | {median / floor:.1f} | {entry['compile_seconds']:.1f} | "
+                         f"{entry['check']} |")
+    lines.append("")
+    lines.append("Kiln's speedup: that system's median over Kiln's (above 1: Kiln is faster). "
+                 "Kiln's kernels per step and where its gemms ran:")
+    lines.append("")
+    for result in results:
+        facts = result["facts"]
+        lines.append(f"- {result['model']}: {int(facts.get('kernels', 0))} kernels, "
+                     f"{facts['graph flops'] / 1e9:.3g} GFLOP, runs on {facts.get('runs on', '?')}")
+    lines.append("")
+    lines.append("Geometric mean of Kiln's speedup over each system (models where both were "
+                 "timed):")
+    lines.append("")
+    for peer in SYSTEMS[1:]:
+        ratios = [r["systems"][peer]["median"] / r["systems"]["Kiln"]["median"] for r in results
+                  if "median" in r["systems"].get(peer, {})
+                  and "median" in r["systems"].get("Kiln", {})]
+        if ratios:
+            lines.append(f"- over {peer}: {peers.geomean(ratios):.2f}x ({len(ratios)} models)")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    args = parse_args()
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="kiln-bench-gpu-"))
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(work / "inductor-cache")
+    import torch
+    import torch_zoo
+    if not torch.cuda.is_available():
+        sys.exit("bench_gpu.py: PyTorch sees no GPU")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    warnings.simplefilter("ignore", UserWarning)
+    for model in args.models:
+        if model not in torch_zoo.PRESETS:
+            sys.exit(f"bench_gpu.py: no PyTorch implementation of '{model}'")
+    machine = {
+        "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "kiln": subprocess.run([args.kiln, "--version"], capture_output=True,
+                               text=True).stdout.strip(),
+        "date": time.strftime("%Y-%m-%d %H:%M"), "rounds": args.rounds,
+        "warm-up runs": args.warmup,
+        "copy_gb_per_s": torch_ceilings.copy_bandwidth(),
+        "fp32_tflops": torch_ceilings.matmul_rate(torch.float32, False),
+    }
+    torch.backends.cuda.matmul.allow_tf32 = False  # matmul_rate sets it
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), flush=True)
+    results = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        for model in args.models:
+            if time.monotonic() - started > args.deadline_seconds:
+                print(f"== {model}: not run (past --deadline-seconds)", flush=True)
+                continue
+            try:
+                results.append(bench_one(args, torch, torch_zoo, model, work))
+            except RuntimeError as error:  # Kiln could not compile or run it: said, and on
+                print(f"   {model}: {error}", flush=True)
+                results.append({"model": model, "mode": "train", "facts": {},
+                                "systems": {"Kiln": {"compile_seconds": 0, "ok": False,
+                                                     "check": str(error).splitlines()[0]}}})
+            torch._dynamo.reset()
+            gc.collect()
+            torch.cuda.empty_cache()
+            # Written after every model, so that a run cut short keeps what it measured.
+            timed = [r for r in results if r["facts"]]
+            (out / "gpu.json").write_text(json.dumps({"machine": machine, "results": results},
+                                                     indent=1))
+            (out / "gpu.md").write_text(markdown(timed, machine))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(markdown([r for r in results if r["facts"]], machine))
+    failed = [f"{r['model']} {name}" for r in results
+              for name, e in r["systems"].items() if not e["ok"]]
+    if failed:
+        print("checks failed: " + ", ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
