@@ -49,12 +49,17 @@ int64_t extent_bound(const Expr& extent, const BoundsScope& scope) {
   return bounds.max ? std::max<int64_t>(*bounds.max, 0) : kGpuThreadsPerBlock;
 }
 
+// The most terms one of `value`'s reductions adds up, a nested reduction's terms multiplying
+// its enclosing one's (batch norm's statistics: 8 images of 12,544 positions each).
 int64_t reduction_work(const Expr& value, const BoundsScope& scope) {
   struct Finder : IRVisitor {
     const BoundsScope* scope = nullptr;
     int64_t terms = 0;
     void visit_reduce(const Reduce& node) override {
-      terms = std::max(terms, extent_bound(node.extent, *scope));
+      const int64_t inner = std::max<int64_t>(reduction_work(node.body, *scope), 1);
+      const int64_t extent = extent_bound(node.extent, *scope);
+      terms = std::max(terms, extent > (int64_t{1} << 40) / inner ? int64_t{1} << 40
+                                                                   : extent * inner);
     }
   } finder;
   finder.scope = &scope;
@@ -118,10 +123,11 @@ bool contains_reduce(const Expr& expr) {
   return finder.found;
 }
 
-// Marks the reductions a block-level store computes directly as vectorized: the block's
-// threads compute them together. Not those inside another reduction (a thread computes
-// those), inside a logical operator (C++ may skip its second operand, and every thread must
-// take part in a block's reduction), or with a reduction in their own body.
+// Marks the innermost reductions of a block-level value as vectorized: the block's threads
+// compute them together. One with a reduction in its body stays serial, every thread running
+// it in step, and the reductions inside it are marked (batch norm's statistics: a block sums
+// each image's positions, image after image). Not those inside a logical operator (C++ may
+// skip its second operand, and every thread must take part in a block's reduction).
 class MarkBlockReductions : public IRMutator {
  protected:
   Expr visit_binary(const Binary& node, const Expr& self) override {
@@ -129,7 +135,8 @@ class MarkBlockReductions : public IRMutator {
     return IRMutator::visit_binary(node, self);
   }
   Expr visit_reduce(const Reduce& node, const Expr& self) override {
-    if (node.vectorized || contains_reduce(node.body)) return self;
+    if (node.vectorized) return self;
+    if (contains_reduce(node.body)) return IRMutator::visit_reduce(node, self);
     return reduce(node.op, node.var, node.min, node.extent, node.body, /*vectorized=*/true);
   }
 };

@@ -20,12 +20,13 @@
 //  - Its *band* is the perfect nest of outer loops with constant extents whose iterations are
 //    proven independent (loop/schedule_analysis.h).
 //  - When what runs inside the band is a row's worth of work (at least kGpuThreadsPerBlock
-//    loop iterations or reduction terms per band point, and its local buffers fit in shared
-//    memory), each band point is a thread block: the inner loops whose iterations are
-//    independent become thread loops, and every reduction a store computes directly (not
-//    inside another reduction or a logical operator) is marked `vectorized`, which a GPU code
-//    generator computes with all of the block's threads (loop/expr.h: a vectorized reduction
-//    may combine its terms in any order). Local buffers of the row live in shared memory.
+//    loop iterations or reduction terms per band point, nested reductions' terms multiplying,
+//    and its local buffers fit in shared memory), each band point is a thread block: the
+//    inner loops whose iterations are independent become thread loops, and the innermost
+//    reductions of each block-level value (not inside a logical operator) are marked
+//    `vectorized`, which a GPU code generator computes with all of the block's threads
+//    (loop/expr.h: a vectorized reduction may combine its terms in any order); a reduction
+//    around them runs in every thread in step. Local buffers of the row live in shared memory.
 //  - Otherwise each band point is a thread: the band is flattened into blocks of
 //    kGpuThreadsPerBlock threads, and a thread runs everything inside the band serially.
 //  - A statement with no band (a loop that accumulates in order, such as scatter_add) runs in
