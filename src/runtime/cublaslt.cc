@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -126,6 +127,22 @@ Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtH
                                                               as_u64(gemm.n), as_u64(gemm.m),
                                                               gemm.ldc),
                                 "describing the gemm's C to cuBLASLt"));
+  if (gemm.batch > 1) {
+    const auto batch = static_cast<int32_t>(gemm.batch);
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+        {matmul->a_layout_, gemm.stride_b}, {matmul->b_layout_, gemm.stride_a},
+        {matmul->c_layout_, gemm.stride_c}};
+    for (const auto& [layout, stride] : layouts) {
+      KILN_RETURN_IF_ERROR(lt.check(
+          lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                              sizeof(batch)),
+          "setting a cuBLASLt batch count"));
+      KILN_RETURN_IF_ERROR(lt.check(
+          lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &stride, sizeof(stride)),
+          "setting a cuBLASLt batch stride"));
+    }
+  }
   cublasLtMatmulPreference_t preference = nullptr;
   KILN_RETURN_IF_ERROR(lt.check(lt.cublasLtMatmulPreferenceCreate(&preference),
                                 "creating a cuBLASLt preference"));
@@ -151,8 +168,9 @@ Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtH
                                                matmul->c_layout_, preference, 1, &result, &found);
   }
   lt.cublasLtMatmulPreferenceDestroy(preference);
-  const std::string what = fmt::format("choosing cuBLASLt's algorithm for a {} x {} x {} {} gemm",
-                                       gemm.m, gemm.n, gemm.k, matmul->f64_ ? "f64" : "f32");
+  const std::string what =
+      fmt::format("choosing cuBLASLt's algorithm for {} {} x {} x {} {} gemm{}", gemm.batch,
+                  gemm.m, gemm.n, gemm.k, matmul->f64_ ? "f64" : "f32", gemm.batch > 1 ? "s" : "");
   KILN_RETURN_IF_ERROR(lt.check(status, what));
   if (found == 0) return Status::errorf("{}: cuBLASLt has none", what);
   matmul->algo_ = result.algo;

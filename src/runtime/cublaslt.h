@@ -37,6 +37,7 @@ namespace kiln::runtime {
   X(cublasLtMatmulDescSetAttribute)      \
   X(cublasLtMatrixLayoutCreate)          \
   X(cublasLtMatrixLayoutDestroy)         \
+  X(cublasLtMatrixLayoutSetAttribute)    \
   X(cublasLtMatmulPreferenceCreate)      \
   X(cublasLtMatmulPreferenceDestroy)     \
   X(cublasLtMatmulPreferenceSetAttribute) \
@@ -63,7 +64,8 @@ std::string cublaslt_version(const CublasLt& lt);
 // its descriptors, and the algorithm cuBLASLt's heuristic chose for its sizes, precision,
 // transposes and the addresses' alignment. cuBLASLt is column-major, so the product is asked
 // for transposed: C^T = op(B)^T op(A)^T, each row-major matrix read as its column-major
-// transpose. f32 products compute in f32 (CUBLAS_COMPUTE_32F: no TF32), f64 in f64.
+// transpose. f32 products compute in f32 (CUBLAS_COMPUTE_32F: no TF32), f64 in f64. A batch is
+// one strided-batch product (each layout's batch count and stride).
 class LtMatmul {
  public:
   static Expected<std::unique_ptr<LtMatmul>> plan(const CublasLt& lt, cublasLtHandle_t handle,

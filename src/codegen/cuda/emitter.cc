@@ -200,6 +200,7 @@ class UnitEmitter {
     std::vector<runtime::CudaLaunch> launches;
     for (const Stmt& launch : loop::flatten_blocks(kernel.body)) {
       KILN_ASSIGN_OR_RETURN(runtime::CudaLaunch made, emit_launch(kernel, launch));
+      if (!launches.empty() && extend_batch(launches.back(), made)) continue;
       launches.push_back(std::move(made));
     }
     unit_.launches.push_back(std::move(launches));
@@ -276,6 +277,51 @@ class UnitEmitter {
     return "kiln_cuda_empty";
   }
 
+  // Whether `next`, a gemm, joined `batch`, the launch before it, as its next product: the
+  // host loop around a batched matmul unrolls into one gemm per matrix, of the same sizes on
+  // the same buffers, each operand a constant stride after the previous one's, which are one
+  // strided-batch launch instead of one launch each. Only when C is apart from A and B (a
+  // product then never reads another's result) and the results do not overlap.
+  static bool extend_batch(runtime::CudaLaunch& batch, const runtime::CudaLaunch& next) {
+    if (!batch.gemm || !next.gemm || batch.function != next.function) return false;
+    runtime::CudaGemm& g = *batch.gemm;
+    const runtime::CudaGemm& h = *next.gemm;
+    const bool same_product = g.type == h.type && g.m == h.m && g.n == h.n && g.k == h.k &&
+                              g.lda == h.lda && g.ldb == h.ldb && g.ldc == h.ldc &&
+                              g.transpose_a == h.transpose_a && g.transpose_b == h.transpose_b &&
+                              g.accumulate == h.accumulate && h.batch == 1;
+    const int c_param = batch.args[2].param;
+    if (!same_product || batch.args[0].param != next.args[0].param ||
+        batch.args[1].param != next.args[1].param || c_param != next.args[2].param ||
+        batch.args[0].param == c_param || batch.args[1].param == c_param ||
+        g.batch >= kMaxGridY) {
+      return false;
+    }
+    // The next product's operands must be the batch's strides after its last one's (the
+    // second product sets the strides).
+    const int64_t element = g.type == runtime::CudaGemm::Type::f64 ? 8 : 4;
+    const int64_t known[3] = {g.stride_a, g.stride_b, g.stride_c};
+    int64_t strides[3];
+    for (int operand = 0; operand < 3; ++operand) {
+      const int64_t from_first =
+          next.args[operand].byte_offset - batch.args[operand].byte_offset;
+      if (from_first < 0 || from_first % (element * g.batch) != 0) return false;
+      strides[operand] = from_first / (element * g.batch);
+      if (g.batch > 1 && strides[operand] != known[operand]) return false;
+    }
+    if (strides[2] < (g.m - 1) * g.ldc + g.n) return false;  // results would overlap
+    g.batch += 1;
+    g.stride_a = strides[0];
+    g.stride_b = strides[1];
+    g.stride_c = strides[2];
+    batch.grid[2] = g.batch;
+    const size_t first_stride_arg = batch.args.size() - 3;
+    batch.args[first_stride_arg].value = g.stride_a;
+    batch.args[first_stride_arg + 1].value = g.stride_b;
+    batch.args[first_stride_arg + 2].value = g.stride_c;
+    return true;
+  }
+
   Expected<runtime::CudaLaunch> emit_gemm(const loop::Kernel& kernel, const loop::Gemm& g) {
     const DType dtype = g.c.buffer.dtype();
     KILN_ASSIGN_OR_RETURN(int64_t m, constant(g.m, "gemm rows"));
@@ -298,7 +344,7 @@ class UnitEmitter {
     }
     for (const int64_t value : {m, n, k, g.a.leading_dim, g.b.leading_dim, g.c.leading_dim,
                                 int64_t{g.transpose_a}, int64_t{g.transpose_b},
-                                int64_t{g.accumulate}}) {
+                                int64_t{g.accumulate}, int64_t{0}, int64_t{0}, int64_t{0}}) {
       made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::i64, .param = 0,
                            .byte_offset = 0, .value = value});
     }

@@ -200,16 +200,23 @@ __device__ void kiln_gemm_tile(const T* a, const T* b, T* c, int64_t m, int64_t 
   if (row < m && col < n) c[row * ldc + col] = accumulate ? c[row * ldc + col] + sum : sum;
 }
 
+// The batch's product blockIdx.z, its operands stride_* elements after the previous one's.
 extern "C" __global__ void __launch_bounds__(256)
 kiln_gemm_f32(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
-              int64_t lda, int64_t ldb, int64_t ldc, int64_t ta, int64_t tb, int64_t accumulate) {
-  kiln_gemm_tile<float>(a, b, c, m, n, k, lda, ldb, ldc, ta, tb, accumulate);
+              int64_t lda, int64_t ldb, int64_t ldc, int64_t ta, int64_t tb, int64_t accumulate,
+              int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+  const int64_t i = blockIdx.z;
+  kiln_gemm_tile<float>(a + i * stride_a, b + i * stride_b, c + i * stride_c, m, n, k, lda, ldb,
+                        ldc, ta, tb, accumulate);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 kiln_gemm_f64(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k,
-              int64_t lda, int64_t ldb, int64_t ldc, int64_t ta, int64_t tb, int64_t accumulate) {
-  kiln_gemm_tile<double>(a, b, c, m, n, k, lda, ldb, ldc, ta, tb, accumulate);
+              int64_t lda, int64_t ldb, int64_t ldc, int64_t ta, int64_t tb, int64_t accumulate,
+              int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+  const int64_t i = blockIdx.z;
+  kiln_gemm_tile<double>(a + i * stride_a, b + i * stride_b, c + i * stride_c, m, n, k, lda, ldb,
+                         ldc, ta, tb, accumulate);
 }
 )prelude";
 }

@@ -184,6 +184,40 @@ TEST(GpuMapping, AnAccumulatingLoopOfRowsSpreadsEachRowOverABlock) {
   EXPECT_EQ(unit.launches[0][0].block[0], loop::kGpuThreadsPerBlock);
 }
 
+TEST(CudaEmitter, TheUnrolledGemmsOfABatchedMatmulAreOneStridedBatchLaunch) {
+  // for b in [0, 4): C[b] = A[b] * B (B shared): four gemms on the host, one launch of four.
+  const Buffer a = Buffer::param("in0", DType::f32, {4, 3, 5});
+  const Buffer b = Buffer::param("in1", DType::f32, {5, 2});
+  const Buffer c = Buffer::param("out0", DType::f32, {4, 3, 2});
+  const Expr batch = var("i0");
+  const Kernel kernel{
+      "bmm", {a, b, c},
+      loop::for_loop("i0", 0, 4,
+                     loop::gemm({.a = {a, batch * 15, 5}, .b = {b, 0, 2}, .c = {c, batch * 6, 2},
+                                 .m = 3, .n = 2, .k = 5}))};
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  EXPECT_EQ(count(mapping.kernel.body).gemms, 4);
+  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
+  ASSERT_EQ(unit.launches.at(0).size(), 1u);
+  const runtime::CudaLaunch& launch = unit.launches[0][0];
+  ASSERT_TRUE(launch.gemm.has_value());
+  EXPECT_EQ(launch.gemm->batch, 4);
+  EXPECT_EQ(launch.gemm->stride_a, 15);
+  EXPECT_EQ(launch.gemm->stride_b, 0);
+  EXPECT_EQ(launch.gemm->stride_c, 6);
+  EXPECT_EQ(launch.grid[2], 4);
+  EXPECT_EQ(launch.args.back().value, 6) << "the template kernel's C stride";
+  // Products that accumulate into one C stay apart: each reads the one before.
+  const Kernel sum_of_products{
+      "sum", {a, b, c},
+      loop::for_loop("i0", 0, 4,
+                     loop::gemm({.a = {a, batch * 15, 5}, .b = {b, 0, 2}, .c = {c, 0, 2},
+                                 .m = 3, .n = 2, .k = 5, .accumulate = true}))};
+  const CudaUnit apart =
+      expect_emits_and_compiles(expect_mapping_computes_the_same(sum_of_products).kernel);
+  EXPECT_EQ(apart.launches.at(0).size(), 4u);
+}
+
 TEST(GpuMapping, LoopsAroundAGemmRunOnTheHost) {
   // for b in [0, 3): C[b] = A[b] * B[b], then C[b] += 1 elementwise; a local block buffer.
   const Buffer a = Buffer::param("in0", DType::f32, {3, 4, 5});

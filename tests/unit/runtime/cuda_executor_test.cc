@@ -41,11 +41,13 @@ TEST(CudaDriver, WithoutAGpuTheLoaderSaysWhy) {
 
 // --- The stand-in driver ----------------------------------------------------------------------
 
-using HostKernel = void (*)(const std::vector<uint64_t>& args);
+// A stand-in kernel: its arguments, and the grid's z (a gemm's batch).
+using HostKernel = void (*)(const std::vector<uint64_t>& args, unsigned grid_z);
 
 struct RecordedLaunch {
   std::string function;
   std::vector<uint64_t> args;
+  unsigned grid_z = 1;
 };
 
 struct HostFunction {
@@ -80,7 +82,7 @@ void run_launch(const RecordedLaunch& launch) {
     return;
   }
   ++fake->launches;
-  fake->kernels.at(launch.function).run(launch.args);
+  fake->kernels.at(launch.function).run(launch.args, launch.grid_z);
 }
 
 void run_or_capture(RecordedLaunch launch) {
@@ -126,9 +128,9 @@ CUresult fake_get_function(CUfunction* function, CUmodule, const char* name) {
   *function = reinterpret_cast<CUfunction>(&fake->functions.back());
   return CUDA_SUCCESS;
 }
-CUresult fake_launch(CUfunction function, unsigned, unsigned, unsigned, unsigned, unsigned,
+CUresult fake_launch(CUfunction function, unsigned, unsigned, unsigned grid_z, unsigned, unsigned,
                      unsigned, unsigned, CUstream, void** params, void**) {
-  RecordedLaunch launch{*reinterpret_cast<std::string*>(function), {}};
+  RecordedLaunch launch{*reinterpret_cast<std::string*>(function), {}, grid_z};
   if (launch.function == "fails") return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   for (size_t a = 0; a < fake->kernels.at(launch.function).arguments; ++a) {
     launch.args.push_back(*static_cast<uint64_t*>(params[a]));
@@ -228,12 +230,12 @@ CudaDriver stand_in_driver() {
 }
 
 // The stand-in kernels: out[i] = in[i] + 1 and out[i] = in[i] * scale[0], over n floats.
-void add_one(const std::vector<uint64_t>& args) {
+void add_one(const std::vector<uint64_t>& args, unsigned) {
   const float* in = as_pointer<float>(args[0]);
   float* out = as_pointer<float>(args[1]);
   for (uint64_t i = 0; i < args[2]; ++i) out[i] = in[i] + 1;
 }
-void scale(const std::vector<uint64_t>& args) {
+void scale(const std::vector<uint64_t>& args, unsigned) {
   const float* in = as_pointer<float>(args[0]);
   const float* factor = as_pointer<float>(args[1]);
   float* out = as_pointer<float>(args[2]);
@@ -436,6 +438,8 @@ TEST_F(CudaExecutorTest, AFunctionMissingFromTheCubinIsAnErrorWhenMade) {
 struct FakeLayout {
   uint64_t rows, cols;
   int64_t ld;
+  int32_t batch = 1;
+  int64_t stride = 0;
 };
 struct FakeDesc {
   cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
@@ -473,6 +477,15 @@ cublasStatus_t lt_layout_create(cublasLtMatrixLayout_t* layout, cudaDataType, ui
   *layout = reinterpret_cast<cublasLtMatrixLayout_t>(&fake_layouts.back());
   return CUBLAS_STATUS_SUCCESS;
 }
+cublasStatus_t lt_layout_set(cublasLtMatrixLayout_t layout,
+                             cublasLtMatrixLayoutAttribute_t attribute, const void* value, size_t) {
+  FakeLayout& l = *reinterpret_cast<FakeLayout*>(layout);
+  if (attribute == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT) l.batch = *static_cast<const int32_t*>(value);
+  if (attribute == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET) {
+    l.stride = *static_cast<const int64_t*>(value);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t lt_preference_create(cublasLtMatmulPreference_t* preference) {
   static int p = 0;
   *preference = reinterpret_cast<cublasLtMatmulPreference_t>(&p);
@@ -504,14 +517,22 @@ cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void
   EXPECT_EQ(lc.rows, ta ? la.cols : la.rows);
   EXPECT_EQ(lc.cols, tb ? lb.rows : lb.cols);
   EXPECT_EQ(depth, tb ? lb.cols : lb.rows);
-  for (uint64_t i = 0; i < lc.rows; ++i) {
-    for (uint64_t j = 0; j < lc.cols; ++j) {
-      float sum = 0;
-      for (uint64_t p = 0; p < depth; ++p) {
-        sum += (ta ? x[p + i * la.ld] : x[i + p * la.ld]) * (tb ? y[j + p * lb.ld] : y[p + j * lb.ld]);
+  EXPECT_TRUE(la.batch == lc.batch && lb.batch == lc.batch) << "one batch count";
+  for (int32_t batch = 0; batch < lc.batch; ++batch) {
+    const float* xb = x + batch * la.stride;
+    const float* yb = y + batch * lb.stride;
+    const float* zb = z + batch * lc.stride;
+    float* ob = out + batch * lc.stride;
+    for (uint64_t i = 0; i < lc.rows; ++i) {
+      for (uint64_t j = 0; j < lc.cols; ++j) {
+        float sum = 0;
+        for (uint64_t p = 0; p < depth; ++p) {
+          sum += (ta ? xb[p + i * la.ld] : xb[i + p * la.ld]) *
+                 (tb ? yb[j + p * lb.ld] : yb[p + j * lb.ld]);
+        }
+        ob[i + j * lc.ld] = *static_cast<const float*>(alpha) * sum +
+                            *static_cast<const float*>(beta) * zb[i + j * lc.ld];
       }
-      out[i + j * lc.ld] = *static_cast<const float*>(alpha) * sum +
-                           *static_cast<const float*>(beta) * z[i + j * lc.ld];
     }
   }
   return CUBLAS_STATUS_SUCCESS;
@@ -529,6 +550,7 @@ CublasLt stand_in_cublaslt() {
   lt.cublasLtMatmulDescSetAttribute = lt_desc_set;
   lt.cublasLtMatrixLayoutCreate = lt_layout_create;
   lt.cublasLtMatrixLayoutDestroy = lt_succeed<cublasLtMatrixLayout_t>;
+  lt.cublasLtMatrixLayoutSetAttribute = lt_layout_set;
   lt.cublasLtMatmulPreferenceCreate = lt_preference_create;
   lt.cublasLtMatmulPreferenceDestroy = lt_succeed<cublasLtMatmulPreference_t>;
   lt.cublasLtMatmulPreferenceSetAttribute =
@@ -539,23 +561,25 @@ CublasLt stand_in_cublaslt() {
   return lt;
 }
 
-// The template kernel's stand-in: the row-major product as the prelude's kiln_gemm_f32 computes
-// it, from the same twelve arguments.
-void template_gemm(const std::vector<uint64_t>& args) {
-  const float* a = as_pointer<float>(args[0]);
-  const float* b = as_pointer<float>(args[1]);
-  float* c = as_pointer<float>(args[2]);
+// The template kernel's stand-in: the row-major products as the prelude's kiln_gemm_f32
+// computes them, from the same fifteen arguments, one per z of the grid.
+void template_gemm(const std::vector<uint64_t>& args, unsigned grid_z) {
   const auto m = static_cast<int64_t>(args[3]), n = static_cast<int64_t>(args[4]),
              k = static_cast<int64_t>(args[5]), lda = static_cast<int64_t>(args[6]),
              ldb = static_cast<int64_t>(args[7]), ldc = static_cast<int64_t>(args[8]);
   const bool ta = args[9] != 0, tb = args[10] != 0, accumulate = args[11] != 0;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      float sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+  for (unsigned batch = 0; batch < grid_z; ++batch) {
+    const float* a = as_pointer<float>(args[0]) + batch * args[12];
+    const float* b = as_pointer<float>(args[1]) + batch * args[13];
+    float* c = as_pointer<float>(args[2]) + batch * args[14];
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+        }
+        c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum : sum;
       }
-      c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum : sum;
     }
   }
 }
@@ -587,7 +611,8 @@ CudaKernelLaunches gemm_launches(bool ta, bool tb) {
                                {Arg::Kind::buffer, 2, 0, 0}},
                       .gemm = gemm};
     for (const int64_t value : {gemm.m, gemm.n, gemm.k, gemm.lda, gemm.ldb, gemm.ldc,
-                                int64_t{ta}, int64_t{tb}, int64_t{accumulate}}) {
+                                int64_t{ta}, int64_t{tb}, int64_t{accumulate}, int64_t{0},
+                                int64_t{0}, int64_t{0}}) {
       launch.args.push_back({Arg::Kind::i64, 0, 0, value});
     }
     launches[0].push_back(launch);
@@ -613,7 +638,7 @@ std::vector<float> expected_gemm(bool ta, bool tb, const std::vector<float>& a,
 }
 
 TEST_F(CudaExecutorTest, GemmsRunThroughCublasLtAsColumnMajorTransposes) {
-  state_.kernels["kiln_gemm_f32"] = {template_gemm, 12};
+  state_.kernels["kiln_gemm_f32"] = {template_gemm, 15};
   state_.free_bytes = size_t{1} << 30;  // cuBLASLt's workspace is 32 MiB per executor
   const CublasLt lt = stand_in_cublaslt();
   std::vector<float> a(kM * kK), b(kK * kN);
@@ -644,6 +669,62 @@ TEST_F(CudaExecutorTest, GemmsRunThroughCublasLtAsColumnMajorTransposes) {
         }
       }
     }
+  }
+}
+
+
+TEST_F(CudaExecutorTest, AStridedBatchOfGemmsIsOneLaunchEitherWay) {
+  // Three products C_i = A_i B of 2 x 3 by 3 x 2: A's matrices 6 elements apart, B shared
+  // (stride 0), C's 4 apart.
+  state_.kernels["kiln_gemm_f32"] = {template_gemm, 15};
+  state_.free_bytes = size_t{1} << 30;
+  const CublasLt lt = stand_in_cublaslt();
+  constexpr int64_t batch = 3, m = 2, n = 2, k = 3;
+  auto program = std::make_shared<Program>();
+  program->input_bytes = {batch * m * k * 4, k * n * 4};
+  program->output_bytes = {batch * m * n * 4};
+  program->num_kernels = 1;
+  program->buffers = {{Storage::input, 0, 0, batch * m * k * 4},
+                      {Storage::input, 1, 0, k * n * 4},
+                      {Storage::output, 0, 0, batch * m * n * 4}};
+  program->steps = {{Step::Kind::kernel, 0, {0, 1, 2}, "matmul #1"}};
+  using Arg = CudaLaunchArg;
+  CudaLaunch launch{.function = "kiln_gemm_f32", .grid = {1, 1, batch}, .block = {16, 16, 1},
+                    .args = {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0},
+                             {Arg::Kind::buffer, 2, 0, 0}},
+                    .gemm = CudaGemm{.type = CudaGemm::Type::f32, .m = m, .n = n, .k = k,
+                                     .lda = k, .ldb = n, .ldc = n, .batch = batch,
+                                     .stride_a = m * k, .stride_b = 0, .stride_c = m * n}};
+  for (const int64_t value : {m, n, k, k, n, n, int64_t{0}, int64_t{0}, int64_t{0}, m * k,
+                              int64_t{0}, m * n}) {
+    launch.args.push_back({Arg::Kind::i64, 0, 0, value});
+  }
+  std::vector<float> a(batch * m * k), b(k * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) - 4;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 4) + 1;
+  std::vector<float> expected(batch * m * n, 0);
+  for (int64_t z = 0; z < batch; ++z) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t p = 0; p < k; ++p) {
+          expected[static_cast<size_t>(z * m * n + i * n + j)] +=
+              a[static_cast<size_t>(z * m * k + i * k + p)] * b[static_cast<size_t>(p * n + j)];
+        }
+      }
+    }
+  }
+  for (const bool with_lt : {true, false}) {
+    SCOPED_TRACE(with_lt ? "cuBLASLt" : "template kernel");
+    Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+        program, "cubin", {{launch}}, &driver_, with_lt ? &lt : nullptr);
+    ASSERT_TRUE(executor) << executor.status().message();
+    const int matmuls = fake_matmuls, launches = state_.launches;
+    std::vector<float> c(batch * m * n, -1);
+    const void* inputs[] = {a.data(), b.data()};
+    void* outputs[] = {c.data()};
+    ASSERT_TRUE((*executor)->run(inputs, outputs));
+    EXPECT_EQ(c, expected);
+    EXPECT_EQ(fake_matmuls - matmuls + state_.launches - launches, 1) << "one call for the batch";
   }
 }
 
