@@ -78,52 +78,6 @@ def parse_args():
     return args
 
 
-class KilnGpuSession:
-    """A `kiln zoo bench --device cuda` child process: compiled once, timed on request."""
-
-    def __init__(self, kiln, model, work):
-        self.npz = work / f"{model}.npz"
-        env = dict(os.environ, KILN_CACHE_DIR=str(work / f"kiln-cache-{model}"))
-        command = [kiln, "zoo", "bench", model, "--train", "--device", "cuda", "-o", str(self.npz)]
-        self.stderr = open(work / f"kiln-{model}.stderr", "w+")
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.stderr, text=True, env=env)
-        self.facts, self.log = {}, []
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                self._fail("ended early")
-            line = line.rstrip("\n")
-            if line == "ready":
-                break
-            self.log.append(line)
-            for key in ("graph flops", "graph io bytes", "compile seconds"):
-                if line.startswith(key + " "):
-                    self.facts[key] = float(line[len(key) + 1:])
-            if line.startswith("fusion "):
-                self.facts["kernels"] = int(line.split(" in ")[1].split()[0])
-            if line.startswith("runs on "):
-                self.facts["runs on"] = line[len("runs on "):]
-
-    def _fail(self, what):
-        self.stderr.seek(0)
-        raise RuntimeError(f"kiln zoo bench {what}:\n" + "\n".join(self.log) + self.stderr.read())
-
-    def run(self, count):
-        self.process.stdin.write(f"{count}\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line.startswith("seconds "):
-            self._fail(f"answered '{line.strip()}'")
-        return [float(t) for t in line.split()[1:]]
-
-    def close(self):
-        if self.process.stdin:
-            self.process.stdin.close()
-        self.process.wait()
-        self.stderr.close()
-
-
 def synchronised(torch, fn):
     """A function of a run count that returns each run's seconds, the GPU waited for."""
     def run(count):
@@ -205,7 +159,7 @@ def torch_systems(torch, torch_zoo, model, inputs, outputs, names):
 def bench_one(args, torch, torch_zoo, model, work):
     print(f"== {model} train", flush=True)
     result = {"model": model, "mode": "train", "systems": {}}
-    kiln = KilnGpuSession(args.kiln, model, work)
+    kiln = peers.KilnSession(args.kiln, model, "train", os.cpu_count(), work, device="cuda")
     try:
         result["facts"] = kiln.facts
         print(f"   Kiln compiled {kiln.facts.get('kernels', '?')} kernels in "

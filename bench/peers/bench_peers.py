@@ -102,16 +102,19 @@ def parse_args():
 
 
 class KilnSession:
-    """A `kiln zoo bench` child process: compiled once, timed on request."""
+    """A `kiln zoo bench` child process: compiled once, timed on request. On a GPU
+    (device="cuda", bench/gpu), its runs leave their inputs and outputs on the device."""
 
-    def __init__(self, kiln, model, mode, threads, work):
+    def __init__(self, kiln, model, mode, threads, work, device="cpu"):
         self.npz = work / f"{model}-{mode}.npz"
-        # A cache with the run's device profile and no kernels: the compile is a cold one.
+        # A cache with no kernels, so that the compile is a cold one; on the CPU, with the run's
+        # device profile.
         cache = work / f"kiln-cache-{model}-{mode}"
-        shutil.copytree(work / "kiln-cache" / "device", cache / "device")
+        if device == "cpu":
+            shutil.copytree(work / "kiln-cache" / "device", cache / "device")
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), KILN_CACHE_DIR=str(cache))
         command = [kiln, "zoo", "bench", model, "--inference" if mode == "inference" else "--train",
-                   "-o", str(self.npz)]
+                   "--device", device, "-o", str(self.npz)]
         self.stderr = open(work / f"kiln-{model}-{mode}.stderr", "w+")
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self.stderr, text=True, env=env)
@@ -125,6 +128,8 @@ class KilnSession:
                     self.facts[key] = float(line[len(key) + 1:])
             if line.startswith("fusion "):
                 self.facts["kernels"] = int(line.split(" in ")[1].split()[0])
+            if line.startswith("runs on "):
+                self.facts["runs on"] = line[len("runs on "):]
 
     def _fail(self, what):
         self.stderr.seek(0)

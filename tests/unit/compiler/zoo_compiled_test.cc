@@ -52,6 +52,18 @@ std::vector<Array> adam_extras(const Graph& step, size_t first_extra) {
   return extras;
 }
 
+// A tiny preset's model and its Adam training step.
+struct TinyStep {
+  ModelInstance model;
+  TrainingStep step;
+};
+
+Expected<TinyStep> tiny_adam_step(const TinyPreset& preset) {
+  KILN_ASSIGN_OR_RETURN(ModelInstance model, build_model(preset.name, preset.options));
+  KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, Optimizer::adam()));
+  return TinyStep{std::move(model), std::move(step)};
+}
+
 void expect_compiled_matches(const Graph& graph, const std::vector<Array>& inputs,
                              fusion::FusionMode mode) {
   SCOPED_TRACE(fusion::fusion_mode_name(mode));
@@ -94,18 +106,15 @@ TEST(ZooCompiled, TinyPresetsLossAndInferenceGraphsMatchInterpreter) {
 TEST(ZooCompiled, TinyPresetsAdamTrainingStepMatchesInterpreter) {
   for (const TinyPreset& preset : tiny_presets()) {
     SCOPED_TRACE(preset.name);
-    Expected<ModelInstance> model = build_model(preset.name, preset.options);
-    ASSERT_TRUE(model) << model.status().message();
-    Expected<TrainingStep> step = build_training_step(*model, Optimizer::adam());
-    ASSERT_TRUE(step) << step.status().message();
-    Expected<std::vector<Array>> inputs = model->input_values(model->loss);
+    Expected<TinyStep> tiny = tiny_adam_step(preset);
+    ASSERT_TRUE(tiny) << tiny.status().message();
+    const Graph& step = tiny->step.graph;
+    Expected<std::vector<Array>> inputs = tiny->model.input_values(tiny->model.loss);
     ASSERT_TRUE(inputs) << inputs.status().message();
-    for (Array& extra : adam_extras(step->graph, inputs->size())) {
-      inputs->push_back(std::move(extra));
-    }
+    for (Array& extra : adam_extras(step, inputs->size())) inputs->push_back(std::move(extra));
     for (fusion::FusionMode mode : {fusion::FusionMode::off, fusion::FusionMode::greedy,
                                     fusion::FusionMode::ilp}) {
-      expect_compiled_matches(step->graph, *inputs, mode);
+      expect_compiled_matches(step, *inputs, mode);
     }
   }
 }
@@ -117,14 +126,12 @@ TEST(ZooCompiled, TinyPresetsAdamTrainingStepMatchesInterpreter) {
 TEST(ZooCompiled, TinyPresetsGpuMappingComputesEachReductionOnce) {
   for (const TinyPreset& preset : tiny_presets()) {
     SCOPED_TRACE(preset.name);
-    Expected<ModelInstance> model = build_model(preset.name, preset.options);
-    ASSERT_TRUE(model) << model.status().message();
-    Expected<TrainingStep> step = build_training_step(*model, Optimizer::adam());
-    ASSERT_TRUE(step) << step.status().message();
+    Expected<TinyStep> tiny = tiny_adam_step(preset);
+    ASSERT_TRUE(tiny) << tiny.status().message();
     CompileOptions options;
     options.device = Device::cuda;
     options.pipeline.stop_after = Stage::schedule;
-    Expected<Compilation> compilation = Compiler(options).run_pipeline(step->graph.clone());
+    Expected<Compilation> compilation = Compiler(options).run_pipeline(tiny->step.graph.clone());
     ASSERT_TRUE(compilation) << compilation.status().message();
     for (const KernelRecord& record : compilation->compiled().records) {
       const std::vector<std::string> recomputed = loop::recomputed_reductions(record.kernel);
