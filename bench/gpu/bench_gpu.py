@@ -301,12 +301,7 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(markdown([r for r in results if r["facts"]], machine))
-    failed = [f"{r['model']} {name}" for r in results
-              for name, e in r["systems"].items() if not e["ok"]]
-    if failed:
-        print("checks failed: " + ", ".join(failed))
-        return 1
-    return 0
+    return peers.exit_status(results)
 
 
 if __name__ == "__main__":

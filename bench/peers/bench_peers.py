@@ -527,6 +527,16 @@ def markdown(results, machine):
     return "\n".join(lines) + "\n"
 
 
+def exit_status(results):
+    """1, after saying which, when a system failed its check; else 0."""
+    failed = [f"{r['model']} {r['mode']} {name}" for r in results
+              for name, e in r["systems"].items() if not e["ok"]]
+    if failed:
+        print("checks failed: " + ", ".join(failed))
+        return 1
+    return 0
+
+
 def bar_chart(results, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -588,12 +598,7 @@ def main():
     bar_chart(results, out / "peers.png")
     print(f"wrote {out / 'peers.md'}, peers.json, peers.png")
     print(markdown(results, machine))
-    failed = [f"{r['model']} {r['mode']} {name}" for r in results
-              for name, e in r["systems"].items() if not e["ok"]]
-    if failed:
-        print("checks failed: " + ", ".join(failed))
-        return 1
-    return 0
+    return exit_status(results)
 
 
 if __name__ == "__main__":
