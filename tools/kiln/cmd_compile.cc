@@ -52,13 +52,21 @@ Status write_compiled(const CompiledGraph& compiled, const std::string& dir) {
   return Status::ok();
 }
 
-// "12 kernels, 15 launches, 48210 bytes of cubin for sm_90"
-void print_cuda_summary(const CudaCompiled& cuda) {
+// "12 kernels, 15 launches, 40 launches per step, 48210 bytes of cubin for sm_90": a step runs
+// each kernel's launches once per call of it.
+void print_cuda_summary(const CompiledGraph& compiled) {
+  const CudaCompiled& cuda = *compiled.cuda;
   const size_t launches =
       std::accumulate(cuda.launches.begin(), cuda.launches.end(), size_t{0},
                       [](size_t n, const auto& kernel) { return n + kernel.size(); });
-  fmt::print("{} kernels, {} launches, {} bytes of cubin for {}\n", cuda.launches.size(), launches,
-             cuda.cubin.size(), cuda.architecture);
+  size_t per_step = 0;
+  for (const runtime::Step& step : compiled.program->steps) {
+    if (step.kind == runtime::Step::Kind::kernel) {
+      per_step += cuda.launches[static_cast<size_t>(step.kernel)].size();
+    }
+  }
+  fmt::print("{} kernels, {} launches, {} launches per step, {} bytes of cubin for {}\n",
+             cuda.launches.size(), launches, per_step, cuda.cubin.size(), cuda.architecture);
 }
 
 int run_compile(const CompileCommandOptions& options) {
@@ -75,7 +83,7 @@ int run_compile(const CompileCommandOptions& options) {
   if (!compilation) return report(compilation.status());
   const CompiledGraph& compiled = compilation->compiled();
   print_compile_summary(compiled);
-  if (compiled.cuda) print_cuda_summary(*compiled.cuda);
+  if (compiled.cuda) print_cuda_summary(compiled);
   if (options.output_dir.empty() || compiled.last_stage != Stage::codegen) return 0;
   if (Status written = write_compiled(compiled, options.output_dir); !written) {
     return report(written);
