@@ -1,7 +1,6 @@
 #include "loop/gpu_mapping.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -42,24 +41,31 @@ Expected<Kernel> make_row_passes(const Kernel& kernel) {
   return passes;
 }
 
-// The most iterations an extent can have; an unbounded one (a data-dependent row, as spmm's)
-// counts as a row's worth.
+// Work counts saturate here (a count only needs to say "far more than a block's threads").
+constexpr int64_t kWorkCap = int64_t{1} << 40;
+
+// a * b of two counts in [0, kWorkCap], saturating.
+int64_t work_product(int64_t a, int64_t b) {
+  return b != 0 && a > kWorkCap / b ? kWorkCap : std::min(kWorkCap, a * b);
+}
+
+// The most iterations an extent can have, at most kWorkCap; an unbounded one (a data-dependent
+// row, as spmm's) counts as a row's worth.
 int64_t extent_bound(const Expr& extent, const BoundsScope& scope) {
   const Interval bounds = bounds_of(extent, scope);
-  return bounds.max ? std::max<int64_t>(*bounds.max, 0) : kGpuThreadsPerBlock;
+  return bounds.max ? std::clamp<int64_t>(*bounds.max, 0, kWorkCap) : kGpuThreadsPerBlock;
 }
 
 // The most terms one of `value`'s reductions adds up, a nested reduction's terms multiplying
-// its enclosing one's (batch norm's statistics: 8 images of 12,544 positions each).
+// its enclosing one's (batch norm's statistics: 8 images of 12,544 positions each);
+// saturating.
 int64_t reduction_work(const Expr& value, const BoundsScope& scope) {
   struct Finder : IRVisitor {
     const BoundsScope* scope = nullptr;
     int64_t terms = 0;
     void visit_reduce(const Reduce& node) override {
       const int64_t inner = std::max<int64_t>(reduction_work(node.body, *scope), 1);
-      const int64_t extent = extent_bound(node.extent, *scope);
-      terms = std::max(terms, extent > (int64_t{1} << 40) / inner ? int64_t{1} << 40
-                                                                   : extent * inner);
+      terms = std::max(terms, work_product(extent_bound(node.extent, *scope), inner));
     }
   } finder;
   finder.scope = &scope;
@@ -69,19 +75,18 @@ int64_t reduction_work(const Expr& value, const BoundsScope& scope) {
 
 // Loop iterations and reduction terms one band point runs (bounded extents, saturating).
 int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
-  constexpr int64_t kCap = int64_t{1} << 40;
   switch (stmt.kind()) {
     case StmtKind::for_loop: {
       const For& f = *stmt.as<For>();
       BoundsScope inner = scope;
       inner[f.var] = loop_interval(f, scope);
-      return std::min(kCap, extent_bound(f.extent, scope) * std::max<int64_t>(
-                                                                  work_of(f.body, inner), 1));
+      return work_product(extent_bound(f.extent, scope),
+                          std::max<int64_t>(work_of(f.body, inner), 1));
     }
     case StmtKind::store: return reduction_work(stmt.as<Store>()->value, scope);
     case StmtKind::let_stmt: {
       const LetStmt& let = *stmt.as<LetStmt>();
-      return std::min(kCap, reduction_work(let.value, scope) + work_of(let.body, scope));
+      return std::min(kWorkCap, reduction_work(let.value, scope) + work_of(let.body, scope));
     }
     case StmtKind::allocate: return work_of(stmt.as<Allocate>()->body, scope);
     case StmtKind::if_then_else: {
@@ -93,11 +98,11 @@ int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
     case StmtKind::block: {
       int64_t total = 0;
       for (const Stmt& child : stmt.as<Block>()->stmts) {
-        total = std::min(kCap, total + work_of(child, scope));
+        total = std::min(kWorkCap, total + work_of(child, scope));
       }
       return total;
     }
-    case StmtKind::gemm: return kCap;
+    case StmtKind::gemm: return kWorkCap;
   }
   return 0;
 }
@@ -445,25 +450,18 @@ class RecomputedReductionFinder : public IRVisitor {
   }
 
  private:
-  // body() with `name` standing for `meaning`; what body returns.
+  // body() with `name` standing for `meaning`.
   template <typename F>
-  auto with_meaning(const std::string& name, Names meaning, F body) -> decltype(body()) {
+  void with_meaning(const std::string& name, Names meaning, F body) {
     std::optional<Names> outer;
-    if (auto it = meaning_.find(name); it != meaning_.end()) outer = it->second;
+    if (auto it = meaning_.find(name); it != meaning_.end()) outer = std::move(it->second);
     meaning_[name] = std::move(meaning);
-    struct Restore {
-      std::map<std::string, Names, std::less<>>& meaning;
-      const std::string& name;
-      std::optional<Names>& outer;
-      ~Restore() {
-        if (outer) {
-          meaning[name] = std::move(*outer);
-        } else {
-          meaning.erase(name);
-        }
-      }
-    } restore{meaning_, name, outer};
-    return body();
+    body();
+    if (outer) {
+      meaning_[name] = std::move(*outer);
+    } else {
+      meaning_.erase(name);
+    }
   }
 
   Names names_of(const Expr& expr) const {

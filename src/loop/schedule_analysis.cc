@@ -469,9 +469,7 @@ Status check_independent(const For& loop, const BoundsScope& scope) {
     if (access.is_store) written_buffers.insert(access.buffer.name());
   }
   for (const auto& [name, list] : by_buffer) {
-    const bool written =
-        std::any_of(list.begin(), list.end(), [](const Access* a) { return a->is_store; });
-    if (!written || accesses.allocated.count(name) != 0) continue;
+    if (written_buffers.count(name) == 0 || accesses.allocated.count(name) != 0) continue;
     const Status disjoint =
         check_disjoint(loop.var, v_range, list, accesses.bound_names, written_buffers);
     if (!disjoint && !one_to_one_index(loop.var, list, accesses.bound_names, written_buffers)) {
