@@ -298,6 +298,7 @@ struct CudaExecutor::Device {
   void plan_gemm([[maybe_unused]] const CudaGemm& gemm, [[maybe_unused]] ReadyLaunch& ready) {
     ++gemms;
 #ifdef KILN_HAVE_CUBLASLT_HEADERS
+    if (lt != nullptr && gemm.k == 0) template_reason = "a product over k = 0";
     if (lt != nullptr && gemm.k >= 1 && ready.values.size() >= 3) {
       Expected<std::unique_ptr<LtMatmul>> planned =
           LtMatmul::plan(*lt, lt_handle, gemm, ready.values[0], ready.values[1], ready.values[2],
