@@ -31,7 +31,6 @@ import gc
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "peers"))
 sys.path.insert(0, str(HERE.parent.parent / "tests" / "zoo"))
 
-import bench_peers as peers  # noqa: E402  (the checks, turns and formatting are the same)
+import bench_peers as peers  # noqa: E402  (the sessions, checks, turns and formatting)
 import torch_ceilings  # noqa: E402
 
 DEFAULT_MODELS = ["bert-base", "vit-base", "resnet-50", "xml-cnn", "gcn-cora"]
@@ -73,127 +72,10 @@ def parse_args():
     if unknown:
         parser.error(f"unknown peers {unknown} (eager, compile, compile-ro)")
     args.peers = [PEER_FLAGS[p] for p in args.peers.split(",")]
+    args.threads = os.cpu_count()  # Kiln's host threads (its compile)
     if args.rounds < 1 or args.warmup < 1:
         parser.error("--rounds and --warmup must be positive")
     return args
-
-
-def synchronised(torch, fn):
-    """A function of a run count that returns each run's seconds, the GPU waited for."""
-    def run(count):
-        seconds = []
-        for _ in range(count):
-            start = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            seconds.append(time.perf_counter() - start)
-        return seconds
-    return run
-
-
-def torch_systems(torch, torch_zoo, model, inputs, outputs, names):
-    """(name, compile seconds, (ok, check text), run) for each PyTorch system."""
-    trainable = [n[len("output/"):-len(".next")] for n in outputs if n.endswith(".next")]
-    data_names, _ = peers.split_inputs(torch_zoo, inputs)
-    cpu_data = {n: torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in data_names}
-    data = {n: t.cuda() for n, t in cpu_data.items()}
-    if "adjacency.row_ptr" in cpu_data:  # built once, on the host, as a GCN user would
-        data["adjacency"] = torch_zoo.adjacency_matrix(cpu_data).cuda()
-    lr = float(inputs["lr"])
-    loss_name = next(n for n in outputs if not n.endswith(".next"))
-    expected_loss = float(outputs[loss_name])
-    kiln_updated = {n: outputs[f"output/{n}.next"] for n in trainable}
-    steps, failures = {}, []
-    for name in names:
-        params = {n: torch.from_numpy(np.array(inputs[n])).cuda().requires_grad_()
-                  for n in trainable}
-        optimizer = torch.optim.Adam(list(params.values()), lr=lr, betas=(0.9, 0.999), eps=1e-8)
-
-        def loss_fn(params=params):
-            return torch_zoo.forward(model, params, data, training=True)[0]
-
-        optimizer_step = optimizer.step
-        if name != "PyTorch eager":
-            mode = "reduce-overhead" if "reduce-overhead" in name else "default"
-            loss_fn = torch.compile(loss_fn, mode=mode)
-            optimizer_step = torch.compile(optimizer.step, mode=mode)
-
-        def step(loss_fn=loss_fn, optimizer=optimizer, optimizer_step=optimizer_step):
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn()
-            loss.backward()
-            optimizer_step()
-            return loss
-
-        start = time.perf_counter()
-        try:
-            loss = float(step())
-        except Exception as error:  # a system that cannot run this model is reported, not timed
-            failures.append((name, f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"))
-            continue
-        torch.cuda.synchronize()
-        compile_seconds = time.perf_counter() - start if name != "PyTorch eager" else 0.0
-        updated = {n: p.detach().cpu().numpy().copy() for n, p in params.items()}
-        gradients = {n: p.grad.detach().cpu().numpy().copy() for n, p in params.items()}
-        steps[name] = (step, compile_seconds, loss, updated, gradients)
-    names = list(steps)
-    noise = 0.0
-    if len(names) >= 2:
-        noise, _, _ = peers.update_disagreement(trainable, steps[names[0]][3], steps[names[1]][3],
-                                                steps[names[0]][4], lr)
-    allowed = max(peers.UPDATE_OUTLIERS, 2 * noise)
-    systems = [(name, 0.0, (False, f"did not run: {why}"), None) for name, why in failures]
-    for name, (step, compile_seconds, loss, updated, gradients) in steps.items():
-        loss_error = abs(loss - expected_loss) / max(abs(expected_loss), 1e-30)
-        fraction, worst, worst_name = peers.update_disagreement(trainable, kiln_updated, updated,
-                                                                gradients, lr)
-        ok = (loss_error <= peers.LOSS_RTOL and fraction <= allowed
-              and worst <= peers.UPDATE_OUTLIERS_PER_TENSOR)
-        text = (f"loss rel. error {loss_error:.1e}; updates beyond 0.1 lr: {fraction:.1e} "
-                f"(allowed {allowed:.1e}), {worst:.1e} at most in one tensor"
-                + (f" ({worst_name})" if worst_name else ""))
-        systems.append((name, compile_seconds, (ok, text), synchronised(torch, step)))
-    return systems
-
-
-def bench_one(args, torch, torch_zoo, model, work):
-    print(f"== {model} train", flush=True)
-    result = {"model": model, "mode": "train", "systems": {}}
-    kiln = peers.KilnSession(args.kiln, model, "train", os.cpu_count(), work, device="cuda")
-    try:
-        result["facts"] = kiln.facts
-        print(f"   Kiln compiled {kiln.facts.get('kernels', '?')} kernels in "
-              f"{kiln.facts['compile seconds']:.1f} s; runs on {kiln.facts.get('runs on', '?')}",
-              flush=True)
-        with np.load(kiln.npz) as archive:
-            inputs = {n: archive[n] for n in archive.files if not n.startswith("output/")}
-            outputs = {n: archive[n] for n in archive.files if n.startswith("output/")}
-        result["systems"]["Kiln"] = {"compile_seconds": kiln.facts["compile seconds"],
-                                     "check": "the reference for the others", "ok": True}
-        peers_of = torch_systems(torch, torch_zoo, model, inputs, outputs, args.peers)
-        del inputs, outputs
-        gc.collect()
-        runners = {"Kiln": kiln.run}
-        for name, compile_seconds, (ok, check), run in peers_of:
-            result["systems"][name] = {"compile_seconds": compile_seconds, "check": check,
-                                       "ok": ok}
-            print(f"   {name}: {'ok' if ok else 'CHECK FAILED'}: {check}"
-                  + (f"; compiled in {compile_seconds:.1f} s" if compile_seconds else ""),
-                  flush=True)
-            if ok:
-                runners[name] = run
-        times = peers.time_in_turns(runners, args.rounds, args.warmup)
-        for name, seconds in times.items():
-            entry = result["systems"][name]
-            entry.update(seconds=seconds, median=statistics.median(seconds), min=min(seconds),
-                         max=max(seconds))
-            print(f"   {name}: median {entry['median'] * 1e3:.2f} ms over {len(seconds)} runs",
-                  flush=True)
-    finally:
-        kiln.close()
-        if kiln.npz.exists():
-            kiln.npz.unlink()
-    return result
 
 
 def markdown(results, machine):
@@ -284,7 +166,8 @@ def main():
                 print(f"== {model}: not run (past --deadline-seconds)", flush=True)
                 continue
             try:
-                results.append(bench_one(args, torch, torch_zoo, model, work))
+                results.append(peers.bench_one(args, torch, torch_zoo, model, "train", work,
+                                               names=args.peers, device="cuda"))
             except RuntimeError as error:  # Kiln could not compile or run it: said, and on
                 print(f"   {model}: {error}", flush=True)
                 results.append({"model": model, "mode": "train", "facts": {},

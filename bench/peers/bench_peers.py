@@ -177,13 +177,15 @@ def measure_device_profile(kiln, threads, work):
              "and Kiln measures its device profile only on a quiet machine")
 
 
-def timed(fn):
-    """A function of a run count that returns each run's seconds."""
+def timed(fn, wait=lambda: None):
+    """A function of a run count that returns each run's seconds, each run's work waited for
+    (`wait`: a GPU's synchronisation)."""
     def run(count):
         seconds = []
         for _ in range(count):
             start = time.perf_counter()
             fn()
+            wait()
             seconds.append(time.perf_counter() - start)
         return seconds
     return run
@@ -285,31 +287,41 @@ def update_disagreement(trainable, updated_a, updated_b, gradients, lr):
     return beyond_count / max(meaningful_count, 1), worst, worst_name
 
 
-def training_systems(args, torch, torch_zoo, model, inputs, outputs):
-    """(name, compile seconds, check, run) for PyTorch eager and torch.compile."""
+TRAINING_PEERS = ("PyTorch eager", "torch.compile")
+
+
+def training_systems(torch, torch_zoo, model, inputs, outputs, names=TRAINING_PEERS,
+                     device="cpu"):
+    """(name, compile seconds, check, run) for each of the PyTorch systems `names` (PyTorch
+    eager, torch.compile, torch.compile (reduce-overhead)) on `device`; one that cannot run the
+    model is reported, and not timed."""
     trainable = [n[len("output/"):-len(".next")] for n in outputs if n.endswith(".next")]
     data_names, _ = split_inputs(torch_zoo, inputs)
-    data = torch_inputs(torch, torch_zoo, inputs, data_names)
-    if "adjacency.row_ptr" in data:
-        data["adjacency"] = torch_zoo.adjacency_matrix(data)
+    host_data = torch_inputs(torch, torch_zoo, inputs, data_names)
+    data = {n: t.to(device) for n, t in host_data.items()}
+    if "adjacency.row_ptr" in host_data:  # built once, on the host, as a GCN user would
+        data["adjacency"] = torch_zoo.adjacency_matrix(host_data).to(device)
+    wait = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     lr = float(inputs["lr"])
     if float(inputs["step"]) != 1:
         raise RuntimeError("kiln's step is not a first Adam step")
     loss_name = next(n for n in outputs if not n.endswith(".next"))
     expected_loss = float(outputs[loss_name])
     kiln_updated = {n: outputs[f"output/{n}.next"] for n in trainable}
-    steps = {}
-    for name in ("PyTorch eager", "torch.compile"):
-        params = {n: torch.from_numpy(np.array(inputs[n])).requires_grad_() for n in trainable}
+    steps, systems = {}, []
+    for name in names:
+        params = {n: torch.from_numpy(np.array(inputs[n])).to(device).requires_grad_()
+                  for n in trainable}
         optimizer = torch.optim.Adam(list(params.values()), lr=lr, betas=(0.9, 0.999), eps=1e-8)
 
         def loss_fn(params=params):
             return torch_zoo.forward(model, params, data, training=True)[0]
 
         optimizer_step = optimizer.step
-        if name == "torch.compile":
-            loss_fn = torch.compile(loss_fn)
-            optimizer_step = torch.compile(optimizer.step)
+        if name != "PyTorch eager":
+            mode = "reduce-overhead" if "reduce-overhead" in name else "default"
+            loss_fn = torch.compile(loss_fn, mode=mode)
+            optimizer_step = torch.compile(optimizer.step, mode=mode)
 
         def step(loss_fn=loss_fn, optimizer=optimizer, optimizer_step=optimizer_step):
             optimizer.zero_grad(set_to_none=True)
@@ -319,18 +331,25 @@ def training_systems(args, torch, torch_zoo, model, inputs, outputs):
             return loss
 
         start = time.perf_counter()
-        loss = float(step())
-        compile_seconds = time.perf_counter() - start if name == "torch.compile" else 0.0
-        updated = {n: p.detach().numpy().copy() for n, p in params.items()}
-        gradients = {n: p.grad.numpy().copy() for n, p in params.items()}
+        try:
+            loss = float(step())
+        except Exception as error:  # pylint: disable=broad-except
+            why = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            systems.append((name, 0.0, (False, f"did not run: {why}"), None))
+            continue
+        compile_seconds = time.perf_counter() - start if name != "PyTorch eager" else 0.0
+        updated = {n: p.detach().cpu().numpy().copy() for n, p in params.items()}
+        gradients = {n: p.grad.detach().cpu().numpy().copy() for n, p in params.items()}
         steps[name] = (step, compile_seconds, loss, updated, gradients)
-    # The two PyTorch systems' disagreement is the f32 noise floor of this comparison: Kiln may
-    # differ from each by up to twice as much (and by UPDATE_OUTLIERS in any case).
-    eager_gradients = steps["PyTorch eager"][4]
-    noise, _, _ = update_disagreement(trainable, steps["PyTorch eager"][3],
-                                      steps["torch.compile"][3], eager_gradients, lr)
+    # The first two PyTorch systems' disagreement (eager and torch.compile) is the f32 noise
+    # floor of this comparison: Kiln may differ from each by up to twice as much (and by
+    # UPDATE_OUTLIERS in any case).
+    ran = list(steps)
+    noise = 0.0
+    if len(ran) >= 2:
+        noise, _, _ = update_disagreement(trainable, steps[ran[0]][3], steps[ran[1]][3],
+                                          steps[ran[0]][4], lr)
     allowed = max(UPDATE_OUTLIERS, 2 * noise)
-    systems = []
     for name, (step, compile_seconds, loss, updated, gradients) in steps.items():
         loss_error = abs(loss - expected_loss) / max(abs(expected_loss), 1e-30)
         fraction, worst, worst_name = update_disagreement(trainable, kiln_updated, updated,
@@ -338,9 +357,9 @@ def training_systems(args, torch, torch_zoo, model, inputs, outputs):
         ok = (loss_error <= LOSS_RTOL and fraction <= allowed
               and worst <= UPDATE_OUTLIERS_PER_TENSOR)
         text = (f"loss rel. error {loss_error:.1e}; updates beyond 0.1 lr: {fraction:.1e} of "
-                f"all (allowed {allowed:.1e}; eager vs compile {noise:.1e}), {worst:.1e} at "
+                f"all (allowed {allowed:.1e}; {ran[0]} vs {ran[-1]} {noise:.1e}), {worst:.1e} at "
                 f"most in one tensor" + (f" ({worst_name})" if worst_name else ""))
-        systems.append((name, compile_seconds, (ok, text), timed(step)))
+        systems.append((name, compile_seconds, (ok, text), timed(step, wait)))
     del steps
     return systems
 
@@ -363,15 +382,18 @@ def time_in_turns(runners, rounds, warmup):
     return times
 
 
-def bench_one(args, torch, torch_zoo, model, mode, work):
+def bench_one(args, torch, torch_zoo, model, mode, work, names=TRAINING_PEERS, device="cpu"):
+    """Kiln and its peers on one model and mode: the training step's peers are `names`, on
+    `device` (bench/gpu's); inference is on the CPU."""
     print(f"== {model} {mode}", flush=True)
     result = {"model": model, "mode": mode, "systems": {}}
-    kiln = KilnSession(args.kiln, model, mode, args.threads, work)
+    kiln = KilnSession(args.kiln, model, mode, args.threads, work, device=device)
     try:
         facts = kiln.facts
         result["facts"] = facts
         print(f"   Kiln compiled {facts.get('kernels', '?')} kernels in "
-              f"{facts['compile seconds']:.1f} s", flush=True)
+              f"{facts['compile seconds']:.1f} s"
+              + (f"; runs on {facts['runs on']}" if "runs on" in facts else ""), flush=True)
         with np.load(kiln.npz) as archive:
             inputs = {n: archive[n] for n in archive.files if not n.startswith("output/")}
             outputs = {n: archive[n] for n in archive.files if n.startswith("output/")}
@@ -381,7 +403,7 @@ def bench_one(args, torch, torch_zoo, model, mode, work):
             expected = next(iter(outputs.values()))
             peers = inference_systems(args, torch, torch_zoo, model, inputs, expected, work)
         else:
-            peers = training_systems(args, torch, torch_zoo, model, inputs, outputs)
+            peers = training_systems(torch, torch_zoo, model, inputs, outputs, names, device)
         del inputs, outputs
         gc.collect()
         runners = {"Kiln": kiln.run}
