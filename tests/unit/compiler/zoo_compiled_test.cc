@@ -121,8 +121,8 @@ TEST(ZooCompiled, TinyPresetsAdamTrainingStepMatchesInterpreter) {
 
 // Every kernel of the tiny presets' training steps, mapped onto a GPU, computes each reduction
 // once for the elements that share it: a row statistic recomputed for each element stored is
-// right, but O(row^2) (bert's cross entropy over 30,522 logits per row took 280 ms a step on an
-// H100 that way).
+// right, but O(row^2) (with bert-tiny's cross entropy over 30,522 logits per row done that way,
+// its step took 284.7 ms on an H100; 1.43 ms without).
 TEST(ZooCompiled, TinyPresetsGpuMappingComputesEachReductionOnce) {
   for (const TinyPreset& preset : tiny_presets()) {
     SCOPED_TRACE(preset.name);
