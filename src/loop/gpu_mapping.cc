@@ -11,6 +11,7 @@
 
 #include "loop/bounds.h"
 #include "loop/default_schedule.h"
+#include "loop/distribute_host_loops.h"
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
 #include "loop/schedule.h"
@@ -153,7 +154,8 @@ class GpuMapper {
   Expected<GpuMapping> run() {
     GpuMapping mapping;
     KILN_ASSIGN_OR_RETURN(Kernel passes, make_row_passes(lowered_));
-    const Kernel promoted = promote_gpu_scratch(passes, mapping.scratch_bytes);
+    const Kernel promoted =
+        promote_gpu_scratch(distribute_host_loops(passes), mapping.scratch_bytes);
     KILN_RETURN_IF_ERROR(map_host(promoted.body));
     mapping.kernel = Kernel{lowered_.name, promoted.params, block(std::move(launches_))};
     const Status verified = verify(mapping.kernel);

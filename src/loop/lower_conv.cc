@@ -118,15 +118,18 @@ class ConvLowerer {
         body = batched_ ? batched_grad_weight(in0, in1, out) : grad_weight(in0, in1, out);
         break;
     }
-    if (batched_) return allocate(col_, allocate(rows_, body));
-    return s_.pointwise ? body : allocate(col_, body);
+    return batched_ ? allocate(col_, allocate(rows_, body)) : body;
   }
 
  private:
-  // for (n) for (g) body(n, g)
+  // for (n) for (g) body(n, g), with the column buffer allocated in each (n, g): it holds
+  // that image and group's columns alone, so a GPU may give every (n, g) a slice of its own
+  // and run them together (loop/distribute_host_loops.h); a CPU still reuses one buffer
+  // (loop/scratch.h hoists it out of the serial loops).
   Stmt per_image_and_group(const std::function<Stmt(const Expr&, const Expr&)>& body) {
-    return loop_nest(names_, {s_.x.dim(0), s_.params.groups},
-                     [&](const std::vector<Expr>& i) { return body(i[0], i[1]); });
+    return loop_nest(names_, {s_.x.dim(0), s_.params.groups}, [&](const std::vector<Expr>& i) {
+      return s_.pointwise ? body(i[0], i[1]) : allocate(col_, body(i[0], i[1]));
+    });
   }
 
   // Offsets of (n, g)'s channel block in x [N, C, D...] and y [N, O, Y...], and of g's

@@ -39,7 +39,7 @@ inline constexpr int64_t kMaxCacheElements = int64_t{1} << 24;
 // Local buffers up to this many bytes stay in the kernel; larger ones may become scratch.
 inline constexpr int64_t kMaxKernelLocalBytes = 16 * 1024;
 
-// --- GPU mapping (loop/gpu_mapping.h) ------------------------------------------------------
+// --- GPU mapping (loop/gpu_mapping.h, loop/distribute_host_loops.h) --------------------
 
 // Threads in each block of a mapped kernel.
 inline constexpr int64_t kGpuThreadsPerBlock = 256;
@@ -49,5 +49,8 @@ inline constexpr int64_t kMaxGpuSharedBytes = 48 * 1024;
 inline constexpr int64_t kMaxGpuThreadLocalBytes = 16 * 1024;
 // The most launches host loops may be unrolled into for one kernel.
 inline constexpr int64_t kMaxGpuLaunchesPerKernel = 4096;
+// The most bytes the local buffers of a loop around a gemm may grow to when the loop is
+// distributed (one slice per iteration, loop/distribute_host_loops.h).
+inline constexpr int64_t kMaxGpuDistributedBytes = int64_t{256} << 20;
 
 }  // namespace kiln::loop

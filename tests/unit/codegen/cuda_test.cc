@@ -218,22 +218,45 @@ TEST(CudaEmitter, TheUnrolledGemmsOfABatchedMatmulAreOneStridedBatchLaunch) {
   EXPECT_EQ(apart.launches.at(0).size(), 4u);
 }
 
-TEST(GpuMapping, LoopsAroundAGemmRunOnTheHost) {
-  // for b in [0, 3): C[b] = A[b] * B[b], then C[b] += 1 elementwise; a local block buffer.
+// for b in [0, 3): P = A[b] * B[b] into a local block buffer, then an epilogue reading P that
+// stores into C[b] (independent iterations) or adds into one C (each iteration reads the last).
+Kernel gemm_then_epilogue(bool accumulate_across_batches) {
   const Buffer a = Buffer::param("in0", DType::f32, {3, 4, 5});
   const Buffer b = Buffer::param("in1", DType::f32, {3, 5, 6});
   const Buffer c = Buffer::param("out0", DType::f32, {3, 4, 6});
   const Buffer product = Buffer::local("t0", DType::f32, 24);
   const Expr batch = var("i0"), i = var("i1");
+  const Stmt epilogue =
+      accumulate_across_batches
+          ? loop::store(c, i,
+                        loop::load(c, i) + loop::load(product, i) + loop::load(a, batch * 20))
+          : loop::store(c, batch * 24 + i, loop::load(product, i) + 1.0f);
   const Stmt body = loop::allocate(
-      product,
-      loop::block({loop::gemm({.a = {a, batch * 20, 5}, .b = {b, batch * 30, 6},
-                               .c = {product, 0, 6}, .m = 4, .n = 6, .k = 5}),
-                   loop::for_loop("i1", 0, 24,
-                                  loop::store(c, batch * 24 + i,
-                                              loop::load(product, i) + 1.0f))}));
-  const Kernel kernel{"batched", {a, b, c}, loop::for_loop("i0", 0, 3, body)};
-  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+      product, loop::block({loop::gemm({.a = {a, batch * 20, 5}, .b = {b, batch * 30, 6},
+                                        .c = {product, 0, 6}, .m = 4, .n = 6, .k = 5}),
+                            loop::for_loop("i1", 0, 24, epilogue)}));
+  return {"batched", {a, b, c}, loop::for_loop("i0", 0, 3, body)};
+}
+
+TEST(GpuMapping, IndependentLoopsAroundAGemmAreDistributedIntoOneLaunchPerStatement) {
+  // The block buffer gets a slice per batch; the three gemms are one strided-batch launch and
+  // the three epilogues one launch whose band includes the batch.
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(gemm_then_epilogue(false));
+  ASSERT_EQ(mapping.scratch_bytes, std::vector<int64_t>{3 * 24 * 4});
+  const LoopCounts counts = count(mapping.kernel.body);
+  EXPECT_EQ(counts.gemms, 3);
+  EXPECT_EQ(counts.blocks, 1);
+  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
+  ASSERT_EQ(unit.launches.at(0).size(), 2u);
+  ASSERT_TRUE(unit.launches[0][0].gemm.has_value());
+  EXPECT_EQ(unit.launches[0][0].gemm->batch, 3);
+  EXPECT_EQ(unit.launches[0][0].gemm->stride_c, 24);
+  EXPECT_EQ(unit.launches[0][1].grid[0], 1) << "72 elements: one block of threads";
+}
+
+TEST(GpuMapping, LoopsAroundAGemmWhoseIterationsDependRunOnTheHost) {
+  // Each epilogue adds into the C the last one wrote: gemm, epilogue, gemm, ... in order.
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(gemm_then_epilogue(true));
   ASSERT_EQ(mapping.scratch_bytes, std::vector<int64_t>{24 * 4});  // the block buffer
   const LoopCounts counts = count(mapping.kernel.body);
   EXPECT_EQ(counts.gemms, 3);
