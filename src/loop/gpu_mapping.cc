@@ -130,10 +130,12 @@ bool contains_reduce(const Expr& expr) {
 }
 
 // Marks the innermost reductions of a block-level value as vectorized: the block's threads
-// compute them together. One with a reduction in its body stays serial, every thread running
-// it in step, and the reductions inside it are marked (batch norm's statistics: a block sums
-// each image's positions, image after image). Not those inside a logical operator (C++ may
-// skip its second operand, and every thread must take part in a block's reduction).
+// compute them together. One of fewer than kMinGpuBlockReductionTerms constant terms stays
+// serial, computed by every thread (a pooling window costs less so than an exchange). One with
+// a reduction in its body stays serial, every thread running it in step, and the reductions
+// inside it are marked (batch norm's statistics: a block sums each image's positions, image
+// after image). Not those inside a logical operator (C++ may skip its second operand, and
+// every thread must take part in a block's reduction).
 class MarkBlockReductions : public IRMutator {
  protected:
   Expr visit_binary(const Binary& node, const Expr& self) override {
@@ -143,6 +145,8 @@ class MarkBlockReductions : public IRMutator {
   Expr visit_reduce(const Reduce& node, const Expr& self) override {
     if (node.vectorized) return self;
     if (contains_reduce(node.body)) return IRMutator::visit_reduce(node, self);
+    const std::optional<int64_t> terms = as_const_int(simplify(node.extent));
+    if (terms && *terms < kMinGpuBlockReductionTerms) return self;
     return reduce(node.op, node.var, node.min, node.extent, node.body, /*vectorized=*/true);
   }
 };
@@ -284,15 +288,30 @@ class GpuMapper {
 
   Expected<Stmt> map_launch(const Stmt& stmt, BoundsScope scope) {
     std::vector<BandLoop> band;
+    std::vector<const LetStmt*> band_lets;  // cheap lets between band loops, outermost first
     int64_t points = 1;
     Stmt inner = stmt;
-    while (const For* f = inner.as<For>()) {
-      const Interval extent = bounds_of(f->extent, scope);
-      if (!extent.is_point() || *extent.min <= 0 || !check_independent(*f, scope).is_ok()) break;
-      band.push_back({f, *extent.min});
-      points = std::min<int64_t>(points * *extent.min, int64_t{1} << 50);
+    while (true) {
+      if (const LetStmt* let = inner.as<LetStmt>();
+          let != nullptr && !band.empty() && is_cheap_let(*let, stmt)) {
+        const For* next = let->body.as<For>();
+        if (next == nullptr || !band_loop(*next, scope)) break;
+        if (let->value.type() == DType::i64) scope[let->name] = bounds_of(let->value, scope);
+        band_lets.push_back(let);
+        inner = let->body;
+        continue;
+      }
+      const For* f = inner.as<For>();
+      if (f == nullptr || !band_loop(*f, scope)) break;
+      const int64_t extent = *bounds_of(f->extent, scope).min;
+      band.push_back({f, extent});
+      points = std::min<int64_t>(points * extent, int64_t{1} << 50);
       scope[f->var] = loop_interval(*f, scope);
       inner = f->body;
+    }
+    // The lets the band passed through are computed at each band point, before its body.
+    for (auto it = band_lets.rbegin(); it != band_lets.rend(); ++it) {
+      inner = let_stmt((*it)->name, (*it)->value, inner);
     }
     if (band.empty()) {
       // Iterations in order: one block runs them, its threads sharing each iteration's
@@ -316,6 +335,38 @@ class GpuMapper {
     body = let_stmt(kPointVar, var(kBlockVar) * kGpuThreadsPerBlock + var(kThreadVar), body);
     return for_loop(kBlockVar, 0, blocks, ForKind::gpu_block,
                     for_loop(kThreadVar, 0, kGpuThreadsPerBlock, ForKind::gpu_thread, body));
+  }
+
+  // Whether `f` can join a launch's band: a constant, positive extent and independent
+  // iterations.
+  static bool band_loop(const For& f, const BoundsScope& scope) {
+    const Interval extent = bounds_of(f.extent, scope);
+    return extent.is_point() && *extent.min > 0 && check_independent(f, scope).is_ok();
+  }
+
+  // Whether a let between band loops may be computed at every band point instead of once per
+  // iteration of the loops around it: a value with no reduction (a channel's batch-norm scale,
+  // rsqrt(var[c] + eps) * gamma[c]), reading nothing `launch` writes. The band then goes on
+  // through it (all of a batch norm's elements, not one block per channel).
+  static bool is_cheap_let(const LetStmt& let, const Stmt& launch) {
+    if (contains_reduce(let.value)) return false;
+    const std::set<std::string, std::less<>> written = buffers_written(launch);
+    for (const std::string& buffer : buffers_used(let.value)) {
+      if (written.count(buffer) != 0) return false;
+    }
+    return true;
+  }
+
+  static std::set<std::string, std::less<>> buffers_written(const Stmt& stmt) {
+    struct Finder : IRVisitor {
+      std::set<std::string, std::less<>> names;
+      void visit_store(const Store& node) override {
+        names.insert(node.buffer.name());
+        IRVisitor::visit_store(node);
+      }
+    } finder;
+    finder.visit(stmt);
+    return std::move(finder.names);
   }
 
   static Stmt one_thread(const Stmt& stmt) {
@@ -345,6 +396,29 @@ class GpuMapper {
     return Status::ok();
   }
 
+  // An independent loop of a block's body spread over its threads, together with the
+  // independent loops of constant extent nested in it (a block's rows and their columns, or
+  // images and their positions, as one loop): consecutive threads then take consecutive
+  // elements, and the threads have all of the nest's iterations to share, not its outer
+  // loop's alone. `scope` binds f's variable.
+  Expected<Stmt> thread_loop(const For& f, BoundsScope scope) {
+    std::vector<BandLoop> nest = {{&f, 0}};  // the outermost extent is not a digit's radix
+    Expr extent = f.extent;
+    Stmt body = f.body;
+    while (const For* g = body.as<For>()) {
+      if (!band_loop(*g, scope)) break;
+      const int64_t g_extent = *bounds_of(g->extent, scope).min;
+      nest.push_back({g, g_extent});
+      extent = extent * g_extent;
+      scope[g->var] = loop_interval(*g, scope);
+      body = g->body;
+    }
+    KILN_RETURN_IF_ERROR(check_thread_local(body));
+    if (nest.size() == 1) return for_loop(f.var, f.min, f.extent, ForKind::gpu_thread, f.body);
+    return for_loop(kThreadVar, 0, simplify(extent), ForKind::gpu_thread,
+                    bind_band(nest, var(kThreadVar), body));
+  }
+
   // A block's body: independent loops spread over its threads; reductions stored directly
   // computed by all of them.
   Expected<Stmt> map_block_body(const Stmt& stmt, const BoundsScope& scope) {
@@ -353,10 +427,7 @@ class GpuMapper {
         const For& f = *stmt.as<For>();
         BoundsScope inner = scope;
         inner[f.var] = loop_interval(f, scope);
-        if (check_independent(f, scope).is_ok()) {
-          KILN_RETURN_IF_ERROR(check_thread_local(f.body));
-          return for_loop(f.var, f.min, f.extent, ForKind::gpu_thread, f.body);
-        }
+        if (check_independent(f, scope).is_ok()) return thread_loop(f, inner);
         KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(f.body, inner));
         return for_loop(f.var, f.min, f.extent, ForKind::serial, body);
       }

@@ -16,14 +16,19 @@
 // every local buffer outside the launches becomes a scratch parameter in device memory
 // (loop/scratch.h: promote_gpu_scratch). Nests that merge into one pass over their rows (the
 // CPU default schedule's rule 0: a row reduction and the nests that read it) are merged first,
-// so all of a layer norm or softmax is one launch. Each other statement is one launch:
+// so all of a layer norm or softmax is one launch, and host loops whose iterations are
+// independent are distributed (loop/distribute_host_loops.h), so that a statement runs as one
+// launch over all of them rather than one per iteration. Each other statement is one launch:
 //  - Its *band* is the perfect nest of outer loops with constant extents whose iterations are
-//    proven independent (loop/schedule_analysis.h).
+//    proven independent (loop/schedule_analysis.h); a let between two of them whose value has
+//    no reduction (a channel's batch-norm scale) is computed at every band point instead.
 //  - When what runs inside the band is a row's worth of work (at least kGpuThreadsPerBlock
 //    loop iterations or reduction terms per band point, nested reductions' terms multiplying,
 //    and its local buffers fit in shared memory), each band point is a thread block: the
-//    inner loops whose iterations are independent become thread loops, and the innermost
-//    reductions of each block-level value (not inside a logical operator) are marked
+//    inner loops whose iterations are independent become thread loops (with the independent
+//    loops of constant extent nested in them, as one loop, so that neighbouring threads take
+//    neighbouring elements), and the innermost reductions of each block-level value (not
+//    inside a logical operator, and of at least kMinGpuBlockReductionTerms terms) are marked
 //    `vectorized`, which a GPU code generator computes with all of the block's threads
 //    (loop/expr.h: a vectorized reduction may combine its terms in any order); a reduction
 //    around them runs in every thread in step. Local buffers of the row live in shared memory.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
@@ -262,6 +263,88 @@ bool one_to_one_index(const std::string& v, const std::vector<const Access*>& ac
   return true;
 }
 
+// The third proof for one written buffer: v is a plain term of stride s, the same in every
+// index, and the rest splits into *row* terms, whose coefficients are multiples of a row
+// length m, and *column* terms of coefficient at most s (with each index's constant, less a
+// multiple of m, in its column), spanning c < s. With s * (v's extent - 1) + c < m, two
+// iterations land in different columns of any one row, or in different rows. This is an
+// im2col over a batch whose images' columns lie side by side,
+// col[(ch*9 + ky*3 + kx) * 392 + n*49 + oy*7 + ox], n of stride 49 in rows of 392 = 8 * 49,
+// where the first proof counts ch*3528 in the span. The row length tried is v's extent times
+// s (the tightest the columns allow), then the gcd of the row terms' coefficients.
+bool disjoint_within_rows(const std::string& v, const Interval& v_range,
+                          const std::vector<const Access*>& accesses,
+                          const std::set<std::string, std::less<>>& inner_names,
+                          const std::set<std::string, std::less<>>& written) {
+  if (!v_range.is_bounded()) return false;
+  std::vector<std::pair<const Access*, LinearForm>> forms;
+  for (const Access* access : accesses) {
+    std::optional<LinearForm> form = linearize(simplify(access->index, access->scope));
+    if (!form) return false;
+    forms.emplace_back(access, std::move(*form));
+  }
+  const auto varies = [&](const Expr& term) {
+    return uses_any(term, inner_names) || reads_any(term, written);
+  };
+  // v's signed stride, the same in every index; the terms fixed for the loop, the same too.
+  int64_t signed_stride = 0;
+  const LinearForm& first = forms.front().second;
+  for (const auto& [access, form] : forms) {
+    int64_t coefficient = 0;
+    for (const auto& [key, term] : form.terms) {
+      if (uses_var(term.expr, v)) {
+        const auto* variable = term.expr.as<Variable>();
+        if (variable == nullptr || variable->name != v) return false;
+        coefficient = term.coefficient;
+      } else if (!varies(term.expr)) {
+        const auto it = first.terms.find(key);
+        if (it == first.terms.end() || it->second.coefficient != term.coefficient) return false;
+      }
+    }
+    if (coefficient == 0 || coefficient == INT64_MIN ||
+        (signed_stride != 0 && coefficient != signed_stride)) {
+      return false;
+    }
+    signed_stride = coefficient;
+  }
+  const int64_t stride = std::abs(signed_stride);
+  int64_t row_terms = 0;  // the gcd of the row terms' coefficients
+  for (const auto& [access, form] : forms) {
+    for (const auto& [key, term] : form.terms) {
+      if (uses_var(term.expr, v) || !varies(term.expr)) continue;
+      if (term.coefficient == INT64_MIN) return false;
+      if (std::abs(term.coefficient) > stride) {
+        row_terms = std::gcd(row_terms, std::abs(term.coefficient));
+      }
+    }
+  }
+  int64_t reach = 0;  // what v's term spans
+  if (__builtin_mul_overflow(stride, *v_range.max - *v_range.min, &reach)) return false;
+  const auto proves = [&](int64_t row) {
+    if (row <= 0 || (row_terms % row) != 0) return false;
+    Interval columns;
+    for (size_t a = 0; a < forms.size(); ++a) {
+      const auto& [access, form] = forms[a];
+      int64_t difference = 0;
+      if (__builtin_sub_overflow(form.constant, first.constant, &difference)) return false;
+      Interval column = Interval::point(((difference % row) + row) % row);
+      for (const auto& [key, term] : form.terms) {
+        if (uses_var(term.expr, v) || !varies(term.expr) || std::abs(term.coefficient) > stride) {
+          continue;
+        }
+        column = column + bounds_of(term.expr, access->scope) * term.coefficient;
+      }
+      columns = a == 0 ? column : Interval::make_union(columns, column);
+    }
+    int64_t span = 0, total = 0;
+    return columns.is_bounded() && !__builtin_sub_overflow(*columns.max, *columns.min, &span) &&
+           span < stride && !__builtin_add_overflow(reach, span, &total) && total < row;
+  };
+  int64_t tightest = 0;
+  if (__builtin_add_overflow(reach, stride, &tightest)) return false;
+  return proves(tightest) || proves(row_terms);
+}
+
 // The proof for one written buffer, given all of its accesses inside the loop.
 Status check_disjoint(const std::string& v, const Interval& v_range,
                       const std::vector<const Access*>& accesses,
@@ -472,7 +555,8 @@ Status check_independent(const For& loop, const BoundsScope& scope) {
     if (written_buffers.count(name) == 0 || accesses.allocated.count(name) != 0) continue;
     const Status disjoint =
         check_disjoint(loop.var, v_range, list, accesses.bound_names, written_buffers);
-    if (!disjoint && !one_to_one_index(loop.var, list, accesses.bound_names, written_buffers)) {
+    if (!disjoint && !one_to_one_index(loop.var, list, accesses.bound_names, written_buffers) &&
+        !disjoint_within_rows(loop.var, v_range, list, accesses.bound_names, written_buffers)) {
       return disjoint;
     }
   }

@@ -47,6 +47,8 @@ inline constexpr int64_t kGpuThreadsPerBlock = 256;
 inline constexpr int64_t kMaxGpuSharedBytes = 48 * 1024;
 // A thread's local buffers above this size are an error rather than slow local memory.
 inline constexpr int64_t kMaxGpuThreadLocalBytes = 16 * 1024;
+// A block-level reduction of fewer constant terms is computed by each thread, not the block.
+inline constexpr int64_t kMinGpuBlockReductionTerms = 32;
 // The most launches host loops may be unrolled into for one kernel.
 inline constexpr int64_t kMaxGpuLaunchesPerKernel = 4096;
 // The most bytes the local buffers of a loop around a gemm may grow to when the loop is

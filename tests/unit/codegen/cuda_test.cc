@@ -142,6 +142,47 @@ TEST(GpuMapping, ElementwiseNestsAreOneThreadPerElement) {
   EXPECT_EQ(unit.launches[0][0].grid[0], (64 * 130 + 255) / 256);  // the last block partly idle
 }
 
+TEST(GpuMapping, TheBandGoesThroughACheapLetBetweenItsLoops) {
+  // A batch norm's scaling: a channel's scale is a let between the channel loop and the loops
+  // over images and positions. Computed at each element, it leaves all 2 x 4 x 300 elements
+  // one thread each, rather than one block per channel.
+  const Buffer x = Buffer::param("in0", DType::f32, {2, 4, 300});
+  const Buffer scale = Buffer::param("in1", DType::f32, {4});
+  const Buffer out = Buffer::param("out0", DType::f32, {2, 4, 300});
+  const Expr c = var("i0"), n = var("i1"), p = var("i2");
+  const Stmt element =
+      loop::store(out, {n, c, p}, loop::load(x, {n, c, p}) * var("f0", DType::f32));
+  const Kernel kernel{
+      "scale", {x, scale, out},
+      loop::for_loop(
+          "i0", 0, 4,
+          loop::let_stmt("f0", loop::load(scale, c) * 2.0f,
+                         loop::for_loop("i1", 0, 2, loop::for_loop("i2", 0, 300, element))))};
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
+  ASSERT_EQ(unit.launches.at(0).size(), 1u);
+  EXPECT_EQ(unit.launches[0][0].grid[0], (2 * 4 * 300 + 255) / 256) << loop::print(mapping.kernel);
+}
+
+TEST(GpuMapping, AFewTermsAreSummedByEachThreadNotTheBlock) {
+  // out[idx[u]] += x[u, 0] + x[u, 1] + x[u, 2] in order (a pooling window's gradient): one
+  // block, whose threads each sum the three terms rather than exchange them.
+  const Buffer idx = Buffer::param("in0", DType::i64, {16});
+  const Buffer x = Buffer::param("in1", DType::f64, {16, 3});
+  const Buffer out = Buffer::param("out0", DType::f64, {51});
+  const Expr u = var("i0");
+  const Expr slot = loop::min(loop::max(loop::load(idx, u), 0), 50);
+  const Kernel kernel{
+      "window", {idx, x, out},
+      loop::for_loop("i0", 0, 16,
+                     loop::store(out, slot,
+                                 loop::load(out, slot) +
+                                     loop::sum("k0", 0, 3, loop::load(x, u * 3 + var("k0")))))};
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  EXPECT_EQ(count(mapping.kernel.body).block_reductions, 0) << loop::print(mapping.kernel);
+  expect_emits_and_compiles(mapping.kernel);
+}
+
 TEST(GpuMapping, AnAccumulatingLoopRunsInOrderInOneBlock) {
   // out[idx[u]] += x[u] in order: iterations may touch the same element, so no band.
   const Buffer idx = Buffer::param("in0", DType::i64, {16});

@@ -378,6 +378,30 @@ TEST(Parallel, ProvesATransposeAndAScatterRowIndependent) {
   EXPECT_FALSE(apply_directive(scatter, Parallel{"u"}).has_value());
 }
 
+TEST(Parallel, ProvesImagesIndependentInsideRowsOfABatchedColumnBuffer) {
+  // col[(ch*2 + kx) * 12 + n*4 + p] = x[n][ch][p + kx] for 3 images n of 4 positions p, side by
+  // side in rows of 12: ch's stride 24 spans more than n's 4, but it and kx's 12 (and the
+  // constant 13 = 12 + 1 of the shifted copy) are whole rows, and n*4 + p stays inside a row.
+  const Buffer x = Buffer::param("x", DType::f32, {3, 2, 5});
+  const Buffer col = Buffer::param("col", DType::f32, {48});
+  const Expr n = var("n"), ch = var("ch"), p = var("p");
+  const auto im2col = [&](int64_t positions) {
+    return Kernel{
+        "im2col", {x, col},
+        for_loop("n", 0, 3,
+                 for_loop("ch", 0, 2,
+                          block({for_loop("p", 0, positions,
+                                          store(col, ch * 24 + n * 4 + p,
+                                                load(x, n * 10 + ch * 5 + p))),
+                                 for_loop("p", 0, 3,
+                                          store(col, ch * 24 + n * 4 + p + 13,
+                                                load(x, n * 10 + ch * 5 + p + 2)))})))};
+  };
+  EXPECT_TRUE(schedules_equivalently(im2col(4), "parallel n"));
+  // Five positions per image reach into the next image's columns.
+  EXPECT_FALSE(apply_directive(im2col(5), Parallel{"n"}).has_value());
+}
+
 TEST(Parallel, AcceptsTheOutputNestsOfLoweredKernels) {
   EXPECT_TRUE(schedules_equivalently(softmax(4, 6), "parallel i0\nparallel i1"));
   EXPECT_TRUE(schedules_equivalently(layer_norm(3, 5), "parallel i1\nparallel i0"));
