@@ -101,16 +101,6 @@ class SliceBuffers : public IRMutator {
   const std::map<std::string, Slice, std::less<>>& slices_;
 };
 
-bool reads_memory(const Expr& value) {
-  struct Finder : IRVisitor {
-    bool found = false;
-    void visit_load(const Load&) override { found = true; }
-    void visit_reduce(const Reduce&) override { found = true; }
-  } finder;
-  finder.visit(value);
-  return finder.found;
-}
-
 class HostLoopDistributor : public IRMutator {
  protected:
   Stmt visit_for(const For& node, const Stmt& self) override {
@@ -147,7 +137,7 @@ class HostLoopDistributor : public IRMutator {
         locals.push_back(a->buffer);
         inner = a->body;
       } else if (const LetStmt* let = inner.as<LetStmt>()) {
-        if (reads_memory(let->value)) return std::nullopt;
+        if (!buffers_used(let->value).empty()) return std::nullopt;
         lets[let->name] = substitute(let->value, lets);
         inner = let->body;
       } else {
