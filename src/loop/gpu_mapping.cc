@@ -129,13 +129,15 @@ bool contains_reduce(const Expr& expr) {
   return finder.found;
 }
 
-// Marks the innermost reductions of a block-level value as vectorized: the block's threads
-// compute them together. One of fewer than kMinGpuBlockReductionTerms constant terms stays
-// serial, computed by every thread (a pooling window costs less so than an exchange). One with
-// a reduction in its body stays serial, every thread running it in step, and the reductions
-// inside it are marked (batch norm's statistics: a block sums each image's positions, image
-// after image). Not those inside a logical operator (C++ may skip its second operand, and
-// every thread must take part in a block's reduction).
+// Marks the innermost reductions of a block-level value that have at least
+// kMinGpuBlockReductionTerms terms (or a variable count) as vectorized: the block's threads
+// compute them together. One with such a reduction in its body stays serial, every thread
+// running it in step, and the reductions inside it are marked (batch norm's statistics: a
+// block sums each image's positions, image after image). Smaller ones are computed by each
+// thread: a pooling window costs less so than an exchange, and a loss summed over 2,708 rows
+// of 7 classes is the block's sum over rows, each thread computing its rows' 7-term maximum
+// and sum. Not those inside a logical operator (C++ may skip its second operand, and every
+// thread must take part in a block's reduction).
 class MarkBlockReductions : public IRMutator {
  protected:
   Expr visit_binary(const Binary& node, const Expr& self) override {
@@ -144,10 +146,27 @@ class MarkBlockReductions : public IRMutator {
   }
   Expr visit_reduce(const Reduce& node, const Expr& self) override {
     if (node.vectorized) return self;
-    if (contains_reduce(node.body)) return IRMutator::visit_reduce(node, self);
-    const std::optional<int64_t> terms = as_const_int(simplify(node.extent));
-    if (terms && *terms < kMinGpuBlockReductionTerms) return self;
+    if (contains_block_sized_reduce(node.body)) return IRMutator::visit_reduce(node, self);
+    if (!block_sized(node)) return self;
     return reduce(node.op, node.var, node.min, node.extent, node.body, /*vectorized=*/true);
+  }
+
+ private:
+  static bool block_sized(const Reduce& node) {
+    const std::optional<int64_t> terms = as_const_int(simplify(node.extent));
+    return !terms || *terms >= kMinGpuBlockReductionTerms;
+  }
+
+  static bool contains_block_sized_reduce(const Expr& expr) {
+    struct Finder : IRVisitor {
+      bool found = false;
+      void visit_reduce(const Reduce& node) override {
+        found = found || block_sized(node);
+        IRVisitor::visit_reduce(node);
+      }
+    } finder;
+    finder.visit(expr);
+    return finder.found;
   }
 };
 

@@ -183,6 +183,31 @@ TEST(GpuMapping, AFewTermsAreSummedByEachThreadNotTheBlock) {
   expect_emits_and_compiles(mapping.kernel);
 }
 
+TEST(GpuMapping, ASumOfSmallReductionsIsTheBlocksSum) {
+  // A sum over 600 rows of each row's largest of 7 (a loss's shape): the block sums the rows,
+  // each thread computing the 7-term maxima of its rows.
+  const Buffer x = Buffer::param("in0", DType::f64, {600, 7});
+  const Buffer out = Buffer::param("out0", DType::f64, {1});
+  const Expr row = var("k0"), column = var("k1");
+  const Kernel kernel{
+      "loss", {x, out},
+      loop::store(out, 0,
+                  loop::sum("k0", 0, 600,
+                            loop::reduce(loop::ReduceOp::max, "k1", 0, 7,
+                                         loop::load(x, row * 7 + column))))};
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  struct Finder : loop::IRVisitor {
+    std::vector<std::string> vectorized;
+    void visit_reduce(const loop::Reduce& node) override {
+      if (node.vectorized) vectorized.push_back(node.var);
+      IRVisitor::visit_reduce(node);
+    }
+  } finder;
+  finder.visit(mapping.kernel.body);
+  EXPECT_EQ(finder.vectorized, std::vector<std::string>{"k0"}) << loop::print(mapping.kernel);
+  expect_emits_and_compiles(mapping.kernel);
+}
+
 TEST(GpuMapping, AnAccumulatingLoopRunsInOrderInOneBlock) {
   // out[idx[u]] += x[u] in order: iterations may touch the same element, so no band.
   const Buffer idx = Buffer::param("in0", DType::i64, {16});
