@@ -59,7 +59,8 @@ Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& 
   const loop::ScheduleTarget target = loop::host_target();
   for (KernelRecord& record : records) {
     if (options.device != Device::cpu) {
-      Expected<loop::GpuMapping> mapped = loop::map_to_gpu(record.kernel);
+      Expected<loop::GpuMapping> mapped =
+          loop::map_to_gpu(record.kernel, {.atomics = !options.deterministic});
       if (!mapped) return mapped.status().with_context(kernel_label(record.nodes));
       record.kernel = std::move(mapped->kernel);
       record.scratch_bytes = std::move(mapped->scratch_bytes);

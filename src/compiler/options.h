@@ -84,6 +84,9 @@ struct SubstitutionOptions {
 
 struct CompileOptions {
   Device device = Device::cpu;
+  // On a GPU, no atomic adds (loop/gpu_mapping.h: GpuMappingOptions): every run gives the
+  // same bits.
+  bool deterministic = false;
   codegen::cpu::CpuCompileOptions cpu;
   codegen::cuda::NvrtcOptions cuda;
   // The graph rewrites Compiler::compile runs before partitioning.

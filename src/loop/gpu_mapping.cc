@@ -170,9 +170,95 @@ class MarkBlockReductions : public IRMutator {
   }
 };
 
+// `b[i] = b[i] + v` with v not reading b: the addend v, else null.
+const Expr* addend_of(const Store& store) {
+  const Binary* sum = store.value.as<Binary>();
+  if (sum == nullptr || sum->op != BinaryOp::add) return nullptr;
+  const Load* element = sum->a.as<Load>();
+  if (element == nullptr || element->buffer.name() != store.buffer.name() ||
+      print(element->index) != print(store.index) ||
+      buffers_used(sum->b).count(store.buffer.name()) != 0) {
+    return nullptr;
+  }
+  return &sum->b;
+}
+
+// The buffers a statement only adds into: of f32 or f64, every store to one an add
+// (addend_of), and no load of it but those adds' own.
+class AddedBuffers : public IRVisitor {
+ public:
+  static std::set<std::string, std::less<>> of(const Stmt& stmt) {
+    AddedBuffers finder;
+    finder.visit(stmt);
+    std::set<std::string, std::less<>> added;
+    for (const auto& [name, counts] : finder.counts_) {
+      if (counts.adds > 0 && counts.adds == counts.stores && counts.loads == counts.adds) {
+        added.insert(name);
+      }
+    }
+    return added;
+  }
+
+ protected:
+  void visit_store(const Store& node) override {
+    Counts& counts = counts_[node.buffer.name()];
+    ++counts.stores;
+    const bool atomic_type = node.buffer.dtype() == DType::f32 || node.buffer.dtype() == DType::f64;
+    if (atomic_type && addend_of(node) != nullptr) ++counts.adds;
+    IRVisitor::visit_store(node);
+  }
+  void visit_load(const Load& node) override {
+    ++counts_[node.buffer.name()].loads;
+    IRVisitor::visit_load(node);
+  }
+
+ private:
+  struct Counts {
+    int64_t stores = 0, adds = 0, loads = 0;
+  };
+  std::map<std::string, Counts, std::less<>> counts_;
+};
+
+// For the independence proof: each add into an added buffer stored into a one-element sink
+// instead (allocated in the iteration, so private to it).
+class SinkAdds : public IRMutator {
+ public:
+  SinkAdds(const std::set<std::string, std::less<>>& added, Buffer sink32, Buffer sink64)
+      : added_(added), sink32_(std::move(sink32)), sink64_(std::move(sink64)) {}
+
+ protected:
+  Stmt visit_store(const Store& node, const Stmt& self) override {
+    if (added_.count(node.buffer.name()) == 0) return IRMutator::visit_store(node, self);
+    const Buffer& sink = node.buffer.dtype() == DType::f32 ? sink32_ : sink64_;
+    return store(sink, 0, *addend_of(node));
+  }
+
+ private:
+  const std::set<std::string, std::less<>>& added_;
+  Buffer sink32_, sink64_;
+};
+
+// The adds into the added buffers as atomic stores.
+class AtomicAdds : public IRMutator {
+ public:
+  explicit AtomicAdds(const std::set<std::string, std::less<>>& added) : added_(added) {}
+
+ protected:
+  Stmt visit_store(const Store& node, const Stmt& self) override {
+    if (added_.count(node.buffer.name()) == 0 || node.atomic) {
+      return IRMutator::visit_store(node, self);
+    }
+    return atomic_add(node.buffer, node.index, *addend_of(node));
+  }
+
+ private:
+  const std::set<std::string, std::less<>>& added_;
+};
+
 class GpuMapper {
  public:
-  explicit GpuMapper(const Kernel& lowered) : lowered_(lowered) {}
+  GpuMapper(const Kernel& lowered, const GpuMappingOptions& options)
+      : lowered_(lowered), options_(options) {}
 
   Expected<GpuMapping> run() {
     GpuMapping mapping;
@@ -292,6 +378,7 @@ class GpuMapper {
     BoundsScope scope;
     for (const auto& [name, value] : host_values_) scope[name] = Interval::point(value);
     KILN_ASSIGN_OR_RETURN(Stmt launch, map_launch(stmt, scope));
+    if (!added_.empty()) launch = AtomicAdds(added_).mutate(launch);
     for (auto it = host_values_.rbegin(); it != host_values_.rend(); ++it) {
       if (uses_var(launch, it->first)) launch = let_stmt(it->first, make_int(it->second), launch);
     }
@@ -306,6 +393,7 @@ class GpuMapper {
   };
 
   Expected<Stmt> map_launch(const Stmt& stmt, BoundsScope scope) {
+    added_.clear();
     std::vector<BandLoop> band;
     std::vector<const LetStmt*> band_lets;  // cheap lets between band loops, outermost first
     int64_t points = 1;
@@ -321,7 +409,13 @@ class GpuMapper {
         continue;
       }
       const For* f = inner.as<For>();
-      if (f == nullptr || !band_loop(*f, scope)) break;
+      if (f == nullptr) break;
+      if (!band_loop(*f, scope)) {
+        // A statement that would run in one block may add atomically instead.
+        if (!band.empty() || !options_.atomics) break;
+        added_ = buffers_added_across(*f, scope);
+        if (added_.empty()) break;
+      }
       const int64_t extent = *bounds_of(f->extent, scope).min;
       band.push_back({f, extent});
       points = std::min<int64_t>(points * extent, int64_t{1} << 50);
@@ -354,6 +448,25 @@ class GpuMapper {
     body = let_stmt(kPointVar, var(kBlockVar) * kGpuThreadsPerBlock + var(kThreadVar), body);
     return for_loop(kBlockVar, 0, blocks, ForKind::gpu_block,
                     for_loop(kThreadVar, 0, kGpuThreadsPerBlock, ForKind::gpu_thread, body));
+  }
+
+  // The buffers `f` only adds into (every store `b[i] = b[i] + v` with v not reading b, b
+  // read nowhere else, of f32 or f64) when, those adds aside, its iterations are independent
+  // and its extent a positive constant: with them added atomically, f can join a band. Empty
+  // otherwise.
+  static std::set<std::string, std::less<>> buffers_added_across(const For& f,
+                                                               const BoundsScope& scope) {
+    const Interval extent = bounds_of(f.extent, scope);
+    if (!extent.is_point() || *extent.min <= 0) return {};
+    std::set<std::string, std::less<>> added = AddedBuffers::of(f.body);
+    if (added.empty()) return {};
+    // The proof, with each add stored into a buffer private to the iteration instead.
+    const Buffer sink32 = Buffer::local("kiln_atomic_sink_f32", DType::f32, 1);
+    const Buffer sink64 = Buffer::local("kiln_atomic_sink_f64", DType::f64, 1);
+    const Stmt body = SinkAdds(added, sink32, sink64).mutate(f.body);
+    const Stmt model = for_loop(f.var, f.min, f.extent, allocate(sink32, allocate(sink64, body)));
+    if (!check_independent(*model.as<For>(), scope).is_ok()) return {};
+    return added;
   }
 
   // Whether `f` can join a launch's band: a constant, positive extent and independent
@@ -489,6 +602,8 @@ class GpuMapper {
   }
 
   const Kernel& lowered_;
+  GpuMappingOptions options_;
+  std::set<std::string, std::less<>> added_;  // what the launch being mapped adds atomically
   std::vector<std::pair<std::string, int64_t>> host_values_;  // innermost last
   std::vector<Stmt> launches_;
 };
@@ -604,7 +719,9 @@ class RecomputedReductionFinder : public IRVisitor {
 
 }  // namespace
 
-Expected<GpuMapping> map_to_gpu(const Kernel& lowered) { return GpuMapper(lowered).run(); }
+Expected<GpuMapping> map_to_gpu(const Kernel& lowered, const GpuMappingOptions& options) {
+  return GpuMapper(lowered, options).run();
+}
 
 std::vector<std::string> recomputed_reductions(const Kernel& mapped) {
   RecomputedReductionFinder finder;

@@ -34,8 +34,13 @@
 //    around them runs in every thread in step. Local buffers of the row live in shared memory.
 //  - Otherwise each band point is a thread: the band is flattened into blocks of
 //    kGpuThreadsPerBlock threads, and a thread runs everything inside the band serially.
-//  - A statement with no band (a loop that accumulates in order, such as scatter_add) runs in
-//    one block: its loops in order, the independent loops inside them spread over the block's
+//  - A statement whose outer loop only adds into buffers across its iterations (scatter_add's
+//    rows, a sparse product's transpose: each store `b[i] = b[i] + v`, b read nowhere else)
+//    takes that loop into its band when the iterations are otherwise independent, its adds
+//    becoming atomic stores (loop/stmt.h), unless `options.atomics` is off: they then add in
+//    any order, and floating sums differ by rounding from run to run.
+//  - A statement with no band (a loop that accumulates in order, such as scatter_add without
+//    atomics) runs in one block: its loops in order, the independent loops inside them spread over the block's
 //    threads (a scatter_add of rows: each row's columns), with a barrier after each; on one
 //    thread where its local buffers do not fit in shared memory.
 //
@@ -60,9 +65,15 @@ struct GpuMapping {
   std::vector<int64_t> scratch_bytes;  // per scratch parameter
 };
 
+struct GpuMappingOptions {
+  // Adds across the iterations of a loop as atomic stores (above); off, such a loop runs in
+  // order and every run gives the same bits.
+  bool atomics = true;
+};
+
 // `lowered` is an unscheduled kernel (serial loops), as loop/lower_group.h makes it. Errors
 // name what cannot run on a GPU (a local buffer too large for a thread, too many launches).
-Expected<GpuMapping> map_to_gpu(const Kernel& lowered);
+Expected<GpuMapping> map_to_gpu(const Kernel& lowered, const GpuMappingOptions& options = {});
 
 // The reductions of a mapped kernel that are computed again for each element a store writes:
 // one in a stored value that depends on fewer of the store's index variables than the index

@@ -187,6 +187,11 @@ Stmt IRMutator::visit_for(const For& node, const Stmt& self) {
 Stmt IRMutator::visit_store(const Store& node, const Stmt& self) {
   Expr index = mutate(node.index), value = mutate(node.value);
   if (index.same_as(node.index) && value.same_as(node.value)) return self;
+  if (node.atomic) {
+    const Binary* sum = value.as<Binary>();
+    KILN_CHECK(sum != nullptr && sum->op == BinaryOp::add, "an atomic store lost its addition");
+    return atomic_add(node.buffer, std::move(index), sum->b);
+  }
   return store(node.buffer, std::move(index), std::move(value));
 }
 

@@ -547,6 +547,10 @@ class Parser {
     if (at("if") && at("(", 1)) return parse_if();
     if (at("gemm") && at("(", 1)) return parse_gemm();
     if (name_at(0) && at("[", 1)) return parse_store();
+    if (at("atomic") && name_at(1) && at("[", 2)) {
+      take();
+      return parse_store(/*atomic=*/true);
+    }
     return unexpected("a statement");
   }
 
@@ -637,7 +641,9 @@ class Parser {
     return region;
   }
 
-  Expected<Stmt> parse_store() {
+  // [ 'atomic' ] buffer '[' index ']' '=' value, an atomic store's value being
+  // buffer[index] + addend.
+  Expected<Stmt> parse_store(bool atomic = false) {
     const Token& start = peek();
     KILN_ASSIGN_OR_RETURN(Buffer buffer, expect_buffer());
     KILN_RETURN_IF_ERROR(expect("["));
@@ -645,7 +651,12 @@ class Parser {
     KILN_RETURN_IF_ERROR(expect("]"));
     KILN_RETURN_IF_ERROR(expect("="));
     KILN_ASSIGN_OR_RETURN(Expr value, parse_expr());
-    return checked(start, store(std::move(buffer), std::move(index), std::move(value)));
+    if (!atomic) return checked(start, store(std::move(buffer), std::move(index), std::move(value)));
+    const Binary* sum = value.as<Binary>();
+    if (sum == nullptr || sum->op != BinaryOp::add) {
+      return error_at(start, "an atomic store's value is the element plus an addend");
+    }
+    return checked(start, atomic_add(std::move(buffer), std::move(index), sum->b));
   }
 
   // --- Expressions ---

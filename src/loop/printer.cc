@@ -148,7 +148,8 @@ class StmtPrinter {
       case StmtKind::for_loop: return print_for(*s.as<For>());
       case StmtKind::store: {
         const Store& st = *s.as<Store>();
-        return line(fmt::format("{}[{}] = {}", st.buffer.name(), expr(st.index), expr(st.value)));
+        return line(fmt::format("{}{}[{}] = {}", st.atomic ? "atomic " : "", st.buffer.name(),
+                                expr(st.index), expr(st.value)));
       }
       case StmtKind::let_stmt: {
         const LetStmt& l = *s.as<LetStmt>();

@@ -29,6 +29,21 @@ Stmt store(Buffer buffer, Expr index, Expr value) {
   return Stmt(std::make_shared<const Store>(std::move(buffer), std::move(index), std::move(value)));
 }
 
+Stmt atomic_add(Buffer buffer, Expr index, Expr addend) {
+  KILN_CHECK(buffer.defined() && index.defined() && addend.defined(),
+             "atomic add with an undefined part");
+  Expr value = load(buffer, index) + std::move(addend);
+  return Stmt(std::make_shared<const Store>(std::move(buffer), std::move(index), std::move(value),
+                                            /*is_atomic=*/true));
+}
+
+const Expr& atomic_addend(const Store& store) {
+  const Binary* sum = store.value.as<Binary>();
+  KILN_CHECK(store.atomic && sum != nullptr && sum->op == BinaryOp::add,
+             "atomic_addend of a store that is not an atomic add");
+  return sum->b;
+}
+
 Stmt store(const Buffer& buffer, const std::vector<Expr>& indices, Expr value) {
   return store(buffer, element_offset(buffer, indices), std::move(value));
 }

@@ -13,7 +13,11 @@
 //    threads, and statements of the block's body outside thread loops run once per block, in
 //    order, with a barrier after each. Both promise independent iterations, as `parallel`
 //    does; run serially (as the evaluator and the CPU back end run them), they compute the same.
-//  - `store(b, i, v)` writes v (of b's element type) to element i of buffer b.
+//  - `store(b, i, v)` writes v (of b's element type) to element i of buffer b. An *atomic*
+//    store (`atomic_add(b, i, d)`, whose value is b[i] + d) adds d to b[i] as one indivisible
+//    step: the GPU mapping (loop/gpu_mapping.h) runs the iterations of a loop that only adds
+//    into a buffer in parallel with atomic stores, so they may add in any order, and floating
+//    sums then differ by rounding from run to run. Run serially it is an ordinary store.
 //  - `let_stmt(v, value, body)` binds v in body; `allocate(b, body)` makes a local buffer b,
 //    uninitialised, that lives for body's execution (per iteration of enclosing loops).
 //  - `if_then_else(c, then, else)` (else optional), `block(s...)` runs statements in order.
@@ -89,10 +93,12 @@ struct For final : StmtNode {
 
 struct Store final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::store;
-  Store(Buffer buf, Expr i, Expr v)
-      : StmtNode(kKind), buffer(std::move(buf)), index(std::move(i)), value(std::move(v)) {}
+  Store(Buffer buf, Expr i, Expr v, bool is_atomic = false)
+      : StmtNode(kKind), buffer(std::move(buf)), index(std::move(i)), value(std::move(v)),
+        atomic(is_atomic) {}
   const Buffer buffer;
   const Expr index, value;
+  const bool atomic;  // value is buffer[index] + an addend, added atomically
 };
 
 struct LetStmt final : StmtNode {
@@ -164,6 +170,10 @@ inline Stmt for_loop(std::string var, Expr min, Expr extent, Stmt body) {
                   std::move(body));
 }
 Stmt store(Buffer buffer, Expr index, Expr value);
+// The atomic store of buffer[index] + addend (see above).
+Stmt atomic_add(Buffer buffer, Expr index, Expr addend);
+// The addend of an atomic store's value, buffer[index] + addend.
+const Expr& atomic_addend(const Store& store);
 // store(buffer, element_offset(buffer, indices), value).
 Stmt store(const Buffer& buffer, const std::vector<Expr>& indices, Expr value);
 Stmt let_stmt(std::string name, Expr value, Stmt body);

@@ -167,6 +167,19 @@ Status check_store_types(const Stmt& s) {
                             st.buffer.name(), dtype_name(st.buffer.dtype())),
                 first_line(s));
   }
+  if (st.atomic) {
+    // The form atomic_add makes, of a type a GPU adds atomically.
+    const Binary* sum = st.value.as<Binary>();
+    const Load* element = sum != nullptr && sum->op == BinaryOp::add ? sum->a.as<Load>() : nullptr;
+    if (element == nullptr || element->buffer.name() != st.buffer.name() ||
+        print(element->index) != print(st.index)) {
+      return fail("an atomic store's value is not its element plus an addend", first_line(s));
+    }
+    if (st.buffer.dtype() != DType::f32 && st.buffer.dtype() != DType::f64) {
+      return fail(fmt::format("an atomic add of {}, not f32 or f64", dtype_name(st.buffer.dtype())),
+                  first_line(s));
+    }
+  }
   return Status::ok();
 }
 

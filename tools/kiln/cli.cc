@@ -178,6 +178,10 @@ void add_device_flag(CLI::App* command, CompileFlags& flags) {
                    "to check it)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "cuda-mapping-on-cpu"}));
+  command->add_flag("--deterministic", flags.deterministic,
+                    "On a GPU, no atomic adds: a scatter's or sparse product's gradient adds in "
+                    "order, so that every run gives the same bits (slower; by default such "
+                    "sums add atomically, in any order, and differ by rounding between runs)");
 }
 
 void add_rewrite_flags(CLI::App* command, CompileFlags& flags) {
@@ -246,6 +250,7 @@ void add_pipeline_flags(CLI::App* command, CompileFlags& flags) {
 Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   CompileOptions options;
   KILN_ASSIGN_OR_RETURN(options.device, parse_device(flags.device));
+  options.deterministic = flags.deterministic;
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(flags.fusion));
   options.fusion.disabled_rules.insert(flags.disabled_rules.begin(), flags.disabled_rules.end());
   options.rewrites.enabled = flags.rewrites;

@@ -82,6 +82,7 @@ void add_shapes(CLI::App* command, std::vector<std::string>& shapes);
 // The command-line form of CompileOptions.
 struct CompileFlags {
   std::string device = "cpu";
+  bool deterministic = false;
   std::string fusion = "ilp";
   std::vector<std::string> disabled_rules;
   bool rewrites = true;
@@ -96,7 +97,7 @@ struct CompileFlags {
 
 // --fusion, --disable-rule, then add_device_flag, add_rewrite_flags and add_pipeline_flags.
 void add_compile_flags(CLI::App* command, CompileFlags& flags);
-// --device: cpu, cuda or cuda-mapping-on-cpu.
+// --device: cpu, cuda or cuda-mapping-on-cpu; --deterministic.
 void add_device_flag(CLI::App* command, CompileFlags& flags);
 // --rewrites, --disable-rewrite and the substitution search's flags.
 void add_rewrite_flags(CLI::App* command, CompileFlags& flags);

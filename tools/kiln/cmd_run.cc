@@ -75,10 +75,13 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
       // The same program on the same inputs: the last run must give the first run's bytes.
       const std::optional<std::string> differs =
           buffers.first_differing_output(model.graph(), outputs);
-      fmt::print("repeatable: {}\n", differs ? "no, output %" + *differs +
-                                                    " of the last run differs from the first's"
-                                              : "yes, the last run's outputs are the first's, "
-                                                "bit for bit");
+      const bool atomics = on_gpu && !compile_options.deterministic;
+      fmt::print("repeatable: {}\n",
+                 differs ? "no, output %" + *differs + " of the last run differs from the first's" +
+                               (atomics ? " (a GPU's atomic adds sum in any order; "
+                                          "--deterministic keeps them in order)"
+                                        : "")
+                         : "yes, the last run's outputs are the first's, bit for bit");
     }
   }
   if (profiling != nullptr) print_profile(model.program(), profile);

@@ -130,6 +130,26 @@ class LaunchEmitter : public ExprEmitter {
   // In a thread, a plain store. At block level every thread computes the index and value
   // (a block reduction needs them all), thread 0 stores, and the block waits for it.
   void emit_store(const loop::Store& st) {
+    if (st.atomic) {
+      // f32 and f64 (the verifier's rule): atomicAdd has both. Outside a thread loop every
+      // thread computes the addend (it may be a block reduction) and one adds it.
+      if (in_thread_) {
+        line(fmt::format("atomicAdd(&{}, {});", element(st.buffer, st.index),
+                         emit_expr(loop::atomic_addend(st))));
+        return;
+      }
+      const std::string addend = fresh_name('s');
+      line("{");
+      ++indent_;
+      line(fmt::format("const {} {} = {};", value_type(st.buffer.dtype()), addend,
+                       emit_expr(loop::atomic_addend(st))));
+      line(fmt::format("if (threadIdx.x == 0) atomicAdd(&{}, {});", element(st.buffer, st.index),
+                       addend));
+      --indent_;
+      line("}");
+      line("__syncthreads();");
+      return;
+    }
     if (in_thread_) {
       line(fmt::format("{} = {};", element(st.buffer, st.index),
                        stored_value(st.buffer.dtype(), emit_expr(st.value))));

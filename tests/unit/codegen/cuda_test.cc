@@ -53,8 +53,9 @@ LoopCounts count(const Stmt& stmt) {
 
 // Runs `kernel` and its GPU mapping on the evaluator with the same random inputs and expects
 // equal parameters (the mapping's scratch parameters aside); returns the mapping.
-loop::GpuMapping expect_mapping_computes_the_same(const Kernel& kernel) {
-  Expected<loop::GpuMapping> mapped = loop::map_to_gpu(kernel);
+loop::GpuMapping expect_mapping_computes_the_same(const Kernel& kernel,
+                                                  const loop::GpuMappingOptions& options = {}) {
+  Expected<loop::GpuMapping> mapped = loop::map_to_gpu(kernel, options);
   EXPECT_TRUE(mapped) << mapped.status().message();
   if (!mapped) return {};
   std::vector<std::vector<double>> args = cpu::testing::random_args(kernel, 7);
@@ -165,8 +166,8 @@ TEST(GpuMapping, TheBandGoesThroughACheapLetBetweenItsLoops) {
 }
 
 TEST(GpuMapping, AFewTermsAreSummedByEachThreadNotTheBlock) {
-  // out[idx[u]] += x[u, 0] + x[u, 1] + x[u, 2] in order (a pooling window's gradient): one
-  // block, whose threads each sum the three terms rather than exchange them.
+  // out[idx[u]] += x[u, 0] + x[u, 1] + x[u, 2] in order (a pooling window's gradient, without
+  // atomics): one block, whose threads each sum the three terms rather than exchange them.
   const Buffer idx = Buffer::param("in0", DType::i64, {16});
   const Buffer x = Buffer::param("in1", DType::f64, {16, 3});
   const Buffer out = Buffer::param("out0", DType::f64, {51});
@@ -178,7 +179,7 @@ TEST(GpuMapping, AFewTermsAreSummedByEachThreadNotTheBlock) {
                      loop::store(out, slot,
                                  loop::load(out, slot) +
                                      loop::sum("k0", 0, 3, loop::load(x, u * 3 + var("k0")))))};
-  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel, {.atomics = false});
   EXPECT_EQ(count(mapping.kernel.body).block_reductions, 0) << loop::print(mapping.kernel);
   expect_emits_and_compiles(mapping.kernel);
 }
@@ -208,7 +209,7 @@ TEST(GpuMapping, ASumOfSmallReductionsIsTheBlocksSum) {
   expect_emits_and_compiles(mapping.kernel);
 }
 
-TEST(GpuMapping, AnAccumulatingLoopRunsInOrderInOneBlock) {
+TEST(GpuMapping, AnAccumulatingLoopRunsInOrderInOneBlockWithoutAtomics) {
   // out[idx[u]] += x[u] in order: iterations may touch the same element, so no band.
   const Buffer idx = Buffer::param("in0", DType::i64, {16});
   const Buffer x = Buffer::param("in1", DType::f64, {16});
@@ -219,28 +220,65 @@ TEST(GpuMapping, AnAccumulatingLoopRunsInOrderInOneBlock) {
                       loop::for_loop("i0", 0, 16,
                                      loop::store(out, slot,
                                                  loop::load(out, slot) + loop::load(x, u)))};
-  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel, {.atomics = false});
   const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
   ASSERT_EQ(unit.launches.at(0).size(), 1u);
   EXPECT_EQ(unit.launches[0][0].grid[0], 1);
+  EXPECT_EQ(unit.source.find("atomicAdd"), std::string::npos);
 }
 
-TEST(GpuMapping, AnAccumulatingLoopOfRowsSpreadsEachRowOverABlock) {
-  // out[idx[u], :] += x[u, :] in order of u (an embedding's gradient): the rows one after the
-  // other, each row's 300 columns over the block's threads.
+// out[idx[u], :] += x[u, :] (an embedding's gradient): rows that may repeat.
+Kernel scatter_rows() {
   const Buffer idx = Buffer::param("in0", DType::i64, {16});
   const Buffer x = Buffer::param("in1", DType::f64, {16, 300});
   const Buffer out = Buffer::param("out0", DType::f64, {7, 300});
   const Expr u = var("i0"), c = var("i1");
   const Expr row = loop::min(loop::max(loop::load(idx, u), 0), 6);
-  const Kernel kernel{
-      "scatter_rows", {idx, x, out},
+  return Kernel{"scatter_rows", {idx, x, out},
+                loop::for_loop("i0", 0, 16,
+                               loop::for_loop("i1", 0, 300,
+                                              loop::store(out, row * 300 + c,
+                                                          loop::load(out, row * 300 + c) +
+                                                              loop::load(x, u * 300 + c))))};
+}
+
+TEST(GpuMapping, AnAccumulatingLoopOfRowsAddsAtomically) {
+  // Every (row, column) a thread, adding into out atomically: 16 x 300 threads.
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(scatter_rows());
+  struct Finder : loop::IRVisitor {
+    int atomic = 0;
+    void visit_store(const loop::Store& node) override {
+      atomic += node.atomic ? 1 : 0;
+      IRVisitor::visit_store(node);
+    }
+  } finder;
+  finder.visit(mapping.kernel.body);
+  EXPECT_EQ(finder.atomic, 1) << loop::print(mapping.kernel);
+  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
+  ASSERT_EQ(unit.launches.at(0).size(), 1u);
+  EXPECT_EQ(unit.launches[0][0].grid[0], (16 * 300 + 255) / 256);
+  EXPECT_NE(unit.source.find("atomicAdd("), std::string::npos) << unit.source;
+  // A loop that also reads what it adds into (out[idx[u]] *= 2 after the add) stays in order.
+  const Buffer idx = Buffer::param("in0", DType::i64, {16});
+  const Buffer x = Buffer::param("in1", DType::f64, {16});
+  const Buffer out = Buffer::param("out0", DType::f64, {51});
+  const Expr slot = loop::min(loop::max(loop::load(idx, var("i0")), 0), 50);
+  const Kernel add_then_double{
+      "add_then_double", {idx, x, out},
       loop::for_loop("i0", 0, 16,
-                     loop::for_loop("i1", 0, 300,
-                                    loop::store(out, row * 300 + c,
-                                                loop::load(out, row * 300 + c) +
-                                                    loop::load(x, u * 300 + c))))};
-  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+                     loop::block({loop::store(out, slot,
+                                              loop::load(out, slot) + loop::load(x, var("i0"))),
+                                  loop::store(out, slot, loop::load(out, slot) * 2.0)}))};
+  const CudaUnit in_order =
+      expect_emits_and_compiles(expect_mapping_computes_the_same(add_then_double).kernel);
+  EXPECT_EQ(in_order.source.find("atomicAdd"), std::string::npos);
+}
+
+TEST(GpuMapping, AnAccumulatingLoopOfRowsSpreadsEachRowOverABlockWithoutAtomics) {
+  // In order of u, the rows one after the other, each row's 300 columns over the block's
+  // threads.
+  const loop::GpuMapping mapping =
+      expect_mapping_computes_the_same(scatter_rows(), {.atomics = false});
   const LoopCounts counts = count(mapping.kernel.body);
   EXPECT_EQ(counts.blocks, 1) << loop::print(mapping.kernel);
   EXPECT_EQ(counts.threads, 1) << loop::print(mapping.kernel);
@@ -248,40 +286,6 @@ TEST(GpuMapping, AnAccumulatingLoopOfRowsSpreadsEachRowOverABlock) {
   ASSERT_EQ(unit.launches.at(0).size(), 1u);
   EXPECT_EQ(unit.launches[0][0].grid[0], 1);
   EXPECT_EQ(unit.launches[0][0].block[0], loop::kGpuThreadsPerBlock);
-}
-
-TEST(CudaEmitter, TheUnrolledGemmsOfABatchedMatmulAreOneStridedBatchLaunch) {
-  // for b in [0, 4): C[b] = A[b] * B (B shared): four gemms on the host, one launch of four.
-  const Buffer a = Buffer::param("in0", DType::f32, {4, 3, 5});
-  const Buffer b = Buffer::param("in1", DType::f32, {5, 2});
-  const Buffer c = Buffer::param("out0", DType::f32, {4, 3, 2});
-  const Expr batch = var("i0");
-  const Kernel kernel{
-      "bmm", {a, b, c},
-      loop::for_loop("i0", 0, 4,
-                     loop::gemm({.a = {a, batch * 15, 5}, .b = {b, 0, 2}, .c = {c, batch * 6, 2},
-                                 .m = 3, .n = 2, .k = 5}))};
-  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
-  EXPECT_EQ(count(mapping.kernel.body).gemms, 4);
-  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
-  ASSERT_EQ(unit.launches.at(0).size(), 1u);
-  const runtime::CudaLaunch& launch = unit.launches[0][0];
-  ASSERT_TRUE(launch.gemm.has_value());
-  EXPECT_EQ(launch.gemm->batch, 4);
-  EXPECT_EQ(launch.gemm->stride_a, 15);
-  EXPECT_EQ(launch.gemm->stride_b, 0);
-  EXPECT_EQ(launch.gemm->stride_c, 6);
-  EXPECT_EQ(launch.grid[2], 4);
-  EXPECT_EQ(launch.args.back().value, 6) << "the template kernel's C stride";
-  // Products that accumulate into one C stay apart: each reads the one before.
-  const Kernel sum_of_products{
-      "sum", {a, b, c},
-      loop::for_loop("i0", 0, 4,
-                     loop::gemm({.a = {a, batch * 15, 5}, .b = {b, 0, 2}, .c = {c, 0, 2},
-                                 .m = 3, .n = 2, .k = 5, .accumulate = true}))};
-  const CudaUnit apart =
-      expect_emits_and_compiles(expect_mapping_computes_the_same(sum_of_products).kernel);
-  EXPECT_EQ(apart.launches.at(0).size(), 4u);
 }
 
 // for b in [0, 3): P = A[b] * B[b] into a local block buffer, then an epilogue reading P that

@@ -85,6 +85,7 @@ constexpr std::string_view kEveryKind =
   out[0] = f32(z)
   let z = 2
   out[1] = f32(z)
+  atomic out[2] = out[2] + x[2]*2.0f
   out[3] = x[3]*1e-45f + -0.0f
   out[5] = select(x[5] > 0.0f, f32(nan), f32(-inf))
   out[6] = x[6]*f32(0.5) - -1.0f

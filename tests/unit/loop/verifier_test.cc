@@ -43,6 +43,19 @@ TEST(LoopVerifier, RejectsAStoreOfTheWrongElementType) {
                             {"a store of f64 to 'out', which holds f32", "out[i] = f64(in[0])"}));
 }
 
+TEST(LoopVerifier, AnAtomicStoreAddsToItsOwnElementInF32OrF64) {
+  EXPECT_TRUE(verify(kernel_of(for_loop("i", 0, 8, atomic_add(kOut, 0, load(kIn, var("i"))))))
+                  .is_ok());
+  // Its value must be the element it stores plus an addend.
+  const Stmt elsewhere = Stmt(std::make_shared<const Store>(
+      kOut, make_int(0), load(kOut, make_int(1)) + load(kIn, make_int(0)), /*is_atomic=*/true));
+  EXPECT_TRUE(is_error_with(verify(kernel_of(elsewhere)),
+                            {"an atomic store's value is not its element plus an addend"}));
+  const Buffer counts = Buffer::param("n", DType::i64, {8});
+  const Kernel integers{"k", {counts}, atomic_add(counts, 0, make_int(1))};
+  EXPECT_TRUE(is_error_with(verify(integers), {"an atomic add of i64, not f32 or f64"}));
+}
+
 TEST(LoopVerifier, RejectsUnboundAndMistypedVariables) {
   EXPECT_TRUE(is_error_with(verify(kernel_of(store(kOut, var("j"), make_float(1)))),
                             {"variable 'j' is not bound"}));
