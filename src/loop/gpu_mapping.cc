@@ -560,6 +560,16 @@ class GpuMapper {
         BoundsScope inner = scope;
         inner[f.var] = loop_interval(f, scope);
         if (check_independent(f, scope).is_ok()) return thread_loop(f, inner);
+        // A loop that only adds across its iterations spreads over the threads with atomic
+        // adds (max_pool_grad's windows of a row, each adding into its maximum's element).
+        if (options_.atomics) {
+          const std::set<std::string, std::less<>> added = buffers_added_across(f, scope);
+          if (!added.empty()) {
+            KILN_RETURN_IF_ERROR(check_thread_local(f.body));
+            return AtomicAdds(added).mutate(
+                for_loop(f.var, f.min, f.extent, ForKind::gpu_thread, f.body));
+          }
+        }
         KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(f.body, inner));
         return for_loop(f.var, f.min, f.extent, ForKind::serial, body);
       }

@@ -274,6 +274,36 @@ TEST(GpuMapping, AnAccumulatingLoopOfRowsAddsAtomically) {
   EXPECT_EQ(in_order.source.find("atomicAdd"), std::string::npos);
 }
 
+TEST(GpuMapping, AnAccumulatingLoopInsideABlockSpreadsOverItsThreadsWithAtomicAdds) {
+  // For each of 2 planes (a block each), 300 adds into 8 elements picked by data (as
+  // max_pool_grad adds each window's gradient into its maximum's element): the adds spread
+  // over the block's threads, atomically.
+  const Buffer idx = Buffer::param("in0", DType::i64, {300});
+  const Buffer x = Buffer::param("in1", DType::f32, {2, 300});
+  const Buffer out = Buffer::param("out0", DType::f32, {2, 8});
+  const Expr p = var("i0"), u = var("i1");
+  const Expr slot = p * 8 + loop::min(loop::max(loop::load(idx, u), 0), 7);
+  const Kernel kernel{
+      "planes", {idx, x, out},
+      loop::for_loop("i0", 0, 2,
+                     loop::for_loop("i1", 0, 300,
+                                    loop::store(out, slot,
+                                                loop::load(out, slot) +
+                                                    loop::load(x, p * 300 + u))))};
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  const LoopCounts counts = count(mapping.kernel.body);
+  EXPECT_EQ(counts.blocks, 1) << loop::print(mapping.kernel);
+  EXPECT_EQ(counts.threads, 1) << loop::print(mapping.kernel);
+  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
+  ASSERT_EQ(unit.launches.at(0).size(), 1u);
+  EXPECT_EQ(unit.launches[0][0].grid[0], 2);
+  EXPECT_NE(unit.source.find("atomicAdd("), std::string::npos) << unit.source;
+  // Without atomics each block adds in order, on one thread at a time.
+  const CudaUnit in_order = expect_emits_and_compiles(
+      expect_mapping_computes_the_same(kernel, {.atomics = false}).kernel);
+  EXPECT_EQ(in_order.source.find("atomicAdd"), std::string::npos);
+}
+
 TEST(GpuMapping, AnAccumulatingLoopOfRowsSpreadsEachRowOverABlockWithoutAtomics) {
   // In order of u, the rows one after the other, each row's 300 columns over the block's
   // threads.
