@@ -32,6 +32,8 @@
 //    `vectorized`, which a GPU code generator computes with all of the block's threads
 //    (loop/expr.h: a vectorized reduction may combine its terms in any order); a reduction
 //    around them runs in every thread in step. Local buffers of the row live in shared memory.
+//    An inner loop that only adds across its iterations (below) is a thread loop too, its
+//    adds atomic (max_pool_grad's rows of windows, each adding into its maximum's element).
 //  - Otherwise each band point is a thread: the band is flattened into blocks of
 //    kGpuThreadsPerBlock threads, and a thread runs everything inside the band serially.
 //  - A statement whose outer loop only adds into buffers across its iterations (scatter_add's
