@@ -20,6 +20,7 @@
 #include "loop/simplify.h"
 #include "loop/substitute.h"
 #include "loop/verifier.h"
+#include "support/check.h"
 
 namespace kiln::loop {
 namespace {
@@ -248,7 +249,10 @@ class AtomicAdds : public IRMutator {
     if (added_.count(node.buffer.name()) == 0 || node.atomic) {
       return IRMutator::visit_store(node, self);
     }
-    return atomic_add(node.buffer, node.index, *addend_of(node));
+    const Expr* addend = addend_of(node);
+    KILN_CHECK(addend != nullptr, "a store to {}, which was found only added into, is not an add",
+               node.buffer.name());
+    return atomic_add(node.buffer, node.index, *addend);
   }
 
  private:
