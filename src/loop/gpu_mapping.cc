@@ -173,15 +173,9 @@ class MarkBlockReductions : public IRMutator {
 
 // `b[i] = b[i] + v` with v not reading b: the addend v, else null.
 const Expr* addend_of(const Store& store) {
-  const Binary* sum = store.value.as<Binary>();
-  if (sum == nullptr || sum->op != BinaryOp::add) return nullptr;
-  const Load* element = sum->a.as<Load>();
-  if (element == nullptr || element->buffer.name() != store.buffer.name() ||
-      print(element->index) != print(store.index) ||
-      buffers_used(sum->b).count(store.buffer.name()) != 0) {
-    return nullptr;
-  }
-  return &sum->b;
+  const Expr* addend = addend_to_own_element(store);
+  if (addend == nullptr || buffers_used(*addend).count(store.buffer.name()) != 0) return nullptr;
+  return addend;
 }
 
 // The buffers a statement only adds into: of f32 or f64, every store to one an add
@@ -382,7 +376,6 @@ class GpuMapper {
     BoundsScope scope;
     for (const auto& [name, value] : host_values_) scope[name] = Interval::point(value);
     KILN_ASSIGN_OR_RETURN(Stmt launch, map_launch(stmt, scope));
-    if (!added_.empty()) launch = AtomicAdds(added_).mutate(launch);
     for (auto it = host_values_.rbegin(); it != host_values_.rend(); ++it) {
       if (uses_var(launch, it->first)) launch = let_stmt(it->first, make_int(it->second), launch);
     }
@@ -397,8 +390,8 @@ class GpuMapper {
   };
 
   Expected<Stmt> map_launch(const Stmt& stmt, BoundsScope scope) {
-    added_.clear();
     std::vector<BandLoop> band;
+    std::set<std::string, std::less<>> added;  // what the band's first loop adds atomically
     std::vector<const LetStmt*> band_lets;  // cheap lets between band loops, outermost first
     int64_t points = 1;
     Stmt inner = stmt;
@@ -417,8 +410,8 @@ class GpuMapper {
       if (!band_loop(*f, scope)) {
         // A statement that would run in one block may add atomically instead.
         if (!band.empty() || !options_.atomics) break;
-        added_ = buffers_added_across(*f, scope);
-        if (added_.empty()) break;
+        added = buffers_added_across(*f, scope);
+        if (added.empty()) break;
       }
       const int64_t extent = *bounds_of(f->extent, scope).min;
       band.push_back({f, extent});
@@ -440,18 +433,21 @@ class GpuMapper {
     }
     const bool row_per_block = work_of(inner, scope) >= kGpuThreadsPerBlock &&
                                allocated_bytes(inner) <= kMaxGpuSharedBytes;
+    Stmt launch;
     if (row_per_block) {
       KILN_ASSIGN_OR_RETURN(Stmt body, map_block_body(inner, scope));
-      return for_loop(kBlockVar, 0, points, ForKind::gpu_block,
-                      bind_band(band, var(kBlockVar), body));
+      launch = for_loop(kBlockVar, 0, points, ForKind::gpu_block,
+                        bind_band(band, var(kBlockVar), body));
+    } else {
+      KILN_RETURN_IF_ERROR(check_thread_local(inner));
+      const int64_t blocks = (points + kGpuThreadsPerBlock - 1) / kGpuThreadsPerBlock;
+      const Expr point = var(kPointVar);
+      Stmt body = if_then_else(point < points, bind_band(band, point, inner));
+      body = let_stmt(kPointVar, var(kBlockVar) * kGpuThreadsPerBlock + var(kThreadVar), body);
+      launch = for_loop(kBlockVar, 0, blocks, ForKind::gpu_block,
+                        for_loop(kThreadVar, 0, kGpuThreadsPerBlock, ForKind::gpu_thread, body));
     }
-    KILN_RETURN_IF_ERROR(check_thread_local(inner));
-    const int64_t blocks = (points + kGpuThreadsPerBlock - 1) / kGpuThreadsPerBlock;
-    const Expr point = var(kPointVar);
-    Stmt body = if_then_else(point < points, bind_band(band, point, inner));
-    body = let_stmt(kPointVar, var(kBlockVar) * kGpuThreadsPerBlock + var(kThreadVar), body);
-    return for_loop(kBlockVar, 0, blocks, ForKind::gpu_block,
-                    for_loop(kThreadVar, 0, kGpuThreadsPerBlock, ForKind::gpu_thread, body));
+    return added.empty() ? launch : AtomicAdds(added).mutate(launch);
   }
 
   // The buffers `f` only adds into (every store `b[i] = b[i] + v` with v not reading b, b
@@ -617,7 +613,6 @@ class GpuMapper {
 
   const Kernel& lowered_;
   GpuMappingOptions options_;
-  std::set<std::string, std::less<>> added_;  // what the launch being mapped adds atomically
   std::vector<std::pair<std::string, int64_t>> host_values_;  // innermost last
   std::vector<Stmt> launches_;
 };

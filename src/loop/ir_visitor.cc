@@ -188,9 +188,10 @@ Stmt IRMutator::visit_store(const Store& node, const Stmt& self) {
   Expr index = mutate(node.index), value = mutate(node.value);
   if (index.same_as(node.index) && value.same_as(node.value)) return self;
   if (node.atomic) {
-    const Binary* sum = value.as<Binary>();
-    KILN_CHECK(sum != nullptr && sum->op == BinaryOp::add, "an atomic store lost its addition");
-    return atomic_add(node.buffer, std::move(index), sum->b);
+    const Stmt plain = store(node.buffer, index, std::move(value));
+    const Expr* addend = addend_to_own_element(*plain.as<Store>());
+    KILN_CHECK(addend != nullptr, "an atomic store is no longer its element plus an addend");
+    return atomic_add(node.buffer, std::move(index), *addend);
   }
   return store(node.buffer, std::move(index), std::move(value));
 }

@@ -124,8 +124,9 @@ class ConvLowerer {
  private:
   // for (n) for (g) body(n, g), with the column buffer allocated in each (n, g): it holds
   // that image and group's columns alone, so a GPU may give every (n, g) a slice of its own
-  // and run them together (loop/distribute_host_loops.h); a CPU still reuses one buffer
-  // (loop/scratch.h hoists it out of the serial loops).
+  // and run them together (loop/distribute_host_loops.h). On a CPU, loop/scratch.h hoists a
+  // column buffer over kMaxKernelLocalBytes out of the serial loops, one buffer for every
+  // (n, g) as before; a smaller one is a stack array in each (n, g).
   Stmt per_image_and_group(const std::function<Stmt(const Expr&, const Expr&)>& body) {
     return loop_nest(names_, {s_.x.dim(0), s_.params.groups}, [&](const std::vector<Expr>& i) {
       return s_.pointwise ? body(i[0], i[1]) : allocate(col_, body(i[0], i[1]));

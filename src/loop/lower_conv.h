@@ -13,8 +13,9 @@
 // where Cg and Og are the input and output channels per group, K the number of kernel taps
 // and Y the number of output positions. A pointwise convolution (every kernel dim 1, stride
 // 1, no padding) needs no column buffer: x itself is the [Cg, Y] matrix. The column buffer
-// is allocated in each (n, g), which is all it serves (loop/scratch.h makes one buffer of it
-// for every (n, g) on a CPU; a GPU may give each (n, g) a slice of its own).
+// is allocated in each (n, g), which is all it serves (on a CPU, loop/scratch.h makes one
+// buffer of it for every (n, g) when it is large, and a small one is on the stack; a GPU may
+// give each (n, g) a slice of its own).
 //
 // With few positions per image (Y below kBatchColumnsBelow, loop/tuning.h; one group, several
 // images) a gemm per image has too few columns to run well, so the batch's columns lie side

@@ -651,12 +651,14 @@ class Parser {
     KILN_RETURN_IF_ERROR(expect("]"));
     KILN_RETURN_IF_ERROR(expect("="));
     KILN_ASSIGN_OR_RETURN(Expr value, parse_expr());
-    if (!atomic) return checked(start, store(std::move(buffer), std::move(index), std::move(value)));
-    const Binary* sum = value.as<Binary>();
-    if (sum == nullptr || sum->op != BinaryOp::add) {
-      return error_at(start, "an atomic store's value is the element plus an addend");
+    Stmt stored = store(std::move(buffer), std::move(index), std::move(value));
+    if (!atomic) return checked(start, std::move(stored));
+    const Store& plain = *stored.as<Store>();
+    const Expr* addend = addend_to_own_element(plain);
+    if (addend == nullptr) {
+      return error_at(start, "an atomic store's value is its own element plus an addend");
     }
-    return checked(start, atomic_add(std::move(buffer), std::move(index), sum->b));
+    return checked(start, atomic_add(plain.buffer, plain.index, *addend));
   }
 
   // --- Expressions ---

@@ -37,11 +37,22 @@ Stmt atomic_add(Buffer buffer, Expr index, Expr addend) {
                                             /*is_atomic=*/true));
 }
 
-const Expr& atomic_addend(const Store& store) {
+const Expr* addend_to_own_element(const Store& store) {
   const Binary* sum = store.value.as<Binary>();
-  KILN_CHECK(store.atomic && sum != nullptr && sum->op == BinaryOp::add,
+  if (sum == nullptr || sum->op != BinaryOp::add) return nullptr;
+  const Load* element = sum->a.as<Load>();
+  if (element == nullptr || element->buffer.name() != store.buffer.name() ||
+      !equal(element->index, store.index)) {
+    return nullptr;
+  }
+  return &sum->b;
+}
+
+const Expr& atomic_addend(const Store& store) {
+  const Expr* addend = addend_to_own_element(store);
+  KILN_CHECK(store.atomic && addend != nullptr,
              "atomic_addend of a store that is not an atomic add");
-  return sum->b;
+  return *addend;
 }
 
 Stmt store(const Buffer& buffer, const std::vector<Expr>& indices, Expr value) {

@@ -172,6 +172,9 @@ inline Stmt for_loop(std::string var, Expr min, Expr extent, Stmt body) {
 Stmt store(Buffer buffer, Expr index, Expr value);
 // The atomic store of buffer[index] + addend (see above).
 Stmt atomic_add(Buffer buffer, Expr index, Expr addend);
+// v when `store`'s value is its own element plus v (buffer[index] + v, the form of an atomic
+// store), else null.
+const Expr* addend_to_own_element(const Store& store);
 // The addend of an atomic store's value, buffer[index] + addend.
 const Expr& atomic_addend(const Store& store);
 // store(buffer, element_offset(buffer, indices), value).

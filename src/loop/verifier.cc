@@ -169,10 +169,7 @@ Status check_store_types(const Stmt& s) {
   }
   if (st.atomic) {
     // The form atomic_add makes, of a type a GPU adds atomically.
-    const Binary* sum = st.value.as<Binary>();
-    const Load* element = sum != nullptr && sum->op == BinaryOp::add ? sum->a.as<Load>() : nullptr;
-    if (element == nullptr || element->buffer.name() != st.buffer.name() ||
-        print(element->index) != print(st.index)) {
+    if (addend_to_own_element(st) == nullptr) {
       return fail("an atomic store's value is not its element plus an addend", first_line(s));
     }
     if (st.buffer.dtype() != DType::f32 && st.buffer.dtype() != DType::f64) {

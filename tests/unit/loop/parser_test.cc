@@ -266,6 +266,10 @@ TEST(LoopParser, ErrorsNameTheFileLineAndColumn) {
        "t.loop:2:3: gemm writes 'x', which it also reads"},
       {"  for (i, 0, 4) {\n    for (i, 0, 4) {\n    }\n  }\n}\n",
        "t.loop:1:1: kernel 'k': 'i' is bound again inside its own scope"},
+      {"  atomic x[0] = y[0] + x[0]\n}\n",
+       "t.loop:2:10: an atomic store's value is its own element plus an addend"},
+      {"  atomic x[0] = x[1] + y[0]\n}\n",
+       "t.loop:2:10: an atomic store's value is its own element plus an addend"},
   };
   for (const auto& [body, message] : cases) {
     EXPECT_TRUE(is_error_with(parse_error(body), {message})) << body;
