@@ -3,11 +3,23 @@
 #include "compiler/decompose_by_cost.h"
 #include "compiler/stages.h"
 #include "compiler/substitute_by_cost.h"
+#include "subst/canonicalize.h"
+#include "subst/shipped_rules.h"
 
 namespace kiln {
 
+// Canonicalization first: the rewrite passes then fold what it leaves (the reciprocal of a
+// divisor) and remove the nodes it replaced.
 Expected<RewriteReport> rewrite_stage(Graph& graph, const CompileOptions& options) {
-  return rewrite_graph(graph, options.rewrites);
+  const int nodes_before = graph.num_nodes();
+  subst::Recognitions recognized;
+  if (options.rewrites.runs(kCanonicalizeRewrite)) {
+    recognized = subst::canonicalize(graph, subst::canonical_rules());
+  }
+  KILN_ASSIGN_OR_RETURN(RewriteReport report, rewrite_graph(graph, options.rewrites));
+  report.recognized = std::move(recognized);
+  report.nodes_before = nodes_before;
+  return report;
 }
 
 Expected<std::optional<SubstitutionSummary>> substitute_stage(Graph& graph,

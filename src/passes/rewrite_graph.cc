@@ -22,7 +22,8 @@ void restore_output_names(Graph& graph, const std::vector<std::string>& names) {
 }  // namespace
 
 std::vector<std::string_view> rewrite_names() {
-  std::vector<std::string_view> names(kRewritePipeline.begin(), kRewritePipeline.end());
+  std::vector<std::string_view> names = {kCanonicalizeRewrite};
+  names.insert(names.end(), kRewritePipeline.begin(), kRewritePipeline.end());
   names.push_back(kDecomposeRewrite);
   return names;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -27,6 +28,9 @@ inline constexpr int kMaxRewriteRounds = 4;
 // the compiler runs it as a stage of its own, deciding by the partitioner's estimated cost
 // (compiler/decompose_by_cost.h).
 inline constexpr std::string_view kDecomposeRewrite = "decompose";
+// Canonicalization (subst/canonicalize.h: the forms exporters write, recognized by rules) runs
+// before the rewrite passes, in the compiler's rewrite stage, switched off by this name.
+inline constexpr std::string_view kCanonicalizeRewrite = "canonicalize";
 
 struct RewriteOptions {
   bool enabled = true;
@@ -44,12 +48,14 @@ struct RewriteSummary {
 };
 
 struct RewriteReport {
+  // How often each canonical rule applied, by name (kCanonicalizeRewrite; none: empty).
+  std::map<std::string, int> recognized;
   std::vector<RewriteSummary> rewrites;  // in pipeline order, disabled ones left out
   int nodes_before = 0;
   int nodes_after = 0;
 };
 
-// Every rewrite's name: kRewritePipeline's, then kDecomposeRewrite.
+// Every rewrite's name: kCanonicalizeRewrite, kRewritePipeline's, then kDecomposeRewrite.
 std::vector<std::string_view> rewrite_names();
 // Whether `name` is one of rewrite_names().
 bool is_rewrite_name(std::string_view name);

@@ -471,7 +471,7 @@ std::optional<Rule> rule_at(const Candidate& source, const Candidate& target,
   Expected<Graph> from = build_graph(source, params, dims, DType::f32, "source");
   Expected<Graph> to = build_graph(target, params, dims, DType::f32, "target");
   if (!from || !to || from->outputs()[0]->type() != to->outputs()[0]->type()) return std::nullopt;
-  Rule rule{name, "generated", {}, {}, std::move(from).value(), std::move(to).value()};
+  Rule rule{name, "generated", {}, {}, std::move(from).value(), std::move(to).value(), {}};
   if (!check_rule_numerically(rule).is_ok()) return std::nullopt;
   return rule;
 }
@@ -653,6 +653,10 @@ std::string print_rules(const std::vector<Rule>& rules) {
       std::vector<std::string> values;
       for (const AttrValue& value : choice.values) values.push_back(print_attr_value(value));
       text += fmt::format("attributes {} = {}\n", choice.name, fmt::join(values, " | "));
+    }
+    for (const ConstantVariable& constant : rule.constants) {
+      text += fmt::format("constant {}{}\n", print_value_ref(*rule.source.inputs()[constant.variable]),
+                          constant.attribute.empty() ? "" : " as " + constant.attribute);
     }
     text += print_graph(rule.source);
     text += print_graph(rule.target);

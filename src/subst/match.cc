@@ -83,7 +83,8 @@ class Matcher {
       if (wanted.producer() == nullptr) {
         Value*& variable = state.variables[variable_index_.at(&wanted)];
         if (variable == nullptr) {
-          if (actual->dtype() != wanted.dtype() || actual->shape().rank() != wanted.shape().rank()) {
+          if (actual->dtype() != wanted.dtype() || actual->shape().rank() != wanted.shape().rank() ||
+              !bind_constant(variable_index_.at(&wanted), *actual, state)) {
             return false;
           }
           variable = actual;
@@ -102,6 +103,18 @@ class Matcher {
         return false;
       }
     }
+    return true;
+  }
+
+  // Whether `actual` may be the variable of that index: any value, unless the rule declares
+  // the variable a constant (rule.h); then a constant of equal elements, whose value a target
+  // attribute may take (bound in `state`).
+  bool bind_constant(size_t variable, const Value& actual, Match& state) const {
+    const auto constant = std::ranges::find(rule_.constants, variable, &ConstantVariable::variable);
+    if (constant == rule_.constants.end()) return true;
+    const std::optional<double> value = splat_constant(actual);
+    if (!value) return false;
+    if (!constant->attribute.empty()) state.attributes.insert_or_assign(constant->attribute, AttrValue(*value));
     return true;
   }
 

@@ -125,6 +125,8 @@ class SymbolicEvaluator {
         return each([&](const auto& i) { return broadcast_read(*in[0], i) * broadcast_read(*in[1], i); });
       case Op::div:
         return each([&](const auto& i) { return broadcast_read(*in[0], i) / broadcast_read(*in[1], i); });
+      case Op::reciprocal:
+        return each([&](const auto& i) { return context_.real_val(1) / broadcast_read(*in[0], i); });
       case Op::max:
       case Op::min:
         return each([&](const auto& i) {
@@ -545,6 +547,13 @@ Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options, Reject
   Rejection ignored = Rejection::unsupported;
   Rejection& why = rejection != nullptr ? *rejection : ignored;
   why = Rejection::unsupported;
+  for (const ConstantVariable& constant : rule.constants) {
+    if (!constant.attribute.empty()) {
+      return Status::errorf("{}: rule '{}' gives a constant's value to the attribute '{}', which "
+                            "the prover does not follow",
+                            rule.origin, rule.name, constant.attribute);
+    }
+  }
   const std::vector<int64_t> extents = example_extents(rule);
   const std::vector<std::map<std::string, AttrValue>> attribute_sets = attribute_assignments(rule);
   double assignments = 1;

@@ -210,6 +210,49 @@ Status parse_attribute_choice(const std::string& text, const std::string& where,
   return Status::ok();
 }
 
+// "%eps as epsilon" or "%c": a constant variable, checked against the source's parameters and,
+// with an attribute, the target's nodes (which must agree on its example value).
+Status parse_constant(const std::string& text, const std::string& where, Rule& rule) {
+  std::stringstream words(text);
+  std::string variable, as, attribute, extra;
+  words >> variable >> as >> attribute >> extra;
+  if (variable.size() < 2 || variable[0] != '%' || !extra.empty() ||
+      (!as.empty() && (as != "as" || attribute.empty()))) {
+    return Status::errorf("{}: a constant is written 'constant %VARIABLE' or 'constant %VARIABLE "
+                          "as ATTRIBUTE', not '{}'", where, text);
+  }
+  const auto& params = rule.source.inputs();
+  const auto param = std::ranges::find(params, variable.substr(1), &Value::name);
+  if (param == params.end()) {
+    return Status::errorf("{}: the constant '{}' names no parameter of the source", where, variable);
+  }
+  const auto index = static_cast<size_t>(param - params.begin());
+  if (std::ranges::find(rule.constants, index, &ConstantVariable::variable) != rule.constants.end()) {
+    return Status::errorf("{}: '{}' is declared a constant twice", where, variable);
+  }
+  if (!attribute.empty()) {
+    std::optional<double> example;
+    for (const Node* node : rule.target.nodes()) {
+      const AttrValue* value = node->attrs().find(attribute);
+      if (value == nullptr) continue;
+      if (value->kind() != AttrKind::floating) {
+        return Status::errorf("{}: the target's %{} has a '{}' that is not a float", where,
+                              node->output()->name(), attribute);
+      }
+      if (example && *example != value->as_float()) {
+        return Status::errorf("{}: the target's nodes give '{}' different example values", where,
+                              attribute);
+      }
+      example = value->as_float();
+    }
+    if (!example) {
+      return Status::errorf("{}: no node of the target has an attribute '{}'", where, attribute);
+    }
+  }
+  rule.constants.push_back({index, attribute});
+  return Status::ok();
+}
+
 // The agreements parse_rules promises (rule.h).
 Status check_rule_shape(const Rule& rule) {
   const Graph& source = rule.source;
@@ -304,10 +347,14 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
       extents_where = scanner.where();
       extents = scanner.rest_of_line();
     }
-    std::vector<std::pair<std::string, std::string>> choices;  // (text, where)
-    while (scanner.accept("attributes")) {
+    std::vector<std::pair<std::string, std::string>> choices, constants;  // (text, where)
+    while (true) {
+      auto* lines = scanner.accept("attributes") ? &choices
+                    : scanner.accept("constant") ? &constants
+                                                 : nullptr;
+      if (lines == nullptr) break;
       const std::string where = scanner.where();
-      choices.emplace_back(scanner.rest_of_line(), where);
+      lines->emplace_back(scanner.rest_of_line(), where);
     }
     for (Graph* graph : {&rule.source, &rule.target}) {
       KILN_ASSIGN_OR_RETURN(*graph, scanner.graph());
@@ -316,6 +363,9 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
     if (!extents_where.empty()) KILN_RETURN_IF_ERROR(parse_extents(extents, extents_where, rule));
     for (const auto& [choice, where] : choices) {
       KILN_RETURN_IF_ERROR(parse_attribute_choice(choice, where, rule));
+    }
+    for (const auto& [constant, where] : constants) {
+      KILN_RETURN_IF_ERROR(parse_constant(constant, where, rule));
     }
     rules.push_back(std::move(rule));
   }
@@ -330,10 +380,29 @@ Expected<std::vector<Rule>> read_rules_file(const std::string& path) {
   return parse_rules(text.str(), path);
 }
 
+std::optional<double> splat_constant(const Value& value) {
+  const Node* producer = value.producer();
+  if (producer == nullptr || producer->op() != Op::constant) return std::nullopt;
+  const std::vector<double>& data = producer->attrs().get_tensor("value").data;
+  if (data.empty() || std::ranges::any_of(data, [&](double v) { return v != data[0]; })) {
+    return std::nullopt;
+  }
+  return data[0];
+}
+
 Status check_rule_numerically(const Rule& rule, int trials) {
   for (int trial = 0; trial < trials; ++trial) {
-    const std::vector<Array> inputs =
+    std::vector<Array> inputs =
         random_inputs(rule.source, {.seed = static_cast<uint64_t>(trial) + 1});
+    for (const ConstantVariable& constant : rule.constants) {
+      if (constant.attribute.empty()) continue;
+      for (const Node* node : rule.target.nodes()) {
+        if (const AttrValue* value = node->attrs().find(constant.attribute)) {
+          Array& input = inputs[constant.variable];
+          std::ranges::fill(input.data, value->as_float());
+        }
+      }
+    }
     KILN_ASSIGN_OR_RETURN(const std::vector<Array> want, interpret(rule.source, inputs));
     KILN_ASSIGN_OR_RETURN(const std::vector<Array> got, interpret(rule.target, inputs));
     for (size_t k = 0; k < want.size(); ++k) {

@@ -39,12 +39,22 @@
 // the rule at every listed value (subst/prove.h), so a rule never applies at a value it was not
 // proved at.
 //
+// A variable may be declared a constant: a line
+//   constant %eps as epsilon
+// (one per variable) lets %eps match only a value computed by a `constant` node whose elements
+// are all equal (the scalar an exporter writes for a layer norm's epsilon), and gives every
+// target node's float attribute `epsilon` its value; `constant %c` alone only restricts the
+// match (a division by a constant, rewritten as a product). The target's attribute holds an
+// example value, which the numeric check gives the variable; the prover does not take a rule
+// that binds an attribute so (its target would not depend on the variable).
+//
 // A rule file's rules are checked when read: the two graphs agree in parameters and result
 // types, every variable is used by the source, the source computes each of its results, and
 // names are unique. check_rule_numerically compares the two graphs on random inputs: a
 // fingerprint, not a proof (the prover, `kiln subst verify`, is not built yet).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +77,12 @@ struct AttributeChoice {
   std::vector<AttrValue> values;
 };
 
+// A variable that matches only a constant of equal elements (see above).
+struct ConstantVariable {
+  size_t variable = 0;    // index of the source parameter
+  std::string attribute;  // the target attribute that takes its value, or empty
+};
+
 struct Rule {
   std::string name;
   std::string origin;  // "FILE:LINE" of its `rule` line
@@ -74,13 +90,18 @@ struct Rule {
   std::vector<AttributeChoice> attribute_choices;
   Graph source;
   Graph target;
+  std::vector<ConstantVariable> constants;
 };
 
 Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view filename = "<rules>");
 Expected<std::vector<Rule>> read_rules_file(const std::string& path);
 
+// The value every element of `value` holds, when it is computed by a `constant` node whose
+// elements are all equal (a constant variable's match).
+std::optional<double> splat_constant(const Value& value);
+
 // Both graphs on `trials` sets of random inputs at the example shapes, in the reference
-// interpreter: every result must agree within 64 units in the last place of its dtype,
+// interpreter (a variable bound to an attribute takes the target's example value): every result must agree within 64 units in the last place of its dtype,
 // relative to its magnitude (at least 1), since the interpreter rounds each value to its dtype
 // and a rule may reassociate; integer and bool results exactly. The error names the rule, the
 // trial and the first result that differs.

@@ -19,4 +19,10 @@ std::span<const Rule> shipped_rules();
 // "NAME: why" for each shipped rule the build could not prove.
 std::span<const std::string_view> shipped_rules_left_out();
 
+// The canonical rules (subst/canonicalize.h: src/subst/rules/canonical.rules), each proved by
+// the build or, where the prover does not apply (a composite it has no semantics for), checked
+// numerically; and "NAME: why" for each left out.
+std::span<const Rule> canonical_rules();
+std::span<const std::string_view> canonical_rules_left_out();
+
 }  // namespace kiln::subst

@@ -151,7 +151,78 @@ class GCN(nn.Module):
         return F.log_softmax(adjacency @ self.layer2(h), dim=-1)
 
 
+class RMSNorm(nn.Module):
+    """RMS norm as LLaMA writes it: w * (x * rsqrt(mean(x^2) + eps))."""
+
+    def __init__(self, features, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(features))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class ExporterPatterns(nn.Module):
+    """What Kiln's canonical rules recognize (src/subst/rules/canonical.rules), each as PyTorch
+    users write it, in one chain over activations of rank 3 and then rank 2: nn.LayerNorm
+    (spelled out by the exporter below opset 17), F.gelu in its erf and tanh forms, GELU as
+    Hugging Face writes both, softmax and log-softmax written with exp and sums, an RMS norm,
+    powers 2, 3 and 0.5, and divisions by constants."""
+
+    def __init__(self, features=32):
+        super().__init__()
+        self.norm = nn.LayerNorm(features)
+        self.rms = RMSNorm(features)
+        self.linear = nn.Linear(features, features)
+        self.flat_norm = nn.LayerNorm(features)
+
+    @staticmethod
+    def hf_gelu(x):
+        return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+    @staticmethod
+    def new_gelu(x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) *
+                                           (x + 0.044715 * torch.pow(x, 3.0))))
+
+    @staticmethod
+    def softmax(x):
+        e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+        return e / e.sum(dim=-1, keepdim=True)
+
+    @staticmethod
+    def log_softmax(x):
+        shifted = x - x.max(dim=-1, keepdim=True).values
+        return shifted - torch.log(torch.exp(shifted).sum(dim=-1, keepdim=True))
+
+    def forward(self, x):
+        x = self.norm(x)
+        x = F.gelu(x) + F.gelu(x, approximate="tanh") / 3.0
+        # Each pattern on a value of its own: the exporter shares what two patterns compute
+        # alike (x * 0.5, x - max(x)), and a shared piece is no longer the pattern's alone.
+        x = self.hf_gelu(x) + self.new_gelu(x + 1.0)
+        x = self.rms(x) + torch.abs(x) ** 0.5 + x ** 2 / 7.0
+        x = self.linear(self.softmax(x) + self.log_softmax(x + 1.0))
+        flat = self.flat_norm(x.reshape(-1, x.shape[-1]))
+        return F.gelu(flat) + self.softmax(flat)
+
+
+# The canonical rule families an exporter_patterns fixture must show as recognized (run by
+# run_model_test.py); below opset 17 also layer-norm, which is one ONNX op from opset 17 on.
+EXPORTER_PATTERN_RULES = ["gelu-erf", "gelu-erf-half-first", "gelu-tanh", "gelu-tanh-half-first",
+                          "cube-as-product", "square-as-product", "sqrt-as-power-half",
+                          "rsqrt-from-division", "softmax", "log-softmax",
+                          "division-by-constant"]
+
+
 # ---- inputs ---------------------------------------------------------------------------------
+
+
+def activations(*shape):
+    def make(gen):
+        return {"x": torch.randn(*shape, generator=gen)}
+    return make
 
 
 def image(batch, size):
@@ -227,6 +298,10 @@ MODELS = {
     "bert_opset13": (Bert, bert_inputs(), ["last_hidden_state", "pooler_output"],
                      {"opset_version": 13}),
     "text_cnn": (TextCNN, text_inputs(), ["logits"], {}),
+    # What the canonical rules recognize, as the exporter writes it at three opsets.
+    **{f"exporter_patterns_opset{opset}":
+       (ExporterPatterns, activations(2, 16, 32), ["y"], {"opset_version": opset})
+       for opset in (11, 14, 17)},
     "gcn": (GCN, graph_inputs(), ["log_probs"], {}),
     "squeezenet1_1": (torchvision_model("squeezenet1_1"), image(1, 64), ["logits"], {}),
     "shufflenet_v2_x0_5": (torchvision_model("shufflenet_v2_x0_5"), image(1, 64), ["logits"], {}),
@@ -323,6 +398,9 @@ def make_fixture(name, outdir):
         "torch_forward_seconds": round(torch_seconds, 3),
         "export_seconds": round(export_seconds, 3),
     }
+    if name.startswith("exporter_patterns"):
+        info["recognized"] = EXPORTER_PATTERN_RULES + (
+            ["layer-norm"] if options["opset_version"] < 17 else [])
     with open(os.path.join(outdir, "fixture.json"), "w") as f:
         json.dump(info, f, indent=2)
     return info

@@ -5,7 +5,8 @@
 
 Makes (or reuses) the fixture FIXTURE_ROOT/MODEL with make_fixture.py, runs
 `KILN run model.onnx --input input.npz --output kiln.npz` (Kiln's f64 reference interpreter) and
-compares each output with PyTorch's:
+compares each output with PyTorch's (a fixture of exporter patterns also lists the canonical
+rules that must be recognized, checked in kiln run's report):
 
     error = max |kiln - torch| / max |torch|      (per output, over all its elements)
 
@@ -26,6 +27,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +83,19 @@ def relative_error(actual, expected):
     return diff / scale if scale > 0 else diff
 
 
+def recognized_all(families, kiln_output):
+    """Whether `kiln run` recognized every canonical rule family listed (a fixture of exporter
+    patterns lists them): its "recognized (canonical rules):" line names each rule applied,
+    a family's rules being NAME or NAME-rankN."""
+    line = next((l for l in kiln_output.splitlines() if l.startswith("recognized")), "")
+    missing = [f for f in families if not re.search(rf"[ :,]{re.escape(f)}(-rank\d)? x\d", line)]
+    if missing:
+        print(f"  not recognized: {', '.join(missing)}")
+    elif families:
+        print(f"  recognized every rule family the fixture lists ({len(families)})")
+    return not missing
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("kiln")
@@ -116,8 +131,9 @@ def main():
         command += ["--shape", f"{name}={'x'.join(str(d) for d in inputs[name].shape)}"]
     print("$ " + " ".join(command), flush=True)
     start = time.monotonic()
-    completed = subprocess.run(command)
+    completed = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     kiln_seconds = time.monotonic() - start
+    print(completed.stdout, end="")
     print(f"kiln run: {kiln_seconds:.1f} s (PyTorch f32 forward: "
           f"{info['torch_forward_seconds']} s)")
     if completed.returncode != 0:
@@ -125,7 +141,7 @@ def main():
         return 1
     actual = dict(np.load(result))
 
-    ok = True
+    ok = recognized_all(info.get("recognized", []), completed.stdout)
     print(f"error = max|a - b| / max|b| per output; tolerance {args.tolerance:g}")
     for name, want in expected.items():
         if name not in actual:

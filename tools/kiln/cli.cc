@@ -193,6 +193,10 @@ void add_rewrite_flags(CLI::App* command, CompileFlags& flags) {
         name == kDecomposeRewrite
             ? "write a kind of composite as primitives where the estimate says it pays (on a "
               "CPU; on a GPU composites stay whole)"
+        : name == kCanonicalizeRewrite
+            ? "recognize what exporters write (a layer norm, GELU or softmax spelled in "
+              "primitives, pow(x, 2), a division by a constant) and rewrite it into Kiln's "
+              "composites and cheaper forms, by the canonical rules"
             : find_pass(name)->summary;
     rewrite_help += fmt::format(" {} ({});", name, summary);
   }

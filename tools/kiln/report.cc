@@ -26,6 +26,13 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
   std::string text = fmt::format("graph rewrites: {} -> {}; {}\n",
                                  count_noun(static_cast<size_t>(report.nodes_before), "node"),
                                  rewrites.nodes_after, fmt::join(parts, ", "));
+  if (!report.recognized.empty()) {
+    std::vector<std::string> recognized;
+    for (const auto& [rule, count] : report.recognized) {
+      recognized.push_back(fmt::format("{} x{}", rule, count));
+    }
+    text += fmt::format("recognized (canonical rules): {}\n", fmt::join(recognized, ", "));
+  }
   if (const std::optional<SubstitutionSummary>& search = rewrites.substitution) {
     size_t applications = 0;
     for (const SubstitutionStep& step : search->steps) {
