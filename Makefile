@@ -9,9 +9,10 @@
 #                    and the fusion table and graph-rewrite ablation over five zoo models
 #                    (bench/zoo_fusion.sh, long)
 #   make bench-peers Kiln against ONNX Runtime, PyTorch eager and torch.compile on five zoo
-#                    models, inference and training step (bench/peers; installs the pinned
-#                    peers into .venv-peers from PyPI; long). PEERS_ARGS passes options, e.g.
-#                    PEERS_ARGS="--models gcn-cora,xml-cnn --quick"
+#                    models, inference and training step, then Kiln against ONNX Runtime on
+#                    seven PyTorch exports (bench/peers; installs the pinned peers into
+#                    .venv-peers from PyPI; long). PEERS_ARGS and EXPORTS_ARGS pass options,
+#                    e.g. PEERS_ARGS="--models gcn-cora,xml-cnn --quick" EXPORTS_ARGS="--quick"
 #   make bench-gpu   on a machine with an NVIDIA GPU and a CUDA build of PyTorch: Kiln's training
 #                    steps against PyTorch eager and torch.compile (default, reduce-overhead) on
 #                    five zoo models (bench/gpu; long). GPU_BENCH_ARGS passes options, e.g.
@@ -75,6 +76,7 @@ test-models: build
 bench-peers: build
 	bench/peers/setup-venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/python bench/peers/bench_peers.py --kiln $(KILN) $(PEERS_ARGS)
+	$(PEERS_VENV)/bin/python bench/peers/bench_exports.py --kiln $(KILN) $(EXPORTS_ARGS)
 
 # The GPU's peers are the machine's own PyTorch (with CUDA), not the pinned CPU build of
 # bench-peers; the results go to bench/results/ (gpu.md, gpu.json).

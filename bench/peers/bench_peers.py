@@ -103,9 +103,11 @@ def parse_args():
 
 class KilnSession:
     """A `kiln zoo bench` child process: compiled once, timed on request. On a GPU
-    (device="cuda", bench/gpu), its runs leave their inputs and outputs on the device."""
+    (device="cuda", bench/gpu), its runs leave their inputs and outputs on the device.
+    `source`, when given, replaces the preset: the arguments naming a model file and its inputs
+    (`kiln bench FILE --input ...`, bench_exports.py)."""
 
-    def __init__(self, kiln, model, mode, threads, work, device="cpu"):
+    def __init__(self, kiln, model, mode, threads, work, device="cpu", source=None):
         self.npz = work / f"{model}-{mode}.npz"
         # A cache with no kernels, so that the compile is a cold one; on the CPU, with the run's
         # device profile.
@@ -113,8 +115,10 @@ class KilnSession:
         if device == "cpu":
             shutil.copytree(work / "kiln-cache" / "device", cache / "device")
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), KILN_CACHE_DIR=str(cache))
-        command = [kiln, "zoo", "bench", model, "--inference" if mode == "inference" else "--train",
-                   "--device", device, "-o", str(self.npz)]
+        command = [kiln, "zoo", "bench", model, "--inference" if mode == "inference" else "--train"]
+        if source is not None:
+            command = [kiln, "bench"] + source
+        command += ["--device", device, "-o", str(self.npz)]
         self.stderr = open(work / f"kiln-{model}-{mode}.stderr", "w+")
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self.stderr, text=True, env=env)

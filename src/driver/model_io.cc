@@ -33,16 +33,21 @@ Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOpti
   KILN_ASSIGN_OR_RETURN(std::string text, read_file(path));
   KILN_ASSIGN_OR_RETURN(Graph graph, parse_graph(text, path));
   const int inputs = static_cast<int>(graph.inputs().size());
-  return ImportedModel{std::move(graph), inputs, {}, 0};
+  return ImportedModel{std::move(graph), inputs, {}, 0, 0};
 }
 
 Status freeze_weights(ImportedModel& model) {
   std::map<std::string, Array> weights;
+  std::vector<Array> kept;  // weights the graph returns unchanged stay inputs
   for (size_t i = 0; i < model.weights.size(); ++i) {
     const Value* input = model.graph.inputs()[static_cast<size_t>(model.num_data_inputs) + i];
-    weights.emplace(input->name(), std::move(model.weights[i]));
+    if (model.graph.is_output(input)) {
+      kept.push_back(std::move(model.weights[i]));
+    } else {
+      weights.emplace(input->name(), std::move(model.weights[i]));
+    }
   }
-  model.weights.clear();
+  model.weights = std::move(kept);
   return freeze_inputs(model.graph, weights);
 }
 

@@ -20,7 +20,8 @@ Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOpti
 Expected<OnnxImportOptions> import_options_from_shapes(const std::vector<std::string>& shapes);
 
 // Compiles an imported model's weights in as constants (passes/freeze_inputs.h): the graph's
-// inputs are then its data inputs alone, and `weights` is empty.
+// inputs are then its data inputs, and `weights` is empty, but for a weight the graph returns
+// unchanged, which stays an input (freezing it would leave an output with no computation).
 Status freeze_weights(ImportedModel& model);
 
 // Tensors named on the command line: "name=FILE" with FILE a .npy or a TensorProto .pb, or a

@@ -38,12 +38,17 @@ Expected<SourceModel> load_file(const ModelSourceOptions& options) {
   KILN_ASSIGN_OR_RETURN(const OnnxImportOptions import_options,
                         import_options_from_shapes(options.shapes));
   KILN_ASSIGN_OR_RETURN(ImportedModel model, load_model(options.spec, import_options));
-  if (options.freeze) KILN_RETURN_IF_ERROR(freeze_weights(model));
+  if (!options.weights_as_inputs) KILN_RETURN_IF_ERROR(freeze_weights(model));
   SourceModel source;
   source.description = fmt::format(
-      "{}: graph @{}: {}, {} weights, {}", options.spec, model.graph.name(),
+      "{}: graph @{}: {}, {} weights{}, {}{}", options.spec, model.graph.name(),
       count_noun(static_cast<size_t>(model.num_data_inputs), "input"), model.weights.size(),
-      count_noun(static_cast<size_t>(model.graph.num_nodes()), "node"));
+      options.weights_as_inputs ? " (inputs)" : "",
+      count_noun(static_cast<size_t>(model.graph.num_nodes()), "node"),
+      model.upgraded_from == 0
+          ? ""
+          : fmt::format(" (upgraded from opset {} to {} by ONNX's version converter)",
+                        model.upgraded_from, model.opset));
   source.graph = std::move(model.graph);
   source.num_data_inputs = model.num_data_inputs;
   source.weights = std::move(model.weights);
@@ -71,6 +76,10 @@ Expected<Graph> zoo_graph(const ModelInstance& model, const ModelSourceOptions& 
 }
 
 Expected<SourceModel> load_preset(const std::string& preset, const ModelSourceOptions& options) {
+  if (options.weights_as_inputs) {
+    return Status::error("--weights-as-inputs applies to model files: a preset's parameters "
+                         "are inputs unless --freeze");
+  }
   if (!options.shapes.empty()) {
     return Status::error(
         "--shape applies to ONNX models; a zoo preset's sizes are --batch, "

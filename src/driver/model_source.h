@@ -32,9 +32,13 @@ struct ModelSourceOptions {
   std::string spec;  // a file path, or "zoo:NAME"
   // A file's random data inputs' seed; a preset's weights' and data's (ModelOptions::seed).
   uint64_t seed = 0;
-  // The weights compiled in as constants (passes/freeze_inputs.h): an ONNX model's
-  // initializers, a preset's parameters and state (not with the training step).
+  // A preset's parameters and state compiled in as constants (passes/freeze_inputs.h; not
+  // with the training step). A model file's weights (an ONNX model's initializers) are
+  // constants unless `weights_as_inputs`, as ONNX Runtime treats them: what is computed from
+  // them alone (a transposed weight, a folded batch norm) is computed once, when compiling.
   bool freeze = false;
+  // A model file's weights as graph inputs after its data, to swap weights between runs.
+  bool weights_as_inputs = false;
   std::vector<std::string> shapes = {};  // an ONNX file's symbolic dims: "NAME=1x128"
   ModelOptions zoo = {};                 // a preset's sizes (its seed is `seed`, not zoo.seed)
   ZooGraphChoice graph = {};             // a preset's graph

@@ -1,11 +1,14 @@
 #include "frontend/onnx_import.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <onnx/checker.h>
+#include <onnx/version_converter/convert.h>
 
 #include "frontend/onnx_converter.h"
 #include "frontend/onnx_tensor.h"
@@ -481,10 +484,78 @@ std::optional<std::string> static_input_needed(const Status& status) {
   return message.substr(name_start, name_end - name_start);
 }
 
+namespace {
+
+// Whether every name the graph reads (a node's input, a graph output) is defined before it is
+// read, by a graph input, an initializer or an earlier node, and no node holds a subgraph
+// (whose names reach outside it). ONNX's checker lets an undefined graph output through, on
+// which the version converter crashes.
+bool defined_before_use(const onnx::GraphProto& graph) {
+  std::set<std::string> defined = {""};  // "" is an omitted optional input
+  for (const onnx::ValueInfoProto& input : graph.input()) defined.insert(input.name());
+  for (const onnx::TensorProto& initializer : graph.initializer()) defined.insert(initializer.name());
+  for (const onnx::NodeProto& node : graph.node()) {
+    for (const std::string& input : node.input()) {
+      if (!defined.contains(input)) return false;
+    }
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g() || attribute.graphs_size() > 0) return false;
+    }
+    defined.insert(node.output().begin(), node.output().end());
+  }
+  return std::ranges::all_of(graph.output(), [&](const onnx::ValueInfoProto& output) {
+    return defined.contains(output.name());
+  });
+}
+
+// `model` upgraded to kUpgradeBelowOpset by ONNX's version converter, or why it could not be.
+// The converter trusts its input (a malformed graph can crash it), so only a model that ONNX's
+// checker accepts and whose names are all defined before use is converted; the importer reads
+// the rest as written, with its own checks.
+Expected<onnx::ModelProto> upgraded(const onnx::ModelProto& model, int opset) {
+  if (!defined_before_use(model.graph())) {
+    return Status::errorf("ONNX's version converter was not tried: the graph reads a name "
+                          "before it is defined, or holds a subgraph");
+  }
+  try {
+    onnx::checker::check_model(model);
+    return onnx::version_conversion::ConvertVersion(model, kUpgradeBelowOpset);
+  } catch (const std::exception& e) {
+    return Status::errorf("ONNX's version converter could not upgrade it from opset {} to {}: {}",
+                          opset, kUpgradeBelowOpset, e.what());
+  }
+}
+
+// The import of a parsed model at its default-domain opset `opset`.
+Expected<ImportedModel> import_model(const onnx::ModelProto& model, int opset,
+                                     const std::string& base_dir,
+                                     const OnnxImportOptions& options) {
+  using namespace onnx_import;
+  const onnx::GraphProto& onnx_graph = model.graph();
+  ImportState state(onnx_graph.name().empty() ? "main" : onnx_graph.name());
+  int num_data_inputs = 0;
+  Status status = import_graph_inputs(onnx_graph, base_dir, options, state, num_data_inputs);
+  if (!status) return status;
+  for (const onnx::NodeProto& node : onnx_graph.node()) {
+    status = import_node(node, opset, state);
+    if (!status) return status.with_context(describe_node(node, opset));
+  }
+  status = import_graph_outputs(onnx_graph, state);
+  if (!status) return status;
+  status = verify(state.graph());
+  KILN_CHECK(status.is_ok(), "imported graph does not verify: {}", status.message());
+
+  ImportedModel imported{std::move(state.graph()), num_data_inputs, state.take_weights(),
+                         opset, 0};
+  return imported;
+}
+
+
+}  // namespace
+
 Expected<ImportedModel> import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
                                           std::string_view source,
                                           const OnnxImportOptions& options) {
-  using namespace onnx_import;
   const auto context = [&](const Status& status) {
     return status.with_context(std::string(source));
   };
@@ -496,27 +567,23 @@ Expected<ImportedModel> import_onnx_bytes(std::string_view bytes, const std::str
     return context(Status::error("not a valid ONNX model (protobuf parse failed)"));
   }
   if (!model.has_graph()) return context(Status::error("the model has no graph"));
-  Expected<int> opset = default_opset(model);
+  Expected<int> opset = onnx_import::default_opset(model);
   if (!opset) return context(opset.status());
-
-  const onnx::GraphProto& onnx_graph = model.graph();
-  ImportState state(onnx_graph.name().empty() ? "main" : onnx_graph.name());
-  int num_data_inputs = 0;
-  Status status = import_graph_inputs(onnx_graph, base_dir, options, state, num_data_inputs);
-  if (!status) return context(status);
-  for (const onnx::NodeProto& node : onnx_graph.node()) {
-    status = import_node(node, *opset, state);
-    if (!status) return context(status.with_context(describe_node(node, *opset)));
+  if (*opset == 0 || *opset >= kUpgradeBelowOpset) {
+    Expected<ImportedModel> imported = import_model(model, *opset, base_dir, options);
+    return imported ? std::move(imported) : context(imported.status());
   }
-  status = import_graph_outputs(onnx_graph, state);
-  if (!status) return context(status);
-  status = verify(state.graph());
-  KILN_CHECK(status.is_ok(), "imported graph does not verify: {}", status.message());
-
-  ImportedModel imported{std::move(state.graph()), num_data_inputs, state.take_weights(),
-                         *opset};
-  return imported;
+  Expected<onnx::ModelProto> upgrade = upgraded(model, *opset);
+  if (upgrade) {
+    Expected<ImportedModel> imported = import_model(*upgrade, kUpgradeBelowOpset, base_dir, options);
+    if (imported) imported->upgraded_from = *opset;
+    return imported ? std::move(imported) : context(imported.status());
+  }
+  Expected<ImportedModel> as_written = import_model(model, *opset, base_dir, options);
+  if (as_written) return as_written;
+  return context(as_written.status().with_context(upgrade.status().message()));
 }
+
 
 Expected<ImportedModel> import_onnx_file(const std::string& path,
                                          const OnnxImportOptions& options) {

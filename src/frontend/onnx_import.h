@@ -7,6 +7,13 @@
 // kEmbedElements elements) or *weight inputs*: graph inputs after the model's own, whose values
 // the import returns alongside the graph.
 //
+// A model below opset kUpgradeBelowOpset is first upgraded to it by ONNX's own version converter
+// (libonnx's version_conversion), which rewrites what old opsets wrote (Add's and Mul's legacy
+// broadcast attribute, BatchNormalization's `spatial` and `consumed_inputs`, PRelu's slope)
+// into today's ops. A model the converter cannot upgrade (an op it has no adapter for) is
+// imported as written, the old forms the importer knows read by their opset; if that fails,
+// the error says why the converter could not help.
+//
 // Input shapes must be static. A symbolic dimension ("batch") needs a size from
 // ImportOptions::input_shapes (`kiln run --shape x=1x128`). Errors name the node (its name, op
 // type and the opset) or the input; a malformed or truncated file is an error, never a crash.
@@ -35,6 +42,7 @@ inline constexpr int kMinOnnxOpset = 1;
 inline constexpr std::string_view kStaticInputNeeded = "must be known at import time";
 inline constexpr std::string_view kStaticInputNameMarker = "tensor ";
 inline constexpr int kMaxOnnxOpset = 18;
+inline constexpr int kUpgradeBelowOpset = 11;
 
 struct OnnxImportOptions {
   // Full shapes for graph inputs, overriding what the model declares (needed for symbolic
@@ -52,7 +60,8 @@ struct ImportedModel {
   // later input i is a weight whose value is weights[i - num_data_inputs].
   int num_data_inputs = 0;
   std::vector<Array> weights;
-  int opset = 0;
+  int opset = 0;           // the opset imported
+  int upgraded_from = 0;   // the model's own opset, when the version converter upgraded it
 };
 
 // The ONNX tensor an import error says must be known at import time, if it is such an error.

@@ -22,6 +22,40 @@ Status direct(NodeContext& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Before opset 7, a binary op broadcast only when its `broadcast` attribute said so, and then
+// B's dims lined up with A's from `axis` on (by default A's last dims: numpy's rule, except
+// that B may sit in the middle, as a channel bias on [N, C, H, W] did with axis 1). Returns B
+// reshaped so that numpy's rule, which the ops follow, gives the same alignment.
+Expected<Operand> legacy_broadcast(NodeContext& ctx, const Operand& a, const Operand& b) {
+  if (ctx.opset() >= 7) return b;
+  KILN_ASSIGN_OR_RETURN(const int64_t broadcast, ctx.attr_int("broadcast", 0));
+  KILN_ASSIGN_OR_RETURN(const int64_t axis, ctx.attr_int("axis", a.rank() - b.rank()));
+  if (broadcast == 0) {
+    if (a.shape() != b.shape()) {
+      return Status::errorf("before opset 7, inputs of shapes {} and {} need broadcast = 1",
+                            a.shape().to_string(), b.shape().to_string());
+    }
+    return b;
+  }
+  if (axis < 0 || axis + b.rank() > a.rank()) {
+    return Status::errorf("axis {} does not place B (rank {}) inside A (rank {})", axis, b.rank(),
+                          a.rank());
+  }
+  std::vector<int64_t> dims(static_cast<size_t>(a.rank() - axis), 1);
+  for (int d = 0; d < b.rank(); ++d) dims[static_cast<size_t>(d)] = b.shape().dim(d);
+  return ctx.emit(Op::reshape, {b}, {{"shape", std::move(dims)}});
+}
+
+// A binary op, numpy-broadcast (legacy_broadcast before opset 7).
+template <Op kOp>
+Status binary(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand a, ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(Operand b, ctx.input(1));
+  KILN_ASSIGN_OR_RETURN(b, legacy_broadcast(ctx, a, b));
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(kOp, {a, b}));
+  return ctx.set_output(0, y);
+}
+
 Status convert_identity(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   return ctx.set_output(0, x);
@@ -65,6 +99,7 @@ Status convert_mod(NodeContext& ctx) {
 Status convert_pow(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand base, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Operand exponent, ctx.input(1));
+  KILN_ASSIGN_OR_RETURN(exponent, legacy_broadcast(ctx, base, exponent));
   const DType dtype = base.dtype();
   const DType compute = is_floating(dtype) ? dtype : DType::f64;
   if (compute != dtype) {
@@ -366,20 +401,20 @@ std::vector<ConverterEntry> elementwise_converters() {
       {"Identity", &convert_identity},
       {"IsNaN", &convert_is_nan},
       {"IsInf", &convert_is_inf},
-      {"Add", &direct<Op::add>},
-      {"Sub", &direct<Op::sub>},
-      {"Mul", &direct<Op::mul>},
-      {"Div", &direct<Op::div>},
+      {"Add", &binary<Op::add>},
+      {"Sub", &binary<Op::sub>},
+      {"Mul", &binary<Op::mul>},
+      {"Div", &binary<Op::div>},
       {"Pow", &convert_pow},
       {"Mod", &convert_mod},
-      {"Equal", &direct<Op::equal>},
-      {"Less", &direct<Op::less>},
+      {"Equal", &binary<Op::equal>},
+      {"Less", &binary<Op::less>},
       {"LessOrEqual", &direct<Op::less_equal>},
-      {"Greater", &direct<Op::greater>},
+      {"Greater", &binary<Op::greater>},
       {"GreaterOrEqual", &direct<Op::greater_equal>},
-      {"And", &direct<Op::logical_and>},
-      {"Or", &direct<Op::logical_or>},
-      {"Xor", &direct<Op::logical_xor>},
+      {"And", &binary<Op::logical_and>},
+      {"Or", &binary<Op::logical_or>},
+      {"Xor", &binary<Op::logical_xor>},
       {"Where", &direct<Op::where>},
       {"Max", &variadic<Op::max>},
       {"Min", &variadic<Op::min>},

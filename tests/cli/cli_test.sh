@@ -282,7 +282,15 @@ expect zoo-compare-substitution 0 '^substitution +[0-9]+ ' \
   -- "$kiln" zoo compare mlp-tiny --inference --freeze --ablate-substitution --repeat 1
 expect zoo-freeze-needs-inference 2 '--train excludes --freeze' -- "$kiln" zoo compile mlp-tiny --train --freeze
 "$kiln" zoo export mlp-tiny -o "$work/mlp.onnx" >/dev/null
-expect run-onnx-frozen 0 '1 input, 0 weights' -- "$kiln" run "$work/mlp.onnx" --freeze --check
+# A model file's weights are constants by default; --weights-as-inputs keeps them inputs, and
+# applies to files only.
+expect run-onnx-frozen 0 '1 input, 0 weights' -- "$kiln" run "$work/mlp.onnx" --check
+expect run-onnx-weights-as-inputs 0 '1 input, 5 weights \(inputs\)' \
+  -- "$kiln" run "$work/mlp.onnx" --weights-as-inputs --check
+expect weights-as-inputs-not-zoo 1 '--weights-as-inputs applies to model files' \
+  -- "$kiln" run zoo:mlp-tiny --weights-as-inputs
+expect weights-as-inputs-excludes-freeze 2 'excludes --weights-as-inputs' \
+  -- "$kiln" run "$work/mlp.onnx" --weights-as-inputs --freeze
 
 # Substitution rules: the shipped file agrees, a wrong rule is rejected (exit 1) with its place.
 expect subst-check-shipped 0 'rules: ([0-9]+) agree, 0 rejected' -- \

@@ -43,9 +43,22 @@ class ModelBuilder {
   }
 
   ModelBuilder& input(const std::string& name, int32_t elem_type, const std::vector<Dim>& dims) {
-    onnx::ValueInfoProto* info = graph().add_input();
-    info->set_name(name);
-    onnx::TypeProto::Tensor* tensor = info->mutable_type()->mutable_tensor_type();
+    typed(*graph().add_input(), name, elem_type, dims);
+    return *this;
+  }
+
+  // A graph output with its type, which ONNX's checker requires (output(name) alone suffices
+  // for Kiln's importer).
+  ModelBuilder& output(const std::string& name, int32_t elem_type, const std::vector<Dim>& dims) {
+    typed(*graph().add_output(), name, elem_type, dims);
+    return *this;
+  }
+
+  // `info` named, of a tensor type of `elem_type` and `dims`.
+  static void typed(onnx::ValueInfoProto& info, const std::string& name, int32_t elem_type,
+                    const std::vector<Dim>& dims) {
+    info.set_name(name);
+    onnx::TypeProto::Tensor* tensor = info.mutable_type()->mutable_tensor_type();
     tensor->set_elem_type(elem_type);
     onnx::TensorShapeProto* shape = tensor->mutable_shape();
     for (const Dim& dim : dims) {
@@ -55,7 +68,6 @@ class ModelBuilder {
         shape->add_dim()->set_dim_param(dim.symbol);
       }
     }
-    return *this;
   }
 
   // An initializer holding `value` in raw_data.

@@ -83,6 +83,15 @@ void add_model_source(CLI::App* command, ModelSourceOptions& source, ModelArgume
   add_graph_choice(command, source.graph, /*without_loss=*/true, /*allow_no_optimizer=*/true);
   add_freeze(command, source.freeze);
   command->get_option("--freeze")->excludes("--train");
+  if (kind == ModelArgument::file_or_zoo) {
+    command
+        ->add_flag("--weights-as-inputs", source.weights_as_inputs,
+                   "A model file's weights (an ONNX model's initializers) as graph inputs after "
+                   "its data, to swap weights between runs; by default they are compiled in as "
+                   "constants, as ONNX Runtime treats them, so that what is computed from them "
+                   "alone (a transposed weight) is computed once, when compiling")
+        ->excludes("--freeze");
+  }
 }
 
 void add_zoo_sizes(CLI::App* command, ModelOptions& sizes) {
@@ -137,10 +146,17 @@ void add_optimizer(CLI::App* command, std::string& optimizer, bool allow_none) {
 
 void add_freeze(CLI::App* command, bool& freeze) {
   command->add_flag("--freeze", freeze,
-                    "Compile the weights (an ONNX model's initializers, a zoo preset's parameters "
-                    "and state) in as constants, so that what is computed from them alone (a "
-                    "concatenation of weights made by a substitution) is computed once, when "
-                    "compiling; the model's inputs are then its data");
+                    "Compile a zoo preset's parameters and state in as constants, so that what "
+                    "is computed from them alone (a concatenation of weights made by a "
+                    "substitution) is computed once, when compiling; the model's inputs are "
+                    "then its data (a model file's weights are constants already, unless "
+                    "--weights-as-inputs)");
+}
+
+void add_inputs(CLI::App* command, std::vector<std::string>& inputs) {
+  command->add_option("--input", inputs,
+                      "Input tensor: NAME=FILE (.npy or TensorProto .pb) or FILE.npz; inputs "
+                      "not given are random");
 }
 
 void add_shapes(CLI::App* command, std::vector<std::string>& shapes) {

@@ -76,6 +76,8 @@ void add_graph_choice(CLI::App* command, ZooGraphChoice& choice, bool without_lo
 void add_optimizer(CLI::App* command, std::string& optimizer, bool allow_none);
 void add_freeze(CLI::App* command, bool& freeze);
 void add_shapes(CLI::App* command, std::vector<std::string>& shapes);
+// --input NAME=FILE or FILE.npz (repeatable): a model's inputs, the rest random.
+void add_inputs(CLI::App* command, std::vector<std::string>& inputs);
 
 // --- Compiling --------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "cost/device_profile.h"
+#include "driver/model_io.h"
 #include "driver/timing.h"
 #include "frontend/tensor_io.h"
 #include "kiln/kiln.h"
@@ -23,6 +24,7 @@ namespace {
 
 struct BenchOptions {
   ModelSourceOptions source;
+  std::vector<std::string> inputs;
   std::string output_file;
   CompileFlags compile;
 };
@@ -57,9 +59,11 @@ Status print_roofline(const Graph& graph) {
 Status bench(const BenchOptions& options) {
   KILN_ASSIGN_OR_RETURN(SourceModel model, load_model_source(options.source));
   fmt::print("{}\n", model.description);
+  using NamedTensors = std::map<std::string, Array>;
+  KILN_ASSIGN_OR_RETURN(NamedTensors given, load_named_tensors(options.inputs));
   std::vector<std::string> random_names;
   KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs,
-                        model_inputs(model, options.source, {}, random_names));
+                        model_inputs(model, options.source, std::move(given), random_names));
   KILN_ASSIGN_OR_RETURN(const CompileOptions compile_options,
                         compile_options_from(options.compile));
   const Graph& graph = model.graph;
@@ -110,6 +114,7 @@ void add_bench_command(CLI::App& parent, Action& action, ModelArgument model) {
       "parameters) as output/NAME to an .npz file, and print 'ready'; then answer "
       "each line N read from standard input with 'seconds' and the times of N runs.");
   add_model_source(command, bench->source, model);
+  add_inputs(command, bench->inputs);
   add_output(command, bench->output_file, ".npz file to write")->required();
   add_compile_flags(command, bench->compile);
   on_parsed(command, action, bench, run_bench);

@@ -172,9 +172,7 @@ void add_run_command(CLI::App& parent, Action& action, ModelArgument model) {
                  : "Compile a model (ONNX file, IR text, or zoo:NAME) for this CPU, run it and "
                    "print its outputs; compare them with expected values if given.");
   add_model_source(command, run->source, model);
-  command->add_option("--input", run->inputs,
-                      "Input tensor: NAME=FILE (.npy or TensorProto .pb) or FILE.npz; inputs "
-                      "not given are random");
+  add_inputs(command, run->inputs);
   command->add_option("--expected", run->expected,
                       "Expected outputs, as for --input; the run fails beyond tolerance");
   add_output(command, run->output_file, "Write the outputs to this .npz file");

@@ -1,0 +1,185 @@
+"""Kiln and ONNX Runtime on the models users bring: architectures written as ordinary PyTorch
+modules (exports.py), exported by torch.onnx.export, the identical file run by both.
+
+Usage: bench_exports.py --kiln PATH [--models M,...] [--opset N] [--quick] [--threads N]
+                        [--rounds N] [--warmup N] [--out DIR]
+
+For each model: exports.py writes model.onnx and its inputs; `kiln bench FILE --input ...`
+compiles it once in a child process (weights compiled in as constants, Kiln's default for a
+model file; a fresh kernel cache, so the compile is a cold one) and runs it; ONNX Runtime loads
+the same file with all graph optimizations on. Before timing, ONNX Runtime's outputs are
+checked against Kiln's: each within a relative error of 1e-3 of its largest magnitude. Timing
+is bench_peers.py's: same threads, warm-up, then rounds of turns, medians.
+
+Writes DIR/exports.md and DIR/exports.json.
+"""
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import bench_peers
+import exports
+
+HERE = Path(__file__).resolve().parent
+OUTPUT_RTOL = 1e-3
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kiln", required=True, help="the kiln binary")
+    parser.add_argument("--models", default=",".join(exports.MODELS),
+                        help="comma-separated, of exports.py --list (default: all)")
+    parser.add_argument("--opset", type=int, default=exports.DEFAULT_OPSET,
+                        help="the export's opset (default %(default)s)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer rounds and warm-up runs (3 and 1), for a short look")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="threads for both (default: all cores, %(default)s)")
+    parser.add_argument("--rounds", type=int, help="timed rounds (default 7, --quick 3)")
+    parser.add_argument("--warmup", type=int, help="warm-up runs (default 2, --quick 1)")
+    parser.add_argument("--out", default=str(HERE.parent / "results"),
+                        help="directory for exports.md and exports.json (default: %(default)s)")
+    args = parser.parse_args()
+    args.models = [m for m in args.models.split(",") if m]
+    for model in args.models:
+        if model not in exports.MODELS:
+            parser.error(f"unknown model '{model}' (exports.py --list)")
+    args.rounds = args.rounds or (3 if args.quick else 7)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
+    if args.threads < 1 or args.rounds < 1 or args.warmup < 0:
+        parser.error("--threads and --rounds must be positive, --warmup not negative")
+    return args
+
+
+def ort_session(path, threads):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def check_outputs(session, feeds, kiln_outputs):
+    """(ok, text): ONNX Runtime's outputs against Kiln's, by output name."""
+    names = [o.name for o in session.get_outputs()]
+    worst, worst_name = 0.0, ""
+    for name, value in zip(names, session.run(None, feeds)):
+        error = bench_peers.relative_error(value, kiln_outputs["output/" + name])
+        if error >= worst:
+            worst, worst_name = error, name
+    ok = worst <= OUTPUT_RTOL
+    return ok, f"outputs within {worst:.1e} of Kiln's ({worst_name}; allowed {OUTPUT_RTOL:.0e})"
+
+
+def bench_model(args, model, work):
+    print(f"== {model}: {exports.MODELS[model][0]}", flush=True)
+    directory = work / model
+    start = time.perf_counter()
+    onnx_path, input_path = exports.export(model, directory, args.opset)
+    print(f"   exported at opset {args.opset} in {time.perf_counter() - start:.1f} s "
+          f"({onnx_path.stat().st_size / 2**20:.0f} MiB)", flush=True)
+    result = {"model": model, "description": exports.MODELS[model][0], "systems": {}}
+    kiln = bench_peers.KilnSession(args.kiln, model, "inference", args.threads, work,
+                                   source=[str(onnx_path), "--input", str(input_path)])
+    try:
+        result["facts"] = kiln.facts
+        print(f"   Kiln compiled {kiln.facts.get('kernels', '?')} kernels in "
+              f"{kiln.facts['compile seconds']:.1f} s", flush=True)
+        with np.load(kiln.npz) as archive:
+            outputs = {n: archive[n] for n in archive.files if n.startswith("output/")}
+        with np.load(input_path) as archive:
+            feeds = {n: archive[n] for n in archive.files}
+        result["systems"]["Kiln"] = {"compile_seconds": kiln.facts["compile seconds"],
+                                     "check": "the reference", "ok": True}
+        start = time.perf_counter()
+        session = ort_session(onnx_path, args.threads)
+        compile_seconds = time.perf_counter() - start
+        ok, check = check_outputs(session, feeds, outputs)
+        result["systems"]["ONNX Runtime"] = {"compile_seconds": compile_seconds, "check": check,
+                                             "ok": ok}
+        print(f"   ONNX Runtime: {'ok' if ok else 'CHECK FAILED'}: {check}", flush=True)
+        runners = {"Kiln": kiln.run}
+        if ok:
+            runners["ONNX Runtime"] = bench_peers.timed(lambda: session.run(None, feeds))
+        times = bench_peers.time_in_turns(runners, args.rounds, args.warmup)
+        for name, seconds in times.items():
+            entry = result["systems"][name]
+            entry.update(seconds=seconds, median=statistics.median(seconds), min=min(seconds),
+                         max=max(seconds))
+            print(f"   {name}: median {entry['median'] * 1e3:.2f} ms over {len(seconds)} runs",
+                  flush=True)
+    finally:
+        kiln.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    return result
+
+
+def markdown(results, machine, opset):
+    lines = ["# Kiln and ONNX Runtime on PyTorch exports", "",
+             "Architectures written as ordinary PyTorch modules (`bench/peers/exports.py`), "
+             f"exported by `torch.onnx.export` at opset {opset}; Kiln and ONNX Runtime run the "
+             "identical file (`make bench-peers`, `bench/peers/bench_exports.py`). Inference, "
+             "median ms per run (min-max), weights as constants in both.", "",
+             "| model | Kiln | ONNX Runtime | Kiln's speedup | Kiln kernels |",
+             "|---|---|---|---|---|"]
+    speedups = []
+    for r in results:
+        kiln, ort = r["systems"]["Kiln"], r["systems"].get("ONNX Runtime", {})
+        cell = lambda e: (f"{bench_peers.format_ms(e['median'])} "
+                          f"({bench_peers.format_ms(e['min'])}-{bench_peers.format_ms(e['max'])})")
+        if "median" in ort:
+            speedup = ort["median"] / kiln["median"]
+            speedups.append(speedup)
+            ort_cell, speedup_cell = cell(ort), f"{speedup:.2f}x"
+        else:
+            ort_cell, speedup_cell = "check failed: " + ort.get("check", "not run"), ""
+        lines.append(f"| {r['description']} | {cell(kiln)} | {ort_cell} | {speedup_cell} | "
+                     f"{r['facts'].get('kernels', '?')} |")
+    lines.append(f"| **geometric mean** | | | **{bench_peers.geomean(speedups):.2f}x** | |")
+    lines += ["", "Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), ""]
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    import onnxruntime as ort
+    import torch
+    torch.set_num_threads(args.threads)
+    warnings.simplefilter("ignore")  # the exporter's deprecation notices
+    work = Path(tempfile.mkdtemp(prefix="kiln-bench-exports-"))
+    machine = bench_peers.machine_and_versions(args, torch, ort)
+    machine["opset"] = args.opset
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), flush=True)
+    results = []
+    try:
+        bench_peers.measure_device_profile(args.kiln, args.threads, work)
+        for model in args.models:
+            results.append(bench_model(args, model, work))
+            gc.collect()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "exports.json").write_text(json.dumps({"machine": machine, "results": results},
+                                                 indent=1))
+    text = markdown(results, machine, args.opset)
+    (out / "exports.md").write_text(text)
+    print(f"wrote {out / 'exports.md'}, exports.json\n{text}")
+    return 0 if all(r["systems"]["ONNX Runtime"]["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
