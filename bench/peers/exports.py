@@ -68,6 +68,19 @@ def bert_layer_inputs(batch, seq, hidden):
     return make
 
 
+def bert_inputs(batch, seq, vocab):
+    """Token ids, token types (the second half of each sequence 1) and an attention mask
+    padding the last tenth of the first sequence."""
+    def make(gen):
+        types = torch.zeros(batch, seq, dtype=torch.int64)
+        types[:, seq // 2:] = 1
+        mask = torch.ones(batch, seq, dtype=torch.int64)
+        mask[0, seq - seq // 10:] = 0
+        return {"input_ids": torch.randint(0, vocab, (batch, seq), generator=gen),
+                "token_type_ids": types, "attention_mask": mask}
+    return make
+
+
 def resnet50():
     import torchvision
     return torchvision.models.resnet50(weights=None)
@@ -81,7 +94,7 @@ MODELS = {
     "bert-base": ("BERT-base (12 layers, hidden 768, vocab 30522, pooler), batch 1, seq 128",
                   lambda: make_fixture.Bert(vocab=30522, hidden=768, layers=12, heads=12,
                                             intermediate=3072, max_positions=512),
-                  make_fixture.bert_inputs(batch=1, seq=128, vocab=30522),
+                  bert_inputs(batch=1, seq=128, vocab=30522),
                   ["last_hidden_state", "pooler_output"]),
     "bert-large-layer": ("BERT-large encoder layer, batch 8, seq 128",
                          lambda: BertEncoderLayer(1024, 16, 4096),
@@ -109,10 +122,10 @@ def export(name, outdir, opset=DEFAULT_OPSET):
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     onnx_path, input_path = outdir / "model.onnx", outdir / "input.npz"
-    with torch.no_grad():
-        torch.onnx.export(model, tuple(inputs.values()), str(onnx_path), dynamo=False,
-                          input_names=list(inputs), output_names=output_names,
-                          opset_version=opset)
+    # With gradients on: without them, nn.MultiheadAttention (ViT's) takes its fused fast
+    # path, which the exporter cannot write.
+    torch.onnx.export(model, tuple(inputs.values()), str(onnx_path), dynamo=False,
+                      input_names=list(inputs), output_names=output_names, opset_version=opset)
     np.savez(input_path, **{k: v.numpy() for k, v in inputs.items()})
     return onnx_path, input_path
 

@@ -160,5 +160,34 @@ TEST(Canonicalize, GeluIsRecognizedBeforeItsDivisionBecomesAProduct) {
   EXPECT_EQ(graph->num_nodes(), 1) << print_graph(*graph);
 }
 
+// F.scaled_dot_product_attention as torch.onnx.export writes it (torch 2.9, opset 14): q and
+// k^T each scaled by the scale's square root; the scale moves onto the scores, and the
+// product of the two constants folds later.
+TEST(Canonicalize, AttentionsSplitScaleMovesOntoTheScores) {
+  Expected<Graph> graph = parse_graph(R"(graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %m: f32[2,1,16,16]) {
+  %kt = transpose(%k) {perm = [0, 1, 3, 2]} : f32[2,4,8,16]
+  %s1 = constant() {value = tensor<f32[1]>[0.5946035385131836]} : f32[1]
+  %qs = mul(%q, %s1) : f32[2,4,16,8]
+  %s2 = constant() {value = tensor<f32[1]>[0.5946035385131836]} : f32[1]
+  %ks = mul(%kt, %s2) : f32[2,4,8,16]
+  %scores = matmul(%qs, %ks) : f32[2,4,16,16]
+  %masked = add(%scores, %m) : f32[2,4,16,16]
+  %p = softmax(%masked) : f32[2,4,16,16]
+  return %p
+})");
+  ASSERT_TRUE(graph.has_value()) << graph.status().message();
+  const std::vector<Array> inputs = random_inputs(*graph, {.seed = 2});
+  const std::vector<Array> before = *interpret(*graph, inputs);
+  EXPECT_EQ(canonicalize(*graph, canonical_rules_file()),
+            (Recognitions{{"attention-scale-on-scores", 1}}));
+  const Node* product = graph->find_value("scores")->producer();
+  ASSERT_EQ(product->op(), Op::mul) << print_graph(*graph);
+  EXPECT_EQ(product->input(0)->producer()->op(), Op::matmul);
+  const std::vector<Array> after = *interpret(*graph, inputs);
+  for (int64_t i = 0; i < before[0].size(); ++i) {
+    EXPECT_NEAR(after[0][i], before[0][i], 1e-6 * (1 + std::fabs(before[0][i])));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::subst
