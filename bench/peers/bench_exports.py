@@ -2,7 +2,7 @@
 modules (exports.py), exported by torch.onnx.export, the identical file run by both.
 
 Usage: bench_exports.py --kiln PATH [--models M,...] [--opset N] [--quick] [--threads N]
-                        [--rounds N] [--warmup N] [--out DIR]
+                        [--rounds N] [--warmup N] [--out DIR] [--kiln-flags "..."]
 
 For each model: exports.py writes model.onnx and its inputs; `kiln bench FILE --input ...`
 compiles it once in a child process (weights compiled in as constants, Kiln's default for a
@@ -17,7 +17,6 @@ Writes DIR/exports.md and DIR/exports.json.
 import argparse
 import gc
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -42,23 +41,18 @@ def parse_args():
                         help="comma-separated, of exports.py --list (default: all)")
     parser.add_argument("--opset", type=int, default=exports.DEFAULT_OPSET,
                         help="the export's opset (default %(default)s)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer rounds and warm-up runs (3 and 1), for a short look")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="threads for both (default: all cores, %(default)s)")
-    parser.add_argument("--rounds", type=int, help="timed rounds (default 7, --quick 3)")
-    parser.add_argument("--warmup", type=int, help="warm-up runs (default 2, --quick 1)")
+    bench_peers.add_timing_arguments(parser)
     parser.add_argument("--out", default=str(HERE.parent / "results"),
                         help="directory for exports.md and exports.json (default: %(default)s)")
+    parser.add_argument("--kiln-flags", default="",
+                        help="more flags for kiln bench, for an ablation (e.g. "
+                             "\"--weights-as-inputs --disable-rewrite canonicalize\")")
     args = parser.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     for model in args.models:
         if model not in exports.MODELS:
             parser.error(f"unknown model '{model}' (exports.py --list)")
-    args.rounds = args.rounds or (3 if args.quick else 7)
-    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
-    if args.threads < 1 or args.rounds < 1 or args.warmup < 0:
-        parser.error("--threads and --rounds must be positive, --warmup not negative")
+    bench_peers.settle_timing_arguments(parser, args)
     return args
 
 
@@ -93,7 +87,8 @@ def bench_model(args, model, work):
           f"({onnx_path.stat().st_size / 2**20:.0f} MiB)", flush=True)
     result = {"model": model, "description": exports.MODELS[model][0], "systems": {}}
     kiln = bench_peers.KilnSession(args.kiln, model, "inference", args.threads, work,
-                                   source=[str(onnx_path), "--input", str(input_path)])
+                                   source=[str(onnx_path), "--input", str(input_path)]
+                                   + args.kiln_flags.split())
     try:
         result["facts"] = kiln.facts
         print(f"   Kiln compiled {kiln.facts.get('kernels', '?')} kernels in "
@@ -127,12 +122,14 @@ def bench_model(args, model, work):
     return result
 
 
-def markdown(results, machine, opset):
+def markdown(results, machine, opset, kiln_flags):
+    settings = (f"Kiln with `{kiln_flags}`" if kiln_flags
+                else "weights compiled in as constants in both (Kiln's default for a model file)")
     lines = ["# Kiln and ONNX Runtime on PyTorch exports", "",
              "Architectures written as ordinary PyTorch modules (`bench/peers/exports.py`), "
              f"exported by `torch.onnx.export` at opset {opset}; Kiln and ONNX Runtime run the "
              "identical file (`make bench-peers`, `bench/peers/bench_exports.py`). Inference, "
-             "median ms per run (min-max), weights as constants in both.", "",
+             f"median ms per run (min-max); {settings}.", "",
              "| model | Kiln | ONNX Runtime | Kiln's speedup | Kiln kernels |",
              "|---|---|---|---|---|"]
     speedups = []
@@ -162,6 +159,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="kiln-bench-exports-"))
     machine = bench_peers.machine_and_versions(args, torch, ort)
     machine["opset"] = args.opset
+    machine["kiln flags"] = args.kiln_flags or "none"
     print("machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), flush=True)
     results = []
     try:
@@ -175,7 +173,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     (out / "exports.json").write_text(json.dumps({"machine": machine, "results": results},
                                                  indent=1))
-    text = markdown(results, machine, args.opset)
+    text = markdown(results, machine, args.opset, args.kiln_flags)
     (out / "exports.md").write_text(text)
     print(f"wrote {out / 'exports.md'}, exports.json\n{text}")
     return 0 if all(r["systems"]["ONNX Runtime"]["ok"] for r in results) else 1

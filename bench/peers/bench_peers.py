@@ -78,12 +78,7 @@ def parse_args():
                         help="comma-separated zoo presets (default: %(default)s)")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma-separated: inference, train (default: both)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer rounds and warm-up runs (3 and 1), for a short look")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="threads for every system (default: all cores, %(default)s)")
-    parser.add_argument("--rounds", type=int, help="timed rounds (default 7, --quick 3)")
-    parser.add_argument("--warmup", type=int, help="warm-up runs per system (default 2, --quick 1)")
+    add_timing_arguments(parser)
     parser.add_argument("--out", default=str(HERE.parent / "results"),
                         help="directory for peers.md, peers.json, peers.png (default: %(default)s)")
     args = parser.parse_args()
@@ -92,13 +87,28 @@ def parse_args():
     for mode in args.modes:
         if mode not in MODES:
             parser.error(f"unknown mode '{mode}' (inference or train)")
+    settle_timing_arguments(parser, args)
+    return args
+
+
+def add_timing_arguments(parser):
+    """--quick, --threads, --rounds and --warmup (bench_exports.py takes them too)."""
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer rounds and warm-up runs (3 and 1), for a short look")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="threads for every system (default: all cores, %(default)s)")
+    parser.add_argument("--rounds", type=int, help="timed rounds (default 7, --quick 3)")
+    parser.add_argument("--warmup", type=int, help="warm-up runs per system (default 2, --quick 1)")
+
+
+def settle_timing_arguments(parser, args):
+    """The defaults of --rounds and --warmup, by --quick; an error for values out of range."""
     if args.rounds is None:
         args.rounds = 3 if args.quick else 7
     if args.warmup is None:
         args.warmup = 1 if args.quick else 2
     if args.threads < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--threads and --rounds must be positive, --warmup not negative")
-    return args
 
 
 class KilnSession:
