@@ -140,6 +140,26 @@ Status convert_prelu(NodeContext& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between (soft shrink; hard shrink is
+// bias 0). Integer inputs would compare with a rounded lambd, which ONNX does not define.
+Status convert_shrink(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  if (!is_floating(x.dtype())) {
+    return Status::errorf("Shrink of {} is unsupported (floating types only)",
+                          dtype_name(x.dtype()));
+  }
+  KILN_ASSIGN_OR_RETURN(const double lambd, ctx.attr_float("lambd", 0.5));
+  KILN_ASSIGN_OR_RETURN(const double bias, ctx.attr_float("bias", 0.0));
+  const DType dtype = x.dtype();
+  KILN_ASSIGN_OR_RETURN(Operand below, ctx.emit(Op::less, {x, scalar(dtype, -lambd)}));
+  KILN_ASSIGN_OR_RETURN(Operand above, ctx.emit(Op::greater, {x, scalar(dtype, lambd)}));
+  KILN_ASSIGN_OR_RETURN(Operand raised, ctx.emit(Op::add, {x, scalar(dtype, bias)}));
+  KILN_ASSIGN_OR_RETURN(Operand lowered, ctx.emit(Op::sub, {x, scalar(dtype, bias)}));
+  KILN_ASSIGN_OR_RETURN(Operand outer, ctx.emit(Op::where, {above, lowered, scalar(dtype, 0)}));
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::where, {below, raised, outer}));
+  return ctx.set_output(0, y);
+}
+
 // alpha * (exp(x) - 1), the negative branch of Elu and Selu.
 Expected<Operand> scaled_expm1(NodeContext& ctx, const Operand& x, double alpha) {
   KILN_ASSIGN_OR_RETURN(Operand e, ctx.emit(Op::exp, {x}));
@@ -422,6 +442,7 @@ std::vector<ConverterEntry> elementwise_converters() {
       {"Mean", &convert_mean},
       {"LeakyRelu", &convert_leaky_relu},
       {"PRelu", &convert_prelu},
+      {"Shrink", &convert_shrink},
       {"Elu", &convert_elu},
       {"Selu", &convert_selu},
       {"Celu", &convert_celu},
