@@ -6,7 +6,8 @@
 Makes (or reuses) the fixture FIXTURE_ROOT/MODEL with make_fixture.py, runs
 `KILN run model.onnx --input input.npz --output kiln.npz` (Kiln's f64 reference interpreter) and
 compares each output with PyTorch's (a fixture of exporter patterns also lists the canonical
-rules that must be recognized, checked in kiln run's report):
+rules that must be recognized, checked in kiln run's report, and runs with --check, every
+compiled kernel against the reference interpreter):
 
     error = max |kiln - torch| / max |torch|      (per output, over all its elements)
 
@@ -129,6 +130,10 @@ def main():
     # otherwise, which Kiln accepts).
     for name in inputs.files:
         command += ["--shape", f"{name}={'x'.join(str(d) for d in inputs[name].shape)}"]
+    # A fixture of exporter patterns is small: every compiled kernel is also checked against
+    # the reference interpreter on the exporter's own graph, rewritten.
+    if info.get("recognized"):
+        command.append("--check")
     print("$ " + " ".join(command), flush=True)
     start = time.monotonic()
     completed = subprocess.run(command, stdout=subprocess.PIPE, text=True)
