@@ -1,6 +1,8 @@
 #include "frontend/onnx_import.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -211,11 +213,25 @@ Expected<int64_t> NodeContext::attr_int(std::string_view name,
   return Status::errorf("attribute '{}' is required", name);
 }
 
+// ONNX stores a float attribute in f32: an epsilon of 1e-5 arrives as 9.999999747378752e-06.
+// Read as the shortest decimal that rounds to that f32 ("1e-05"), it is the value its author
+// wrote, which a Kiln op holds in f64: rules match it literally (a batch-norm fold's epsilon
+// is 1e-05), the interpreter computes with it, and in f32 it rounds to the same f32 again.
+namespace {
+double written_value(float value) {
+  std::array<char, 64> text{};
+  const auto written = std::to_chars(text.data(), text.data() + text.size(), value);
+  double read = value;
+  std::from_chars(text.data(), written.ptr, read);
+  return read;
+}
+}  // namespace
+
 Expected<double> NodeContext::attr_float(std::string_view name,
                                          std::optional<double> fallback) const {
   KILN_ASSIGN_OR_RETURN(const onnx::AttributeProto* attr,
                         typed_attr(name, onnx::AttributeProto::FLOAT));
-  if (attr != nullptr) return static_cast<double>(attr->f());
+  if (attr != nullptr) return written_value(attr->f());
   if (fallback) return *fallback;
   return Status::errorf("attribute '{}' is required", name);
 }

@@ -929,5 +929,24 @@ TEST(OnnxImportSemantics, LrnSumsSquaresOverAChannelWindow) {
   }
 }
 
+// ONNX holds float attributes in f32; Kiln reads each as the decimal its author wrote, so an
+// epsilon of 1e-5 is 1e-05 (the default a rule's batch norm matches), not 9.999999747e-06.
+TEST(OnnxImport, FloatAttributesAreTheValuesTheirAuthorsWrote) {
+  ModelBuilder m(13);
+  m.input("x", P::FLOAT, {2, 3, 2, 2});
+  for (const char* name : {"scale", "bias", "mean", "var"}) {
+    m.input(name, P::FLOAT, {3});
+  }
+  attr_float(m.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}),
+             "epsilon", 1e-5f);
+  m.output("y");
+  std::optional<ImportedModel> model = import_ok(m);
+  ASSERT_TRUE(model.has_value());
+  const Node* norm = model->graph.nodes().back();
+  ASSERT_EQ(norm->op(), Op::batch_norm_infer);
+  EXPECT_EQ(norm->attrs().get_float("epsilon"), 1e-5);
+  EXPECT_NE(static_cast<double>(1e-5f), 1e-5);  // what reading the f32 as it is would give
+}
+
 }  // namespace
 }  // namespace kiln
