@@ -396,12 +396,12 @@ Status check_rule_numerically(const Rule& rule, int trials) {
         random_inputs(rule.source, {.seed = static_cast<uint64_t>(trial) + 1});
     for (const ConstantVariable& constant : rule.constants) {
       if (constant.attribute.empty()) continue;
-      for (const Node* node : rule.target.nodes()) {
-        if (const AttrValue* value = node->attrs().find(constant.attribute)) {
-          Array& input = inputs[constant.variable];
-          std::ranges::fill(input.data, value->as_float());
-        }
-      }
+      // Every target node with the attribute holds the same example value (parse_constant).
+      const auto holder = std::ranges::find_if(rule.target.nodes(), [&](const Node* node) {
+        return node->attrs().contains(constant.attribute);
+      });
+      std::ranges::fill(inputs[constant.variable].data,
+                        (*holder)->attrs().get_float(constant.attribute));
     }
     KILN_ASSIGN_OR_RETURN(const std::vector<Array> want, interpret(rule.source, inputs));
     KILN_ASSIGN_OR_RETURN(const std::vector<Array> got, interpret(rule.target, inputs));
