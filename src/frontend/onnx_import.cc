@@ -509,7 +509,9 @@ namespace {
 bool defined_before_use(const onnx::GraphProto& graph) {
   std::set<std::string> defined = {""};  // "" is an omitted optional input
   for (const onnx::ValueInfoProto& input : graph.input()) defined.insert(input.name());
-  for (const onnx::TensorProto& initializer : graph.initializer()) defined.insert(initializer.name());
+  for (const onnx::TensorProto& initializer : graph.initializer()) {
+    defined.insert(initializer.name());
+  }
   for (const onnx::NodeProto& node : graph.node()) {
     for (const std::string& input : node.input()) {
       if (!defined.contains(input)) return false;
@@ -591,7 +593,8 @@ Expected<ImportedModel> import_onnx_bytes(std::string_view bytes, const std::str
   }
   Expected<onnx::ModelProto> upgrade = upgraded(model, *opset);
   if (upgrade) {
-    Expected<ImportedModel> imported = import_model(*upgrade, kUpgradeBelowOpset, base_dir, options);
+    Expected<ImportedModel> imported =
+        import_model(*upgrade, kUpgradeBelowOpset, base_dir, options);
     if (imported) imported->upgraded_from = *opset;
     return imported ? std::move(imported) : context(imported.status());
   }

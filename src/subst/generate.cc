@@ -655,7 +655,8 @@ std::string print_rules(const std::vector<Rule>& rules) {
       text += fmt::format("attributes {} = {}\n", choice.name, fmt::join(values, " | "));
     }
     for (const ConstantVariable& constant : rule.constants) {
-      text += fmt::format("constant {}{}\n", print_value_ref(*rule.source.inputs()[constant.variable]),
+      text += fmt::format("constant {}{}\n",
+                          print_value_ref(*rule.source.inputs()[constant.variable]),
                           constant.attribute.empty() ? "" : " as " + constant.attribute);
     }
     text += print_graph(rule.source);

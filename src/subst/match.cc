@@ -83,7 +83,8 @@ class Matcher {
       if (wanted.producer() == nullptr) {
         Value*& variable = state.variables[variable_index_.at(&wanted)];
         if (variable == nullptr) {
-          if (actual->dtype() != wanted.dtype() || actual->shape().rank() != wanted.shape().rank() ||
+          if (actual->dtype() != wanted.dtype() ||
+              actual->shape().rank() != wanted.shape().rank() ||
               !bind_constant(variable_index_.at(&wanted), *actual, state)) {
             return false;
           }
@@ -114,7 +115,9 @@ class Matcher {
     if (constant == rule_.constants.end()) return true;
     const std::optional<double> value = splat_constant(actual);
     if (!value) return false;
-    if (!constant->attribute.empty()) state.attributes.insert_or_assign(constant->attribute, AttrValue(*value));
+    if (!constant->attribute.empty()) {
+      state.attributes.insert_or_assign(constant->attribute, AttrValue(*value));
+    }
     return true;
   }
 

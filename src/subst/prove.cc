@@ -126,7 +126,8 @@ class SymbolicEvaluator {
       case Op::div:
         return each([&](const auto& i) { return broadcast_read(*in[0], i) / broadcast_read(*in[1], i); });
       case Op::reciprocal:
-        return each([&](const auto& i) { return context_.real_val(1) / broadcast_read(*in[0], i); });
+        return each(
+            [&](const auto& i) { return context_.real_val(1) / broadcast_read(*in[0], i); });
       case Op::max:
       case Op::min:
         return each([&](const auto& i) {

@@ -224,10 +224,12 @@ Status parse_constant(const std::string& text, const std::string& where, Rule& r
   const auto& params = rule.source.inputs();
   const auto param = std::ranges::find(params, variable.substr(1), &Value::name);
   if (param == params.end()) {
-    return Status::errorf("{}: the constant '{}' names no parameter of the source", where, variable);
+    return Status::errorf("{}: the constant '{}' names no parameter of the source", where,
+                          variable);
   }
   const auto index = static_cast<size_t>(param - params.begin());
-  if (std::ranges::find(rule.constants, index, &ConstantVariable::variable) != rule.constants.end()) {
+  const auto& declared = rule.constants;
+  if (std::ranges::find(declared, index, &ConstantVariable::variable) != declared.end()) {
     return Status::errorf("{}: '{}' is declared a constant twice", where, variable);
   }
   if (!attribute.empty()) {

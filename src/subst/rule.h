@@ -51,7 +51,7 @@
 // A rule file's rules are checked when read: the two graphs agree in parameters and result
 // types, every variable is used by the source, the source computes each of its results, and
 // names are unique. check_rule_numerically compares the two graphs on random inputs: a
-// fingerprint, not a proof (the prover, `kiln subst verify`, is not built yet).
+// fingerprint, not a proof (the prover is subst/prove.h, `kiln subst verify`).
 #pragma once
 
 #include <optional>
@@ -101,10 +101,11 @@ Expected<std::vector<Rule>> read_rules_file(const std::string& path);
 std::optional<double> splat_constant(const Value& value);
 
 // Both graphs on `trials` sets of random inputs at the example shapes, in the reference
-// interpreter (a variable bound to an attribute takes the target's example value): every result must agree within 64 units in the last place of its dtype,
-// relative to its magnitude (at least 1), since the interpreter rounds each value to its dtype
-// and a rule may reassociate; integer and bool results exactly. The error names the rule, the
-// trial and the first result that differs.
+// interpreter (a variable bound to an attribute takes the target's example value): every
+// result must agree within 64 units in the last place of its dtype, relative to its magnitude
+// (at least 1), since the interpreter rounds each value to its dtype and a rule may
+// reassociate; integer and bool results exactly. The error names the rule, the trial and the
+// first result that differs.
 Status check_rule_numerically(const Rule& rule, int trials = 3);
 
 }  // namespace kiln::subst

@@ -75,7 +75,9 @@ std::string definitions(const std::string& name, const Sorted& sorted) {
   std::string source = fmt::format("extern const std::string_view k{}Text = {};\n\n", name,
                                    raw_literal(kiln::subst::print_rules(sorted.kept)));
   source += fmt::format("static const std::string_view k{}LeftOutLines[] = {{\n", name);
-  for (const std::string& line : sorted.left_out) source += fmt::format("    {},\n", raw_literal(line));
+  for (const std::string& line : sorted.left_out) {
+    source += fmt::format("    {},\n", raw_literal(line));
+  }
   source += "    \"\"};\n";
   source += fmt::format(
       "extern const std::span<const std::string_view> k{0}LeftOut(k{0}LeftOutLines, {1});\n\n",
@@ -104,9 +106,9 @@ int prove_and_write(const std::string& output, const std::vector<std::string>& s
     fmt::print(stderr, "kiln-prove-rules: {}\n", written.message());
     return 1;
   }
-  fmt::print("kiln-prove-rules: {} rules proved, {} left out; {} canonical rules kept, {} left out\n",
-             search.kept.size(), search.left_out.size(), canonical.kept.size(),
-             canonical.left_out.size());
+  fmt::print(
+      "kiln-prove-rules: {} rules proved, {} left out; {} canonical rules kept, {} left out\n",
+      search.kept.size(), search.left_out.size(), canonical.kept.size(), canonical.left_out.size());
   return 0;
 }
 
