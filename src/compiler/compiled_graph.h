@@ -87,6 +87,7 @@ struct KernelRecord {
   std::vector<const Value*> inputs;
   std::vector<const Value*> outputs;
   std::vector<int64_t> scratch_bytes;  // per scratch parameter
+  std::vector<int64_t> state_bytes;    // per state parameter (a packed weight), after scratch
 };
 
 struct CompileStats {

@@ -27,6 +27,8 @@ std::string_view stage_name(Stage stage) {
       return "schedule";
     case Stage::scratch:
       return "scratch";
+    case Stage::pack_weights:
+      return "pack-weights";
     case Stage::share_kernels:
       return "share-kernels";
     case Stage::plan_memory:

@@ -47,15 +47,16 @@ enum class Stage : uint8_t {
   lower,          // each group to a loop-IR kernel (loop/lower_group.h)
   schedule,       // the default schedule (loop/default_schedule.h), or the GPU mapping
   scratch,        // large local buffers become arena parameters (loop/scratch.h)
+  pack_weights,   // gemms keep a constant weight packed for this CPU (compiler/stages.h)
   share_kernels,  // groups of identical loop IR share one compiled kernel
   plan_memory,    // buffers, steps and the arena (runtime/program.h, runtime/memory_plan.h)
   codegen,        // C++ compiled and loaded, or CUDA compiled to a cubin
 };
 
-inline constexpr std::array<Stage, 11> kStages = {
-    Stage::verify,        Stage::rewrite,     Stage::substitute, Stage::decompose,
-    Stage::partition,     Stage::lower,       Stage::schedule,   Stage::scratch,
-    Stage::share_kernels, Stage::plan_memory, Stage::codegen};
+inline constexpr std::array<Stage, 12> kStages = {
+    Stage::verify,       Stage::rewrite,       Stage::substitute,  Stage::decompose,
+    Stage::partition,    Stage::lower,         Stage::schedule,    Stage::scratch,
+    Stage::pack_weights, Stage::share_kernels, Stage::plan_memory, Stage::codegen};
 
 // "verify", "rewrite", ..., "share-kernels", "plan-memory", "codegen".
 std::string_view stage_name(Stage stage);
@@ -98,6 +99,9 @@ struct CompileOptions {
   // Apply the default schedule (loop/default_schedule.h) to every kernel; off leaves the
   // lowered loop nests serial, for comparing or bisecting.
   bool schedule = true;
+  // On a CPU, gemms whose B is a weight compiled in as a constant keep it packed in the
+  // library's layout from the first run on (compiler/stages.h: pack_weights_stage).
+  bool pack_weights = true;
   PipelineOptions pipeline;
 };
 

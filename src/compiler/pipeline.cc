@@ -118,6 +118,12 @@ Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
   });
   if (log.done(Stage::scratch, calls_text)) return out;
 
+  log.time(Stage::pack_weights, [&] {
+    pack_weights_stage(out.records, options);
+    return 0;
+  });
+  if (log.done(Stage::pack_weights, calls_text)) return out;
+
   const std::vector<loop::Kernel> kernels =
       log.time(Stage::share_kernels, [&] { return share_kernels_stage(out.records); });
   if (log.done(Stage::share_kernels, [&] { return shared_kernels_text(kernels, out.records); })) {

@@ -54,6 +54,12 @@ class ProgramBuilder {
       arena_lifetime_[buffer] = {bytes, index, index};
       step.buffers.push_back(buffer);
     }
+    for (const int64_t bytes : record.state_bytes) {
+      // Each step's own: a state holds what one call site packed.
+      const int64_t offset = program_.state_bytes;
+      step.buffers.push_back(add_buffer({runtime::Storage::state, 0, offset, bytes}));
+      program_.state_bytes += (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    }
     program_.steps.push_back(std::move(step));
     step_records.push_back(record_index);
     return Status::ok();

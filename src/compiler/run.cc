@@ -106,7 +106,9 @@ Expected<Slack> sensitivity(
   for (int sample = 0; sample < kSensitivitySamples; ++sample) {
     std::mt19937_64 signs(0x6b696c6e + static_cast<uint64_t>(sample));
     std::map<const Value*, Array> values = inputs;
-    for (auto& [value, array] : values) perturb(array, signs);
+    // In the kernel's input order: the map's order is the values' addresses, which differ from
+    // run to run, and so would the signs each input draws.
+    for (const Value* input : record.inputs) perturb(values.at(input), signs);
     KILN_RETURN_IF_ERROR(evaluate_reference(record, values, &signs));
     for (auto& [output, most] : moved) {
       const Array& want = reference.at(output);

@@ -61,6 +61,14 @@ Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& 
 // (loop/scratch.h); the GPU mapping placed its own.
 void scratch_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
 
+// On a CPU (and unless options.pack_weights is off), a gemm whose B is a weight compiled in as
+// a constant keeps B packed in oneDNN's layout for this machine, made on the kernel's first
+// run, in a state parameter of its own (loop/stmt.h: packed_b). oneDNN's sgemm packs B on
+// every call, which costs a large share of the product when A has few rows (a batch of one
+// through BERT or ViT: 128 or 197 rows). Only f32 gemms outside loops that overwrite C, with
+// few rows and enough work to repay a primitive's setup, are packed.
+void pack_weights_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
+
 // Numbers the distinct kernels of `records` (by their printed loop IR) in order of first use,
 // sets each record's program_kernel, and returns the distinct kernels.
 std::vector<loop::Kernel> share_kernels_stage(std::vector<KernelRecord>& records);

@@ -88,7 +88,8 @@ class SliceBuffers : public IRMutator {
                  .m = mutate(g.m),
                  .n = mutate(g.n),
                  .k = mutate(g.k),
-                 .accumulate = g.accumulate});
+                 .accumulate = g.accumulate,
+                 .packed_b = g.packed_b});
   }
 
  private:

@@ -244,7 +244,8 @@ Stmt IRMutator::visit_gemm(const Gemm& node, const Stmt& self) {
                .m = std::move(m),
                .n = std::move(n),
                .k = std::move(k),
-               .accumulate = node.accumulate});
+               .accumulate = node.accumulate,
+               .packed_b = node.packed_b});
 }
 
 }  // namespace kiln::loop

@@ -604,7 +604,7 @@ class Parser {
     return if_then_else(std::move(condition), std::move(then_case), std::move(else_case));
   }
 
-  // 'gemm' '(' m ',' n ',' k ')' c ('=' | '+=') a '*' b
+  // 'gemm' '(' m ',' n ',' k ')' c ('=' | '+=') a '*' b ['packed' 'in' buffer]
   Expected<Stmt> parse_gemm() {
     const Token& start = take();  // 'gemm'
     GemmArgs args;
@@ -623,6 +623,12 @@ class Parser {
     KILN_ASSIGN_OR_RETURN(args.a, parse_region(args.transpose_a));
     KILN_RETURN_IF_ERROR(expect("*"));
     KILN_ASSIGN_OR_RETURN(args.b, parse_region(args.transpose_b));
+    // A next statement may store to a buffer named `packed`; it is not followed by `in`.
+    if (at("packed") && at("in", 1)) {
+      take();
+      take();
+      KILN_ASSIGN_OR_RETURN(args.packed_b, expect_buffer());
+    }
     return checked(start, gemm(std::move(args)));
   }
 

@@ -178,15 +178,17 @@ class StmtPrinter {
     scope(fmt::format("{}for ({}, {}, {})", kind, f.var, expr(f.min), expr(f.extent)), f.body);
   }
 
-  // gemm(m, n, k) c[offset, ld] = a[offset, ld]^T * b[offset, ld]   (+= when accumulating)
+  // gemm(m, n, k) c[offset, ld] = a[offset, ld]^T * b[offset, ld]   (+= when accumulating),
+  // then ` packed in NAME` when B is kept packed.
   void print_gemm(const Gemm& g) {
     const auto region = [](const MatrixRegion& r, bool transposed) {
       return fmt::format("{}[{}, ld {}]{}", r.buffer.name(), expr(r.offset), r.leading_dim,
                          transposed ? "^T" : "");
     };
-    line(fmt::format("gemm({}, {}, {}) {} {} {} * {}", expr(g.m), expr(g.n), expr(g.k),
+    line(fmt::format("gemm({}, {}, {}) {} {} {} * {}{}", expr(g.m), expr(g.n), expr(g.k),
                      region(g.c, false), g.accumulate ? "+=" : "=", region(g.a, g.transpose_a),
-                     region(g.b, g.transpose_b)));
+                     region(g.b, g.transpose_b),
+                     g.packed_b.defined() ? " packed in " + g.packed_b.name() : ""));
   }
 
   void print_if(const IfThenElse& s) {

@@ -88,7 +88,8 @@ class ScratchPromoter : public IRMutator {
                  .m = g.m,
                  .n = g.n,
                  .k = g.k,
-                 .accumulate = g.accumulate});
+                 .accumulate = g.accumulate,
+                 .packed_b = g.packed_b});
   }
 
  private:

@@ -101,7 +101,8 @@ Stmt gemm(GemmArgs args) {
   return Stmt(std::make_shared<const Gemm>(std::move(args.a), std::move(args.b),
                                            std::move(args.c), args.transpose_a, args.transpose_b,
                                            std::move(args.m), std::move(args.n),
-                                           std::move(args.k), args.accumulate));
+                                           std::move(args.k), args.accumulate,
+                                           std::move(args.packed_b)));
 }
 
 Stmt no_op() { return block({}); }

@@ -34,6 +34,11 @@
 //    of its own, not a pattern of loops, so that code generators call a library for the inner
 //    block of a contraction (codegen/cpu: cblas_sgemm / cblas_dgemm) while lowering keeps the
 //    loops around it (batch, row blocks) and the epilogues that run on each block.
+//    A gemm may name a `packed_b` buffer, an i64 parameter where the code generator keeps B
+//    repacked into its library's layout from the first run on: it promises that B's region
+//    holds the same values at every run of the kernel with that buffer (a weight compiled in
+//    as a constant), so the copy made once stays valid. It changes how B is read, never what
+//    the gemm computes, and the evaluator ignores it.
 // A Kernel is a name, its parameter buffers (scope global) and a body that reads and writes
 // them; it is what lowering produces, scheduling transforms and code generators consume.
 #pragma once
@@ -146,14 +151,15 @@ struct MatrixRegion {
 struct Gemm final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::gemm;
   Gemm(MatrixRegion a_region, MatrixRegion b_region, MatrixRegion c_region, bool ta, bool tb,
-       Expr rows, Expr cols, Expr depth, bool acc)
+       Expr rows, Expr cols, Expr depth, bool acc, Buffer packed)
       : StmtNode(kKind), a(std::move(a_region)), b(std::move(b_region)), c(std::move(c_region)),
         transpose_a(ta), transpose_b(tb), m(std::move(rows)), n(std::move(cols)),
-        k(std::move(depth)), accumulate(acc) {}
+        k(std::move(depth)), accumulate(acc), packed_b(std::move(packed)) {}
   const MatrixRegion a, b, c;
   const bool transpose_a, transpose_b;
   const Expr m, n, k;  // i64: C is m x n, the sum runs over k
   const bool accumulate;  // C += (BLAS's beta 1) instead of C = (beta 0)
+  const Buffer packed_b;  // undefined, or where B is kept packed (above)
 };
 
 // The arguments of `gemm`, named so that call sites read (designated initializers).
@@ -162,6 +168,7 @@ struct GemmArgs {
   bool transpose_a = false, transpose_b = false;
   Expr m = {}, n = {}, k = {};
   bool accumulate = false;
+  Buffer packed_b = {};
 };
 
 Stmt for_loop(std::string var, Expr min, Expr extent, ForKind kind, Stmt body);

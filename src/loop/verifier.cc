@@ -208,6 +208,28 @@ Status check_region(const MatrixRegion& region, const Expr& rows, const Expr& co
   return Status::ok();
 }
 
+// B kept packed (loop/stmt.h): one fixed f32 region, overwritten (not accumulated into),
+// packed into an i64 parameter of its own.
+Status check_packed_b(const Gemm& g, const std::string& line) {
+  const Buffer& packed = g.packed_b;
+  if (packed.scope() != MemoryScope::global || packed.dtype() != DType::i64) {
+    return fail(fmt::format("gemm packs B into '{}', which is not an i64 parameter", packed.name()),
+                line);
+  }
+  for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+    if (region->buffer.name() == packed.name()) {
+      return fail(fmt::format("gemm packs B into '{}', one of its operands", packed.name()),
+                  line);
+    }
+  }
+  if (g.c.buffer.dtype() != DType::f32) return fail("gemm packs B of a non-f32 product", line);
+  if (g.accumulate) return fail("gemm packs B and accumulates", line);
+  for (const Expr* fixed : {&g.m, &g.n, &g.k, &g.b.offset}) {
+    if (!as_const_int(*fixed)) return fail("gemm packs B of a shape or place not constant", line);
+  }
+  return Status::ok();
+}
+
 Status check_gemm_operands(const Gemm& g, const std::string& line) {
   const DType dtype = g.c.buffer.dtype();
   for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
@@ -224,7 +246,7 @@ Status check_gemm_operands(const Gemm& g, const std::string& line) {
   if (g.c.buffer.name() == g.a.buffer.name() || g.c.buffer.name() == g.b.buffer.name()) {
     return fail(fmt::format("gemm writes '{}', which it also reads", g.c.buffer.name()), line);
   }
-  return Status::ok();
+  return g.packed_b.defined() ? check_packed_b(g, line) : Status::ok();
 }
 
 Status check_gemm(const Stmt& s) {
@@ -406,7 +428,9 @@ class Verifier {
     inside_vectorized_ = outer || vectorized;
     if (f.for_kind == ForKind::gpu_block) gpu_level_ = GpuLevel::block;
     if (f.for_kind == ForKind::gpu_thread) gpu_level_ = GpuLevel::thread;
+    ++loop_depth_;
     Status status = in_scope(f.var, DType::i64, header, [&] { return check(f.body); });
+    --loop_depth_;
     inside_vectorized_ = outer;
     gpu_level_ = outer_gpu;
     return status;
@@ -439,6 +463,11 @@ class Verifier {
       KILN_RETURN_IF_ERROR(check(region->offset));
     }
     for (const Expr* extent : {&g.m, &g.n, &g.k}) KILN_RETURN_IF_ERROR(check(*extent));
+    if (g.packed_b.defined()) {
+      KILN_RETURN_IF_ERROR(check_buffer_use(g.packed_b, line));
+      // Packed once per kernel run, by whichever thread gets there: not inside a loop.
+      if (loop_depth_ > 0) return fail("a gemm with packed B inside a loop", line);
+    }
     return check_stmt_node(s);
   }
 
@@ -486,6 +515,7 @@ class Verifier {
   bool inside_vectorized_ = false;
   enum class GpuLevel : uint8_t { none, block, thread };
   GpuLevel gpu_level_ = GpuLevel::none;
+  int loop_depth_ = 0;  // for loops around the statement checked
 };
 
 }  // namespace

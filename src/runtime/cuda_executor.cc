@@ -248,6 +248,9 @@ struct CudaExecutor::Device {
         case Storage::arena:
           buffers.push_back(*arena + offset);
           break;
+        case Storage::state:
+          // Only the CPU's kernels keep state (packed weights: compiler/stages.h).
+          return Status::error("a GPU program has no kernel state");
       }
     }
     steps.clear();

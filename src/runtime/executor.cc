@@ -37,6 +37,8 @@ Status check_slot(const Program& program, const BufferSlot& slot, size_t index) 
                     "constant segment");
     case Storage::arena:
       return inside(slot.offset, program.arena_bytes, "arena");
+    case Storage::state:
+      return inside(slot.offset, program.state_bytes, "state");
   }
   return Status::errorf("buffer {} has no valid storage", index);
 }
@@ -85,6 +87,15 @@ Status check_run_arguments(const Program& program, size_t inputs, size_t outputs
 
 void Executor::FreeAligned::operator()(std::byte* memory) const { std::free(memory); }
 
+Expected<std::byte*> Executor::allocate_aligned(int64_t bytes, std::string_view what) {
+  // aligned_alloc wants a multiple of the alignment; the plan's offsets are aligned to it.
+  const auto size =
+      static_cast<size_t>((bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
+  auto* memory = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, size));
+  if (memory == nullptr) return Status::errorf("cannot allocate the {}-byte {}", bytes, what);
+  return memory;
+}
+
 Executor::Executor(std::shared_ptr<const Program> program, std::vector<KernelFunction> kernels)
     : program_(std::move(program)), kernels_(std::move(kernels)) {}
 
@@ -95,17 +106,19 @@ Expected<Executor> Executor::create(std::shared_ptr<const Program> program,
     if (kernels[k] == nullptr) return Status::errorf("kernel {} is missing", k);
   }
   const int64_t arena_bytes = program->arena_bytes;
+  const int64_t state_bytes = program->state_bytes;
   Executor executor(std::move(program), std::move(kernels));
   if (arena_bytes > 0) {
-    // aligned_alloc wants a multiple of the alignment; the plan's offsets are aligned to it.
-    const auto size = static_cast<size_t>((arena_bytes + kArenaAlignment - 1) / kArenaAlignment *
-                                          kArenaAlignment);
-    auto* memory = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, size));
-    if (memory == nullptr) {
-      return Status::errorf("cannot allocate the {}-byte arena", arena_bytes);
-    }
+    KILN_ASSIGN_OR_RETURN(std::byte * memory, allocate_aligned(arena_bytes, "arena"));
     executor.arena_.reset(memory, FreeAligned());
-    executor.arena_capacity_ = static_cast<int64_t>(size);
+    executor.arena_capacity_ = (arena_bytes + kArenaAlignment - 1) / kArenaAlignment *
+                               kArenaAlignment;
+  }
+  if (state_bytes > 0) {
+    // Zeroed: a kernel finds its state empty on the first run (codegen/cpu/prelude.h).
+    KILN_ASSIGN_OR_RETURN(std::byte * memory, allocate_aligned(state_bytes, "state"));
+    std::memset(memory, 0, static_cast<size_t>(state_bytes));
+    executor.state_.reset(memory);
   }
   return executor;
 }
@@ -140,6 +153,7 @@ Status Executor::run(std::span<const void* const> inputs, std::span<void* const>
         addresses[i] = const_cast<std::byte*>(program.constants.data()) + slot.offset;
         break;
       case Storage::arena: addresses[i] = arena_.get() + slot.offset; break;
+      case Storage::state: addresses[i] = state_.get() + slot.offset; break;
     }
   }
   if (hooks.profile != nullptr) {

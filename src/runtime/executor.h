@@ -1,5 +1,7 @@
 // Running a Program on this CPU: the executor owns the arena, resolves every step's buffers to addresses
-// once per run and calls the kernels in order.
+// once per run and calls the kernels in order. It owns the program's state too: memory
+// kernels keep from run to run (a packed weight), zeroed when the executor is made, and never
+// shared with another executor.
 //
 // An executor is made once per compiled model (it validates the program: every buffer inside
 // its storage, every kernel present, copies between equal sizes) and reused for every run;
@@ -15,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "runtime/kernel_abi.h"
@@ -89,11 +92,13 @@ class Executor final : public ProgramExecutor {
   };
 
   Executor(std::shared_ptr<const Program> program, std::vector<KernelFunction> kernels);
+  static Expected<std::byte*> allocate_aligned(int64_t bytes, std::string_view what);
 
   std::shared_ptr<const Program> program_;
   std::vector<KernelFunction> kernels_;
   std::shared_ptr<std::byte> arena_;  // freed with FreeAligned
   int64_t arena_capacity_ = 0;        // bytes, at least the program's arena_bytes
+  std::unique_ptr<std::byte, FreeAligned> state_;  // the program's state_bytes, this one's own
 };
 
 }  // namespace kiln::runtime

@@ -11,6 +11,7 @@ std::string describe(const BufferSlot& slot) {
     case Storage::output: return fmt::format("output {}", slot.index);
     case Storage::constant: return fmt::format("constant @{}", slot.offset);
     case Storage::arena: return fmt::format("arena @{}", slot.offset);
+    case Storage::state: return fmt::format("state @{}", slot.offset);
   }
   return "?";
 }
@@ -18,9 +19,11 @@ std::string describe(const BufferSlot& slot) {
 }  // namespace
 
 std::string print_program(const Program& program) {
-  std::string text = fmt::format(
-      "arena {} bytes, constants {} bytes, {} kernels, {} steps\n", program.arena_bytes,
-      program.constants.size(), program.num_kernels, program.steps.size());
+  const std::string state =
+      program.state_bytes > 0 ? fmt::format(", state {} bytes", program.state_bytes) : "";
+  std::string text = fmt::format("arena {} bytes, constants {} bytes{}, {} kernels, {} steps\n",
+                                 program.arena_bytes, program.constants.size(), state,
+                                 program.num_kernels, program.steps.size());
   for (size_t i = 0; i < program.buffers.size(); ++i) {
     text += fmt::format("buffer {}  {}  {} bytes\n", i, describe(program.buffers[i]),
                         program.buffers[i].bytes);

@@ -1,9 +1,11 @@
 // A compiled model as the runtime sees it: a list of steps (kernel calls and copies) over
-// buffers that live in one of four places, with every arena offset fixed before the first run.
+// buffers that live in one of five places, with every arena offset fixed before the first run.
 //
 //   buffer 0  input 0        (the caller's memory)
 //   buffer 1  constant @0    (the program's constant segment: weights folded into the model)
 //   buffer 2  arena @0       (an intermediate; offsets from runtime/memory_plan.h)
+//   (state @0                (a kernel's own memory that lasts from run to run: a weight it
+//                             keeps packed; each executor has its own, zeroed when made))
 //   buffer 3  output 0       (the caller's memory: the last kernel writes it in place)
 //   step 0  kernel 0 (buffers 0, 1, 2)
 //   step 1  kernel 1 (buffers 2, 3)
@@ -27,6 +29,7 @@ enum class Storage : uint8_t {
   output,    // the caller's output number `index`
   constant,  // `offset` bytes into the program's constant segment
   arena,     // `offset` bytes into the arena
+  state,     // `offset` bytes into the executor's state, kept between runs (above)
 };
 
 struct BufferSlot {
@@ -51,6 +54,7 @@ struct Program {
   std::vector<int64_t> output_bytes;  // per output
   int num_kernels = 0;
   int64_t arena_bytes = 0;
+  int64_t state_bytes = 0;
   std::vector<std::byte> constants;
 };
 

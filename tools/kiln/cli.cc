@@ -180,6 +180,12 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
       ->check(CLI::IsMember({"off", "greedy", "ilp"}));
   command->add_option("--disable-rule", flags.disabled_rules, rule_help)
       ->check(CLI::IsMember(rules));
+  command
+      ->add_flag("--pack-weights,!--no-pack-weights", flags.pack_weights,
+                 "On a CPU, keep a constant weight packed in oneDNN's layout for this machine "
+                 "for the products with few rows that read it, packed on the first run "
+                 "(default), instead of repacking it in every call")
+      ->capture_default_str();
   add_device_flag(command, flags);
   add_rewrite_flags(command, flags);
   add_pipeline_flags(command, flags);
@@ -271,6 +277,7 @@ Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   CompileOptions options;
   KILN_ASSIGN_OR_RETURN(options.device, parse_device(flags.device));
   options.deterministic = flags.deterministic;
+  options.pack_weights = flags.pack_weights;
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(flags.fusion));
   options.fusion.disabled_rules.insert(flags.disabled_rules.begin(), flags.disabled_rules.end());
   options.rewrites.enabled = flags.rewrites;

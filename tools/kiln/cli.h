@@ -85,6 +85,7 @@ void add_inputs(CLI::App* command, std::vector<std::string>& inputs);
 struct CompileFlags {
   std::string device = "cpu";
   bool deterministic = false;
+  bool pack_weights = true;
   std::string fusion = "ilp";
   std::vector<std::string> disabled_rules;
   bool rewrites = true;

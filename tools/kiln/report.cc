@@ -78,7 +78,8 @@ void print_compile_summary(const CompiledGraph& compiled) {
              format_seconds(partition.estimated_seconds()));
   if (!reached(Stage::codegen)) return;
   const CompileStats& stats = compiled.stats;
-  const double lowering = compiled.seconds_in({Stage::lower, Stage::schedule, Stage::scratch});
+  const double lowering = compiled.seconds_in(
+      {Stage::lower, Stage::schedule, Stage::scratch, Stage::pack_weights});
   const double codegen = compiled.seconds_in({Stage::codegen});
   fmt::print(
       "compiled {} as {} in {} (lowering {}, {} {}: {} of {} units compiled, the rest "

@@ -301,10 +301,20 @@ class KernelEmitter : public ExprEmitter {
       return fmt::format("{} + {}, {}", lookup(buffers_, r.buffer.name()), emit_expr(r.offset),
                          int_constant(r.leading_dim, DType::i64));
     };
-    line(fmt::format("kiln_gemm({}, {}, {}, {}, {}, {}, {}, {}, {});",
-                     g.transpose_a ? "true" : "false", g.transpose_b ? "true" : "false",
-                     emit_expr(g.m), emit_expr(g.n), emit_expr(g.k), region(g.a), region(g.b),
-                     region(g.c), g.accumulate ? "true" : "false"));
+    const std::string operands = fmt::format(
+        "{}, {}, {}, {}, {}, {}, {}, {}", g.transpose_a ? "true" : "false",
+        g.transpose_b ? "true" : "false", emit_expr(g.m), emit_expr(g.n), emit_expr(g.k),
+        region(g.a), region(g.b), region(g.c));
+    const std::string call =
+        fmt::format("kiln_gemm({}, {});", operands, g.accumulate ? "true" : "false");
+    if (!g.packed_b.defined()) {
+      line(call);
+      return;
+    }
+    // The verifier allows a packed B only where nothing accumulates (loop/verifier.h).
+    line(fmt::format("if (!kiln_gemm_packed_b({}, {}, {})) {}", operands,
+                     lookup(buffers_, g.packed_b.name()),
+                     g.packed_b.flat_size() * dtype_size_bytes(g.packed_b.dtype()), call));
   }
 
   void emit_allocate(const loop::Allocate& a) {

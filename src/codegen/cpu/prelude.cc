@@ -86,6 +86,117 @@ inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const f
   kiln_gemm_with<float>(kiln_sgemm, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
+// The engine and stream every oneDNN primitive of this library runs on (CPU, in order).
+struct kiln_dnnl_context {
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  kiln_dnnl_context() {
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+      engine = nullptr;
+    } else if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
+      stream = nullptr;
+    }
+  }
+  ~kiln_dnnl_context() {
+    if (stream != nullptr) dnnl_stream_destroy(stream);
+    if (engine != nullptr) dnnl_engine_destroy(engine);
+  }
+};
+
+inline kiln_dnnl_context& kiln_dnnl() {
+  static kiln_dnnl_context context;
+  return context;
+}
+
+// Runs `primitive` on `args`, in this thread, to the end.
+inline bool kiln_dnnl_execute(dnnl_primitive_t primitive, int nargs, const dnnl_exec_arg_t* args) {
+  return dnnl_primitive_execute(primitive, kiln_dnnl().stream, nargs, args) == dnnl_success &&
+         dnnl_stream_wait(kiln_dnnl().stream) == dnnl_success;
+}
+
+// Runs a primitive made from `pd` on memories over the given descriptors and addresses.
+inline bool kiln_dnnl_run(const_dnnl_primitive_desc_t pd, int nargs, const int* arg_kinds,
+                          const dnnl_memory_desc_t* const* descs, void* const* data) {
+  dnnl_primitive_t primitive = nullptr;
+  if (dnnl_primitive_create(&primitive, pd) != dnnl_success) return false;
+  dnnl_exec_arg_t args[3] = {};
+  int made = 0;
+  while (made < nargs && dnnl_memory_create(&args[made].memory, descs[made], kiln_dnnl().engine,
+                                            data[made]) == dnnl_success) {
+    args[made].arg = arg_kinds[made];
+    ++made;
+  }
+  const bool ok = made == nargs && kiln_dnnl_execute(primitive, nargs, args);
+  for (int i = 0; i < made; ++i) dnnl_memory_destroy(args[i].memory);
+  dnnl_primitive_destroy(primitive);
+  return ok;
+}
+
+inline constexpr int64_t kiln_packed_header_bytes = 64;
+inline constexpr int64_t kiln_packed_tag = 0x6b696c6e7061636bll;  // "kilnpack"
+
+// See prelude.h. The primitive is made again on every call (oneDNN's primitive cache keeps
+// the generated code), so the state holds nothing that would need freeing.
+inline bool kiln_gemm_packed_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                               const float* a, int64_t lda, const float* b, int64_t ldb,
+                               float* c, int64_t ldc, int64_t* state, int64_t state_bytes) {
+  if (kiln_dnnl().stream == nullptr || m <= 0 || n <= 0 || k <= 0) return false;
+  const dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
+  const dnnl_dims_t a_strides = {ta ? 1 : lda, ta ? lda : 1};
+  const dnnl_dims_t b_strides = {tb ? 1 : ldb, tb ? ldb : 1};
+  const dnnl_dims_t c_strides = {ldc, 1};
+  dnnl_memory_desc_t a_md, b_md, any_md, c_md;
+  if (dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_f32, a_strides) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_f32, b_strides) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&any_md, 2, b_dims, dnnl_f32, dnnl_format_tag_any) !=
+          dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides) != dnnl_success) {
+    return false;
+  }
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (dnnl_matmul_desc_init(&desc, &a_md, &any_md, nullptr, &c_md) != dnnl_success ||
+      dnnl_primitive_desc_create(&pd, &desc, nullptr, kiln_dnnl().engine, nullptr) !=
+          dnnl_success) {
+    return false;
+  }
+  // oneDNN's reference implementation, its answer to layouts no fast one takes, runs far
+  // below sgemm.
+  const char* implementation = nullptr;
+  const bool reference =
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &implementation) !=
+          dnnl_success ||
+      implementation == nullptr || std::strncmp(implementation, "ref", 3) == 0;
+  const dnnl_memory_desc_t* packed_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  void* packed = reinterpret_cast<char*>(state) + kiln_packed_header_bytes;
+  bool ok = !reference && packed_md != nullptr &&
+            static_cast<int64_t>(dnnl_memory_desc_get_size(packed_md)) <=
+                state_bytes - kiln_packed_header_bytes;
+  const int64_t b_address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(b));
+  if (ok && (state[0] != kiln_packed_tag || state[1] != b_address)) {
+    dnnl_primitive_desc_t reorder = nullptr;
+    ok = dnnl_reorder_primitive_desc_create(&reorder, &b_md, kiln_dnnl().engine, packed_md,
+                                            kiln_dnnl().engine, nullptr) == dnnl_success;
+    if (ok) {
+      const int kinds[] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+      const dnnl_memory_desc_t* descs[] = {&b_md, packed_md};
+      void* const data[] = {const_cast<float*>(b), packed};
+      ok = kiln_dnnl_run(reorder, 2, kinds, descs, data);
+      dnnl_primitive_desc_destroy(reorder);
+    }
+    state[0] = ok ? kiln_packed_tag : 0;
+    state[1] = b_address;
+  }
+  if (ok) {
+    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    const dnnl_memory_desc_t* descs[] = {&a_md, packed_md, &c_md};
+    void* const data[] = {const_cast<float*>(a), packed, c};
+    ok = kiln_dnnl_run(pd, 3, kinds, descs, data);
+  }
+  dnnl_primitive_desc_destroy(pd);
+  return ok;
+}
+
 inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
                       int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
                       bool accumulate) {
@@ -247,6 +358,12 @@ inline float kiln_round_bf16(double value) {
 
 }  // namespace
 )prelude";
+}
+
+int64_t packed_b_state_bytes(int64_t k, int64_t n) {
+  constexpr int64_t kHeaderBytes = 64;  // the prelude's kiln_packed_header_bytes
+  constexpr int64_t kMaxBlock = 64;
+  return kHeaderBytes + (k + kMaxBlock) * (n + kMaxBlock) * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace kiln::codegen::cpu

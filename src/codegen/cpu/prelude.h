@@ -20,18 +20,29 @@
 //    between the 16-bit storage of a buffer and the float that holds an f16 or bf16 value in
 //    generated code.
 //  - kiln_sigmoid, kiln_rsqrt: 1 / (1 + exp(-x)) and 1 / sqrt(x) in the argument's type.
-//  - kiln_gemm: loop IR's gemm statement through OpenBLAS's cblas_sgemm / cblas_dgemm
+//  - kiln_gemm: loop IR's gemm statement through oneDNN's sgemm or OpenBLAS's cblas_dgemm
 //    (row-major, alpha 1, beta 0 or 1), with m, n <= 0 and k <= 0 handled before the call.
+//  - kiln_gemm_packed_b: an f32 gemm whose B is kept packed (loop/stmt.h) as a oneDNN matmul
+//    primitive with weights in the layout oneDNN chooses for this machine, packed into the
+//    state on the first call. The state starts with a header (a tag and B's address), so a
+//    state that is zero, or was filled for another B, is packed again. It returns false,
+//    computing nothing, when oneDNN refuses, offers only its slow reference implementation,
+//    or the packed B would not fit, and the caller then calls kiln_gemm.
 // The prelude includes OpenBLAS's cblas.h in every unit, not only in units with a gemm: it
 // stays one constant text (like the flags, part of every cache key), the header costs a few
 // milliseconds of a compile that takes hundreds, and every kernel library links OpenBLAS
 // anyway (kernel_compiler.h).
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace kiln::codegen::cpu {
 
 std::string_view cpu_prelude();
+
+// The bytes of a state for kiln_gemm_packed_b with a k x n B: its header, and room for oneDNN's
+// blocked layouts, which pad each dimension to a block of at most 64.
+int64_t packed_b_state_bytes(int64_t k, int64_t n);
 
 }  // namespace kiln::codegen::cpu

@@ -82,6 +82,7 @@ TEST(Pipeline, DumpsEveryStagesResult) {
       {Stage::lower, "// kernel call 0: "},
       {Stage::schedule, "vectorized for"},
       {Stage::scratch, "// kernel call 0: "},
+      {Stage::pack_weights, "// kernel call 0: "},
       {Stage::share_kernels, "// kernel 0, run by kernel calls 0\nkernel kernel("},
       {Stage::plan_memory, "kernel calls:"},
       {Stage::codegen, "extern \"C\" void kiln_kernel_0"}};
