@@ -2,7 +2,7 @@
 modules (exports.py), exported by torch.onnx.export, the identical file run by both.
 
 Usage: bench_exports.py --kiln PATH [--models M,...] [--opset N] [--quick] [--threads N]
-                        [--rounds N] [--warmup N] [--out DIR] [--kiln-flags "..."]
+                        [--rounds N] [--warmup N] [--out DIR] [--kiln-flags="..."]
 
 For each model: exports.py writes model.onnx and its inputs; `kiln bench FILE --input ...`
 compiles it once in a child process (weights compiled in as constants, Kiln's default for a
@@ -45,8 +45,8 @@ def parse_args():
     parser.add_argument("--out", default=str(HERE.parent / "results"),
                         help="directory for exports.md and exports.json (default: %(default)s)")
     parser.add_argument("--kiln-flags", default="",
-                        help="more flags for kiln bench, for an ablation (e.g. "
-                             "\"--weights-as-inputs --disable-rewrite canonicalize\")")
+                        help="more flags for kiln bench, for an ablation, given with '=' when "
+                             "they start with a dash (--kiln-flags=--no-pack-weights)")
     args = parser.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     for model in args.models:
