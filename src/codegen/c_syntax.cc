@@ -206,7 +206,7 @@ std::string ExprEmitter::emit_expr(const loop::Expr& e) {
     case loop::ExprKind::variable: return lookup(vars_, e.as<loop::Variable>()->name);
     case loop::ExprKind::binary: {
       const auto* b = e.as<loop::Binary>();
-      return binary(b->op, b->a.type(), emit_expr(b->a), emit_expr(b->b));
+      return emit_binary(b->op, b->a.type(), emit_expr(b->a), emit_expr(b->b));
     }
     case loop::ExprKind::logical_not: return fmt::format("(!{})", emit_expr(e.as<loop::Not>()->a));
     case loop::ExprKind::select: {

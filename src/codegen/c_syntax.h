@@ -65,6 +65,11 @@ class ExprEmitter {
   std::string element(const loop::Buffer& buffer, const loop::Expr& index);
   // The element read as a value; a back end may read it from somewhere else.
   virtual std::string emit_load(const loop::Load& load);
+  // A binary operation on emitted operands; a back end may spell some differently.
+  virtual std::string emit_binary(loop::BinaryOp op, DType type, const std::string& a,
+                                  const std::string& b) {
+    return binary(op, type, a, b);
+  }
   virtual std::string emit_let(const loop::Let& let) = 0;
   virtual std::string emit_reduce(const loop::Reduce& reduce) = 0;
 

@@ -123,7 +123,7 @@ class KernelEmitter : public ExprEmitter {
     const std::string start = r.op == loop::ReduceOp::sum && is_floating(type)
                                   ? float_constant(-0.0, type)
                                   : identity;
-    const std::string combined = binary(loop::reduce_combiner(r.op), type, acc, body);
+    const std::string combined = emit_binary(loop::reduce_combiner(r.op), type, acc, body);
     return fmt::format(
         "[&]() -> {0} {{ const int64_t {1}_begin = {2}, {1}_end = {1}_begin + {3}; "
         "if ({1}_end <= {1}_begin) return {4}; {0} {5} = {6}; "
@@ -170,7 +170,10 @@ class KernelEmitter : public ExprEmitter {
     const std::string lanes = fresh_name('l'), lane = fresh_name('l'), first = fresh_name('k');
     const std::string acc = fresh_name('r');
     const std::string v = bind_var(r.var);
+    // The body runs in the lanes' vector loop (and, for the tail, in a scalar one).
+    ++vector_depth_;
     const std::string body = emit_expr(r.body);
+    --vector_depth_;
     unbind_var();
     vars_.resize(vars_.size() - vars_bound);
     buffers_.resize(buffers_.size() - buffers_bound);
@@ -197,8 +200,8 @@ class KernelEmitter : public ExprEmitter {
         fmt::arg("lane", lane), fmt::arg("n", lanes_count), fmt::arg("start", start),
         fmt::arg("first", first), fmt::arg("acc", acc),
         fmt::arg("lane_update", binary(op, type, fmt::format("{}[{}]", lanes, lane), body)),
-        fmt::arg("tail_update", binary(op, type, acc, body)),
-        fmt::arg("combine", binary(op, type, acc, fmt::format("{}[{}]", lanes, lane))));
+        fmt::arg("tail_update", emit_binary(op, type, acc, body)),
+        fmt::arg("combine", emit_binary(op, type, acc, fmt::format("{}[{}]", lanes, lane))));
   }
 
   // --- Statements -------------------------------------------------------------------------
@@ -253,7 +256,10 @@ class KernelEmitter : public ExprEmitter {
     const std::string v = bind_var(f.var);
     line(fmt::format("for (int64_t {0} = {1}; {0} < {2}; ++{0}) {{", v, begin, end));
     in_parallel_ = in_parallel_ || opens_parallel_region;
+    const bool vectorized = f.for_kind == loop::ForKind::vectorized;
+    vector_depth_ += vectorized ? 1 : 0;
     emit_nested(f.body);
+    vector_depth_ -= vectorized ? 1 : 0;
     if (opens_parallel_region) in_parallel_ = false;
     hoisted_loads_.clear();
     line("}");
@@ -285,6 +291,15 @@ class KernelEmitter : public ExprEmitter {
                        load_value(load->type, read)));
       hoisted_loads_.emplace(std::move(read), ident);
     }
+  }
+
+  // min and max outside vector code as the prelude's branch-free scalar forms.
+  std::string emit_binary(loop::BinaryOp op, DType type, const std::string& a,
+                          const std::string& b) override {
+    const bool min_max = op == loop::BinaryOp::min || op == loop::BinaryOp::max;
+    if (!min_max || vector_depth_ > 0) return binary(op, type, a, b);
+    return fmt::format("kiln_{}_scalar<{}>({}, {})", op == loop::BinaryOp::min ? "min" : "max",
+                       value_type(type), a, b);
   }
 
   std::string emit_load(const loop::Load& load) override {
@@ -343,6 +358,7 @@ class KernelEmitter : public ExprEmitter {
   }
 
   bool in_parallel_ = false;
+  int vector_depth_ = 0;  // vectorized loops and reduction lanes around the code emitted
   // Inside a vectorized loop: the element each invariant load reads, as emitted, and the
   // constant it was read into before the loop.
   std::map<std::string, std::string> hoisted_loads_;

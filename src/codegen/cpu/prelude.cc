@@ -254,21 +254,34 @@ inline T kiln_select(bool c, T a, T b) {
   return c ? a : b;
 }
 
-// NaN propagates from either operand: `b < a ? b : a` (or `>`) is the x86 minss / maxss idiom,
-// which gives a when either is NaN, and a NaN b is then taken by the second select, which a
-// NaN makes rare and so well predicted. No early return: the NaN test written as one left
-// reductions over a select scalar (a fused bias + relu + max_pool ran 8x slower than its
-// three kernels unfused). Nor `(b < a || b != b) ? b : a`: GCC compiles that to a branch on
-// the comparison in scalar code, which random data mispredicts half the time (a max pool's
-// column pass ran 2.8x slower).
+// NaN propagates from either operand (a NaN a is kept because every comparison with it is
+// false). One conditional, no early return: GCC's vectorizer if-converts it, and the NaN test
+// written as an early return left reductions over a select scalar (a fused bias + relu +
+// max_pool ran 8x slower than its three kernels unfused).
 template <typename T>
 inline T kiln_min(T a, T b) {
+  return (b < a || b != b) ? b : a;
+}
+
+template <typename T>
+inline T kiln_max(T a, T b) {
+  return (a < b || b != b) ? b : a;
+}
+
+// The same outside vector code. There GCC compiles kiln_min / kiln_max to a branch on the
+// comparison, which random data mispredicts (a max pool's scalar column pass ran 2.8x
+// slower); `b < a ? b : a` (or `>`) is the minss / maxss idiom, which gives a when either is
+// NaN, and a NaN b is taken by a second select that NaNs make rare. In vector code the
+// vectorizer left a reduction's lanes scalar with this form (a relu + max over time 4.5x
+// slower), so the emitter chooses by context (codegen/cpu/emitter.cc).
+template <typename T>
+inline T kiln_min_scalar(T a, T b) {
   const T smaller = b < a ? b : a;
   return b != b ? b : smaller;
 }
 
 template <typename T>
-inline T kiln_max(T a, T b) {
+inline T kiln_max_scalar(T a, T b) {
   const T larger = b > a ? b : a;
   return b != b ? b : larger;
 }

@@ -10,7 +10,8 @@
 //    stores do not alias every other buffer).
 //  - kiln_select: select with both branches evaluated, as loop IR defines it (loop/expr.h).
 //  - kiln_min / kiln_max: std::min / std::max (same choice between equal operands, so -0.0
-//    and 0.0 come out as the evaluator's), NaN when either operand is NaN.
+//    and 0.0 come out as the evaluator's), NaN when either operand is NaN; kiln_min_scalar /
+//    kiln_max_scalar compute the same without a branch, for code outside vector loops.
 //  - kiln_fmod: floating x - y * floor(x / y), computed in double as the evaluator does.
 //  - kiln_abs: integer absolute value that wraps instead of overflowing.
 //  - kiln_to_i32 / kiln_to_i64: float-to-integer casts that truncate toward zero and saturate
