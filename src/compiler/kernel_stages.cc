@@ -136,16 +136,9 @@ class PackConstantWeights final : public loop::IRMutator {
                                                     DType::i64, {bytes / 8});
     added_.push_back(packed);
     record_.state_bytes.push_back(bytes);
-    return loop::gemm({.a = g.a,
-                       .b = g.b,
-                       .c = g.c,
-                       .transpose_a = g.transpose_a,
-                       .transpose_b = g.transpose_b,
-                       .m = g.m,
-                       .n = g.n,
-                       .k = g.k,
-                       .accumulate = false,
-                       .packed_b = packed});
+    loop::GemmArgs args = loop::gemm_args(g);
+    args.packed_b = packed;
+    return loop::gemm(std::move(args));
   }
 
  private:

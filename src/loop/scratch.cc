@@ -80,16 +80,11 @@ class ScratchPromoter : public IRMutator {
         replaced(g.c.buffer) == nullptr) {
       return mutated;
     }
-    return gemm({.a = region(g.a),
-                 .b = region(g.b),
-                 .c = region(g.c),
-                 .transpose_a = g.transpose_a,
-                 .transpose_b = g.transpose_b,
-                 .m = g.m,
-                 .n = g.n,
-                 .k = g.k,
-                 .accumulate = g.accumulate,
-                 .packed_b = g.packed_b});
+    GemmArgs args = gemm_args(g);
+    args.a = region(g.a);
+    args.b = region(g.b);
+    args.c = region(g.c);
+    return gemm(std::move(args));
   }
 
  private:

@@ -105,6 +105,19 @@ Stmt gemm(GemmArgs args) {
                                            std::move(args.packed_b)));
 }
 
+GemmArgs gemm_args(const Gemm& g) {
+  return {.a = g.a,
+          .b = g.b,
+          .c = g.c,
+          .transpose_a = g.transpose_a,
+          .transpose_b = g.transpose_b,
+          .m = g.m,
+          .n = g.n,
+          .k = g.k,
+          .accumulate = g.accumulate,
+          .packed_b = g.packed_b};
+}
+
 Stmt no_op() { return block({}); }
 
 bool is_no_op(const Stmt& stmt) {

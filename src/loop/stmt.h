@@ -191,6 +191,8 @@ Stmt allocate(Buffer buffer, Stmt body);
 Stmt if_then_else(Expr condition, Stmt then_case, Stmt else_case = Stmt());
 Stmt block(std::vector<Stmt> stmts);
 Stmt gemm(GemmArgs args);
+// The arguments that make `g` again, for a copy with some of them changed.
+GemmArgs gemm_args(const Gemm& g);
 Stmt no_op();  // the empty block
 bool is_no_op(const Stmt& stmt);
 // The statements of `stmt` in order, nested blocks opened: {a, {b, c}} -> a, b, c.
