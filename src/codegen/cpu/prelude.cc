@@ -86,6 +86,10 @@ inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const f
   kiln_gemm_with<float>(kiln_sgemm, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
+// oneDNN's primitives through its C API as oneDNN 2 has it (Debian 12's 2.6, which the GPU
+// bundle carries too). oneDNN 3 dropped the operation descriptors; with it every packed gemm
+// declines and kiln_gemm computes the product.
+#if DNNL_VERSION_MAJOR < 3
 // The engine and stream every oneDNN primitive of this library runs on (CPU, in order).
 struct kiln_dnnl_context {
   dnnl_engine_t engine = nullptr;
@@ -196,6 +200,12 @@ inline bool kiln_gemm_packed_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k
   dnnl_primitive_desc_destroy(pd);
   return ok;
 }
+#else
+inline bool kiln_gemm_packed_b(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                               const float*, int64_t, float*, int64_t, int64_t*, int64_t) {
+  return false;
+}
+#endif
 
 inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
                       int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
