@@ -78,6 +78,7 @@ bench-peers: build
 	$(PEERS_VENV)/bin/python bench/peers/bench_peers.py --kiln $(KILN) $(PEERS_ARGS)
 	$(PEERS_VENV)/bin/python bench/peers/bench_exports.py --kiln $(KILN) $(EXPORTS_ARGS)
 	$(PEERS_VENV)/bin/python bench/peers/check_old_opsets.py --kiln $(KILN)
+	$(PEERS_VENV)/bin/python bench/peers/gemm_rates.py --kiln $(KILN)
 
 # The GPU's peers are the machine's own PyTorch (with CUDA), not the pinned CPU build of
 # bench-peers; the results go to bench/results/ (gpu.md, gpu.json).
