@@ -15,6 +15,7 @@
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
 #include "loop/scratch.h"
+#include "loop/tuning.h"
 #include "runtime/kernel_abi.h"
 
 namespace kiln {
@@ -93,14 +94,6 @@ void scratch_stage(std::vector<KernelRecord>& records, const CompileOptions& opt
 
 namespace {
 
-// Rows up to which B is worth packing once: with as few rows, repacking B on every call (what
-// sgemm does) costs a large share of the product. On a 2-core AVX-512 Xeon, 128 and 197 rows
-// by BERT's and ViT's weights ran 10-25% faster packed, 1,024 rows no faster.
-constexpr int64_t kPackedGemmMaxRows = 512;
-// Multiply-adds below which a primitive's setup on every call (a few microseconds) would eat
-// the gain.
-constexpr int64_t kPackedGemmMinWork = int64_t{1} << 24;
-
 // Whether `value` is a weight compiled into the program's constants (plan_memory_stage).
 bool is_compiled_in_constant(const Value& value) {
   const Node* producer = value.producer();
@@ -127,8 +120,8 @@ class PackConstantWeights final : public loop::IRMutator {
     const auto m = loop::as_const_int(g.m), n = loop::as_const_int(g.n);
     const auto k = loop::as_const_int(g.k);
     if (g.accumulate || g.c.buffer.dtype() != DType::f32 || !m || !n || !k ||
-        !loop::as_const_int(g.b.offset) || *m > kPackedGemmMaxRows ||
-        *m * *n * *k < kPackedGemmMinWork || !reads_constant(g.b.buffer)) {
+        !loop::as_const_int(g.b.offset) || *m > loop::kPackedGemmMaxRows ||
+        *m * *n * *k < loop::kPackedGemmMinWork || !reads_constant(g.b.buffer)) {
       return self;
     }
     const int64_t bytes = codegen::cpu::packed_b_state_bytes(*k, *n);

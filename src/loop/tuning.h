@@ -1,8 +1,8 @@
-// The tuning constants of loop lowering, scheduling and GPU mapping, in one place. Each is a
-// size or threshold that decides how a kernel runs, not what it computes: changing one
-// changes the generated loops (block sizes, which loops run in parallel, what is batched) and
-// never a result. Where a measurement set a value, docs/benchmarks.md ("Tuning constants")
-// records it; code comments say only what a constant controls and why.
+// The tuning constants of loop lowering, weight packing, scheduling and GPU mapping, in one
+// place. Each is a size or threshold that decides how a kernel runs, not what it computes:
+// changing one changes the generated loops (block sizes, which loops run in parallel, what is
+// batched) and never a result. Where a measurement set a value, docs/benchmarks.md ("Tuning
+// constants") records it; code comments say only what a constant controls and why.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,13 @@ inline constexpr int64_t kMinGemmBlockRows = 256;
 inline constexpr int64_t kBatchColumnsBelow = 256;
 // The largest column buffer, in bytes, of such a batched convolution.
 inline constexpr int64_t kMaxBatchColumnBytes = int64_t{64} << 20;
+
+// --- Packed weights (compiler/stages.h: pack_weights_stage) ------------------------------
+
+// The most rows of a gemm that keeps its constant B packed.
+inline constexpr int64_t kPackedGemmMaxRows = 512;
+// The fewest multiply-adds of a gemm that keeps its constant B packed.
+inline constexpr int64_t kPackedGemmMinWork = int64_t{1} << 24;
 
 // --- Scheduling (loop/default_schedule.h, loop/schedule.h, loop/scratch.h) -----------------
 
