@@ -58,7 +58,7 @@ class ProgramBuilder {
       // Each step's own: a state holds what one call site packed.
       const int64_t offset = program_.state_bytes;
       step.buffers.push_back(add_buffer({runtime::Storage::state, 0, offset, bytes}));
-      program_.state_bytes += (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+      program_.state_bytes += round_up(bytes);
     }
     program_.steps.push_back(std::move(step));
     step_records.push_back(record_index);
@@ -130,9 +130,8 @@ class ProgramBuilder {
     KILN_ASSIGN_OR_RETURN(std::vector<Array> folded,
                           producer->def().eval({}, producer->attrs(), producer->output_types()));
     // Constants start aligned like arena buffers, so kernels may load them with vector loads.
-    program_.constants.resize(static_cast<size_t>(
-        (static_cast<int64_t>(program_.constants.size()) + kArenaAlignment - 1) / kArenaAlignment *
-        kArenaAlignment));
+    program_.constants.resize(
+        static_cast<size_t>(round_up(static_cast<int64_t>(program_.constants.size()))));
     const auto offset = static_cast<int64_t>(program_.constants.size());
     append_encoded(folded.at(0), program_.constants);
     const int buffer = add_buffer({runtime::Storage::constant, 0, offset, bytes_of(value)});

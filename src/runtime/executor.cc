@@ -89,9 +89,8 @@ void Executor::FreeAligned::operator()(std::byte* memory) const { std::free(memo
 
 Expected<std::byte*> Executor::allocate_aligned(int64_t bytes, std::string_view what) {
   // aligned_alloc wants a multiple of the alignment; the plan's offsets are aligned to it.
-  const auto size =
-      static_cast<size_t>((bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
-  auto* memory = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, size));
+  auto* memory = static_cast<std::byte*>(
+      std::aligned_alloc(kArenaAlignment, static_cast<size_t>(round_up(bytes))));
   if (memory == nullptr) return Status::errorf("cannot allocate the {}-byte {}", bytes, what);
   return memory;
 }
@@ -111,8 +110,7 @@ Expected<Executor> Executor::create(std::shared_ptr<const Program> program,
   if (arena_bytes > 0) {
     KILN_ASSIGN_OR_RETURN(std::byte * memory, allocate_aligned(arena_bytes, "arena"));
     executor.arena_.reset(memory, FreeAligned());
-    executor.arena_capacity_ = (arena_bytes + kArenaAlignment - 1) / kArenaAlignment *
-                               kArenaAlignment;
+    executor.arena_capacity_ = round_up(arena_bytes);
   }
   if (state_bytes > 0) {
     // Zeroed: a kernel finds its state empty on the first run (codegen/cpu/prelude.h).

@@ -10,10 +10,6 @@
 namespace kiln {
 namespace {
 
-int64_t round_up(int64_t bytes, int64_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
-
 bool lifetimes_overlap(const BufferLifetime& a, const BufferLifetime& b) {
   return a.first_step <= b.last_step && b.first_step <= a.last_step;
 }

@@ -37,6 +37,11 @@ struct MemoryPlan {
 
 inline constexpr int64_t kArenaAlignment = 64;  // a cache line; enough for any vector load
 
+// `bytes` rounded up to a multiple of `alignment`.
+inline constexpr int64_t round_up(int64_t bytes, int64_t alignment = kArenaAlignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
 // The bytes alive at each step, sizes rounded up to `alignment`: entry s for step s, from
 // step 0 to the last step any buffer lives. Its largest entry is the live bound.
 std::vector<int64_t> live_bytes_by_step(std::span<const BufferLifetime> buffers,
