@@ -42,6 +42,12 @@ namespace kiln::codegen::cpu {
 
 std::string_view cpu_prelude();
 
+// A packed B's state starts with a header of kPackedBHeaderBytes: kiln_gemm_packed_b writes
+// kPackedBTag ("kilnpack") in its first int64 once B is packed there, and B's address in the
+// second.
+inline constexpr int64_t kPackedBTag = 0x6b696c6e7061636b;
+inline constexpr int64_t kPackedBHeaderBytes = 64;
+
 // The bytes of a state for kiln_gemm_packed_b with a k x n B: its header, and room for oneDNN's
 // blocked layouts, which pad each dimension to a block of at most 64.
 int64_t packed_b_state_bytes(int64_t k, int64_t n);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "codegen/cpu/prelude.h"
 #include "compiler/tensor_bytes.h"
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
@@ -73,7 +74,7 @@ PackedRun run_once(runtime::Executor& executor, const Graph& graph,
   runtime::RunHooks hooks;
   hooks.after_step = [&](int, std::span<void* const> buffers) {
     const auto* header = static_cast<const int64_t*>(buffers[static_cast<size_t>(state_buffer)]);
-    run.packed = header[0] == 0x6b696c6e7061636bll;  // the prelude's kiln_packed_tag
+    run.packed = header[0] == codegen::cpu::kPackedBTag;
     return Status::ok();
   };
   const Status status = executor.run(input_addresses, output_addresses, hooks);
