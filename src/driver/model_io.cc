@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "frontend/aten_import.h"
 #include "ir/parser.h"
 #include "passes/freeze_inputs.h"
 #include "support/files.h"
@@ -31,9 +32,11 @@ Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOpti
     return Status::errorf("{}: --shape applies to ONNX models only", path);
   }
   KILN_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  KILN_ASSIGN_OR_RETURN(Graph graph, parse_graph(text, path));
-  const int inputs = static_cast<int>(graph.inputs().size());
-  return ImportedModel{std::move(graph), inputs, {}, 0, 0};
+  const bool aten = ends_with(path, ".json");
+  Expected<Graph> graph = aten ? import_aten_graph(text) : parse_graph(text, path);
+  if (!graph) return aten ? graph.status().with_context(path) : graph.status();
+  const int inputs = static_cast<int>(graph->inputs().size());
+  return ImportedModel{std::move(*graph), inputs, {}, 0, 0};
 }
 
 Status freeze_weights(ImportedModel& model) {

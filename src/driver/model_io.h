@@ -12,7 +12,8 @@
 
 namespace kiln {
 
-// An ONNX file (by its .onnx extension) or an IR text file (anything else). For IR text, every
+// An ONNX file (by its .onnx extension), an ATen graph (.json, as the Python package writes
+// it: frontend/aten_import.h) or an IR text file (anything else). For the last two, every
 // graph input is a data input and there are no weights.
 Expected<ImportedModel> load_model(const std::string& path, const OnnxImportOptions& options = {});
 

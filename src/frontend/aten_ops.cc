@@ -1,0 +1,809 @@
+// The ATen importer's op converters, one per ATen overload, listed in one table at the end.
+//
+// The arithmetic is done in the dtype PyTorch's metadata gives the result (its type promotion),
+// so integer operands of a float result are cast first, as ATen computes. Comparisons, whose
+// result is bool, promote their operands as ATen's result_type does. Shapes that ATen derives
+// from arguments (view's size with a -1, squeeze, expand) are taken from the result metadata,
+// which is exact.
+#include <cmath>
+#include <numbers>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "frontend/aten_converter.h"
+
+namespace kiln::aten_import {
+namespace {
+
+using Results = Expected<std::vector<Value*>>;
+
+Results one(Value* value) { return std::vector<Value*>{value}; }
+
+Value* cast_to(GraphBuilder& b, Value* x, DType dtype) {
+  return x->dtype() == dtype ? x : b.cast(x, dtype);
+}
+
+// A dim argument as an axis of a tensor of `rank` dims; a 0-d tensor takes dims 0 and -1, as
+// ATen's maybe_wrap_dim does.
+Expected<int> axis_of(AtenNode& n, std::string_view name, int rank) {
+  KILN_ASSIGN_OR_RETURN(int64_t dim, n.integer(name));
+  if (rank == 0 && (dim == 0 || dim == -1)) return 0;
+  Expected<int> axis = normalize_axis(dim, rank);
+  if (!axis) return n.unsupported(name, axis.status().message());
+  return *axis;
+}
+
+// A list of dims; an absent or empty list means every dim (ATen's reductions over dim=[]).
+Expected<std::vector<int64_t>> axes_of(AtenNode& n, std::string_view name, int rank) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.integers_or_empty(name));
+  std::vector<int64_t> axes;
+  if (dims.empty()) {
+    axes.resize(static_cast<size_t>(rank));
+    std::iota(axes.begin(), axes.end(), 0);
+    return axes;
+  }
+  for (int64_t dim : dims) {
+    if (rank == 0 && (dim == 0 || dim == -1)) continue;
+    Expected<int> axis = normalize_axis(dim, rank);
+    if (!axis) return n.unsupported(name, axis.status().message());
+    axes.push_back(*axis);
+  }
+  return axes;
+}
+
+// Whether `x` counts as a wrapped number in ATen's type promotion: a 0-d tensor does not
+// decide the dtype against a tensor with dims of the same category.
+DType promoted(const Value* a, const Value* b) {
+  if (a->dtype() == b->dtype()) return a->dtype();
+  const auto category = [](DType d) { return is_floating(d) ? 2 : is_integer(d) ? 1 : 0; };
+  if (category(a->dtype()) != category(b->dtype())) {
+    return category(a->dtype()) > category(b->dtype()) ? a->dtype() : b->dtype();
+  }
+  if (a->rank() == 0 && b->rank() > 0) return b->dtype();
+  if (b->rank() == 0 && a->rank() > 0) return a->dtype();
+  if (is_floating(a->dtype()) && dtype_size_bytes(a->dtype()) == dtype_size_bytes(b->dtype())) {
+    return DType::f32;  // f16 with bf16
+  }
+  return dtype_size_bytes(a->dtype()) > dtype_size_bytes(b->dtype()) ? a->dtype() : b->dtype();
+}
+
+// The other operand of a binary op: a tensor, or (for the .Scalar overloads) a number made a
+// constant of `dtype`.
+Expected<Value*> other_operand(AtenNode& n, bool scalar, DType dtype) {
+  if (!scalar) {
+    KILN_ASSIGN_OR_RETURN(Value * other, n.tensor("other"));
+    return cast_to(n.b, other, dtype);
+  }
+  KILN_ASSIGN_OR_RETURN(double other, n.number("other"));
+  return n.b.scalar(other, dtype);
+}
+
+// ---- Elementwise ----------------------------------------------------------------------------
+
+// Unary ops computed in the result's dtype (exp of an int tensor is a float).
+Converter unary(Op op) {
+  return [op](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+    return one(n.b.unary(op, cast_to(n.b, x, n.output_type().dtype)));
+  };
+}
+
+Results logical_not(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  return one(n.b.unary(Op::logical_not, cast_to(n.b, x, DType::boolean)));
+}
+
+// add, sub (with alpha), mul, div, in their .Tensor and .Scalar overloads.
+Converter arithmetic(Op op, bool scalar, bool has_alpha) {
+  return [=](AtenNode& n) -> Results {
+    const DType dtype = n.output_type().dtype;
+    KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+    KILN_ASSIGN_OR_RETURN(Value * other, other_operand(n, scalar, dtype));
+    if (has_alpha) {
+      KILN_ASSIGN_OR_RETURN(double alpha, n.number("alpha"));
+      if (alpha != 1) other = n.b.mul(other, n.b.scalar(alpha, dtype));
+    }
+    return one(n.b.apply1(op, {cast_to(n.b, self, dtype), other}));
+  };
+}
+
+Converter binary_tensor(Op op) {
+  return [op](AtenNode& n) -> Results {
+    const DType dtype = n.output_type().dtype;
+    KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+    KILN_ASSIGN_OR_RETURN(Value * other, n.tensor("other"));
+    return one(n.b.apply1(op, {cast_to(n.b, self, dtype), cast_to(n.b, other, dtype)}));
+  };
+}
+
+// eq, ne, lt, le, gt, ge: operands promoted as ATen's result_type, result bool.
+Converter comparison(Op op, bool negate, bool scalar) {
+  return [=](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+    Value* other = nullptr;
+    DType dtype = self->dtype();
+    if (scalar) {
+      KILN_ASSIGN_OR_RETURN(double value, n.number("other"));
+      KILN_ASSIGN_OR_RETURN(bool is_float, n.is_float_number("other"));
+      if (is_float && !is_floating(dtype)) dtype = DType::f32;
+      if (!is_float && dtype == DType::boolean) dtype = DType::i64;
+      other = n.b.scalar(value, dtype);
+    } else {
+      KILN_ASSIGN_OR_RETURN(other, n.tensor("other"));
+      dtype = promoted(self, other);
+      other = cast_to(n.b, other, dtype);
+    }
+    Value* result = n.b.apply1(op, {cast_to(n.b, self, dtype), other});
+    return one(negate ? n.b.unary(Op::logical_not, result) : result);
+  };
+}
+
+Converter logical(Op op) {
+  return [op](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+    KILN_ASSIGN_OR_RETURN(Value * other, n.tensor("other"));
+    return one(n.b.apply1(
+        op, {cast_to(n.b, self, DType::boolean), cast_to(n.b, other, DType::boolean)}));
+  };
+}
+
+Results where(AtenNode& n) {
+  const DType dtype = n.output_type().dtype;
+  KILN_ASSIGN_OR_RETURN(Value * condition, n.tensor("condition"));
+  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Value * other, n.tensor("other"));
+  return one(n.b.where(cast_to(n.b, condition, DType::boolean), cast_to(n.b, self, dtype),
+                       cast_to(n.b, other, dtype)));
+}
+
+// clamp: max with `min`, then min with `max` (so max wins where min > max, as in ATen); NaN in
+// x stays NaN.
+Results clamp(AtenNode& n) {
+  const DType dtype = n.output_type().dtype;
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::optional<double> low, n.optional_number("min"));
+  KILN_ASSIGN_OR_RETURN(std::optional<double> high, n.optional_number("max"));
+  Value* y = cast_to(n.b, x, dtype);
+  if (low) y = n.b.max(y, n.b.scalar(*low, dtype));
+  if (high) y = n.b.min(y, n.b.scalar(*high, dtype));
+  return one(y);
+}
+
+Results pow_tensor_scalar(AtenNode& n) {
+  const DType dtype = n.output_type().dtype;
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(double exponent, n.number("exponent"));
+  return one(n.b.pow(cast_to(n.b, x, dtype), n.b.scalar(exponent, dtype)));
+}
+
+Results pow_tensor_tensor(AtenNode& n) {
+  const DType dtype = n.output_type().dtype;
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Value * exponent, n.tensor("exponent"));
+  return one(n.b.pow(cast_to(n.b, x, dtype), cast_to(n.b, exponent, dtype)));
+}
+
+Results gelu(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::optional<std::string> approximate, n.optional_string("approximate"));
+  const std::string form = approximate.value_or("none");
+  if (form != "none" && form != "tanh") return n.unsupported("approximate", "not none or tanh");
+  return one(n.b.gelu(x, form == "tanh"));
+}
+
+// d/dx of x * Phi(x): Phi(x) + x * phi(x), with the exact (erf) form only.
+Results gelu_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::optional<std::string> approximate, n.optional_string("approximate"));
+  if (approximate.value_or("none") != "none") {
+    return n.unsupported("approximate", "only the exact (erf) form's gradient is converted");
+  }
+  GraphBuilder& b = n.b;
+  Value* cdf = b.mul_scalar(b.add_scalar(b.erf(b.mul_scalar(x, std::numbers::sqrt2 / 2)), 1), 0.5);
+  Value* pdf = b.mul_scalar(b.exp(b.mul_scalar(b.mul(x, x), -0.5)),
+                            std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  return one(b.mul(grad, b.add(cdf, b.mul(x, pdf))));
+}
+
+Results sigmoid_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * y, n.tensor("output"));
+  GraphBuilder& b = n.b;
+  return one(b.mul(grad, b.mul(y, b.sub(b.scalar(1, y->dtype()), y))));
+}
+
+Results tanh_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * y, n.tensor("output"));
+  GraphBuilder& b = n.b;
+  return one(b.mul(grad, b.sub(b.scalar(1, y->dtype()), b.mul(y, y))));
+}
+
+// grad where self > threshold, else 0 (relu's gradient).
+Results threshold_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(double threshold, n.number("threshold"));
+  GraphBuilder& b = n.b;
+  Value* keep = b.greater(x, b.scalar(threshold, x->dtype()));
+  return one(b.where(keep, grad, b.scalar(0, grad->dtype())));
+}
+
+// ---- Reductions -----------------------------------------------------------------------------
+
+// sum, mean, amax, amin over `dim` (every dim when absent or empty), in the result's dtype.
+Converter reduction(Op op, const char* dim_name, bool has_keepdim, bool has_dtype) {
+  return [=](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+    std::vector<int64_t> axes;
+    if (dim_name != nullptr) {
+      KILN_ASSIGN_OR_RETURN(axes, axes_of(n, dim_name, x->rank()));
+    } else {
+      axes.resize(static_cast<size_t>(x->rank()));
+      std::iota(axes.begin(), axes.end(), 0);
+    }
+    bool keepdim = false;
+    if (has_keepdim) {
+      KILN_ASSIGN_OR_RETURN(keepdim, n.boolean("keepdim"));
+    }
+    if (has_dtype) n.ignore({"dtype"});  // the result's dtype, which the metadata gives
+    x = cast_to(n.b, x, n.output_type().dtype);
+    if (axes.empty()) return one(n.b.apply1(Op::identity, {x}));
+    return one(n.b.apply1(op, {x}, {{"axes", axes}, {"keepdims", keepdim}}));
+  };
+}
+
+// any over one dim: the largest of the values as 0/1.
+Results any_dim(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, n.boolean("keepdim"));
+  GraphBuilder& b = n.b;
+  Value* flags = b.cast(cast_to(b, x, DType::boolean), DType::i32);
+  if (x->rank() == 0) return one(b.cast(flags, DType::boolean));
+  return one(b.cast(b.reduce_max(flags, {axis}, keepdim), DType::boolean));
+}
+
+// var with Bessel's correction (1 by default): the sum of squared deviations over N - correction.
+Results var_correction(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(std::optional<double> correction, n.optional_number("correction"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, n.boolean("keepdim"));
+  GraphBuilder& b = n.b;
+  int64_t count = 1;
+  for (int64_t axis : axes) count *= x->shape().dim(static_cast<int>(axis));
+  Value* centered = b.sub(x, b.mean(x, axes, /*keepdims=*/true));
+  Value* squares = b.sum(b.mul(centered, centered), axes, keepdim);
+  return one(b.mul_scalar(squares, 1.0 / (static_cast<double>(count) - correction.value_or(1))));
+}
+
+// ---- Layout ---------------------------------------------------------------------------------
+
+// view, reshape, squeeze, unsqueeze: the result's shape, from the metadata.
+Converter reshape_to_result(std::initializer_list<std::string_view> shape_arguments) {
+  std::vector<std::string_view> names(shape_arguments);
+  return [names](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+    for (std::string_view name : names) n.ignore({name});
+    return one(n.b.reshape(x, n.output_type().shape.dims()));
+  };
+}
+
+Results expand(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  n.ignore({"size"});  // -1 entries keep x's dim; the metadata has the result
+  KILN_ASSIGN_OR_RETURN(bool implicit, n.boolean("implicit"));
+  (void)implicit;  // only changes how autograd records the op
+  return one(n.b.broadcast_to(x, n.output_type().shape.dims()));
+}
+
+Results permute(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.integers("dims"));
+  for (int64_t& dim : dims) {
+    Expected<int> axis = normalize_axis(dim, x->rank());
+    if (!axis) return n.unsupported("dims", axis.status().message());
+    dim = *axis;
+  }
+  return one(n.b.transpose(x, dims));
+}
+
+Results transpose_int(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int a, axis_of(n, "dim0", x->rank()));
+  KILN_ASSIGN_OR_RETURN(int c, axis_of(n, "dim1", x->rank()));
+  if (x->rank() < 2) return one(n.b.apply1(Op::identity, {x}));
+  std::vector<int64_t> perm(static_cast<size_t>(x->rank()));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[static_cast<size_t>(a)], perm[static_cast<size_t>(c)]);
+  return one(n.b.transpose(x, perm));
+}
+
+Results t(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  if (x->rank() < 2) return one(n.b.apply1(Op::identity, {x}));
+  return one(n.b.transpose(x, {1, 0}));
+}
+
+// clone, alias, lift_fresh_copy: the same values.
+Results copy_of(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  n.ignore({"memory_format"});
+  return one(n.b.apply1(Op::identity, {x}));
+}
+
+// _to_copy: a cast to the result's dtype; where the copy lives does not change its values.
+Results to_copy(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  n.ignore({"dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format"});
+  const DType dtype = n.output_type().dtype;
+  return one(x->dtype() == dtype ? n.b.apply1(Op::identity, {x}) : n.b.cast(x, dtype));
+}
+
+// Python's slice clamping of [start, end) to a dim of `size`.
+int64_t clamp_index(std::optional<int64_t> index, int64_t fallback, int64_t size) {
+  int64_t i = index.value_or(fallback);
+  if (i < 0) i += size;
+  return std::clamp<int64_t>(i, 0, size);
+}
+
+Results slice(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> start, n.optional_integer("start"));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> end, n.optional_integer("end"));
+  KILN_ASSIGN_OR_RETURN(int64_t step, n.integer("step"));
+  if (step < 1) return n.unsupported("step", "ATen's slice step is positive");
+  const int64_t size = x->shape().dim(axis);
+  const int64_t begin = clamp_index(start, 0, size);
+  const int64_t stop = std::max(begin, clamp_index(end, size, size));
+  return one(n.b.slice(x, {begin}, {stop}, {axis}, {step}));
+}
+
+Results select(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(int64_t index, n.integer("index"));
+  const int64_t size = x->shape().dim(axis);
+  if (index < -size || index >= size) return n.unsupported("index", "out of range");
+  if (index < 0) index += size;
+  Value* row = n.b.slice(x, {index}, {index + 1}, {axis});
+  return one(n.b.reshape(row, n.output_type().shape.dims()));
+}
+
+Results cat(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(std::vector<Value*> parts, n.tensors("tensors"));
+  const TensorType& result = n.output_type();
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", result.shape.rank()));
+  std::vector<Value*> kept;
+  for (Value* part : parts) {
+    // ATen skips empty 1-d tensors in cat, whatever the other tensors' rank.
+    if (part->shape().num_elements() == 0) continue;
+    kept.push_back(cast_to(n.b, part, result.dtype));
+  }
+  if (kept.empty()) return n.unsupported("tensors", "every tensor is empty");
+  if (kept.size() == 1) return one(n.b.apply1(Op::identity, {kept[0]}));
+  return one(n.b.concat(kept, axis));
+}
+
+Converter split(bool by_sizes) {
+  return [by_sizes](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+    KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+    std::vector<int64_t> sizes;
+    if (by_sizes) {
+      KILN_ASSIGN_OR_RETURN(sizes, n.integers("split_sizes"));
+    } else {
+      KILN_ASSIGN_OR_RETURN(int64_t size, n.integer("split_size"));
+      if (size < 1) return n.unsupported("split_size", "must be positive");
+      for (int64_t left = x->shape().dim(axis); left > 0; left -= size) {
+        sizes.push_back(std::min(size, left));
+      }
+    }
+    return n.b.split(x, axis, sizes);
+  };
+}
+
+// full, full_like, scalar_tensor: a constant of the result's type.
+Converter filled(const char* value_name, std::initializer_list<std::string_view> ignored) {
+  std::vector<std::string_view> names(ignored);
+  return [=](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(double value, n.number(value_name));
+    for (std::string_view name : names) n.ignore({name});
+    const TensorType& result = n.output_type();
+    return one(n.b.fill(result.shape, value, result.dtype));
+  };
+}
+
+// arange: start + i * step for i in [0, the result's length).
+Converter arange(bool has_start, bool has_step) {
+  return [=](AtenNode& n) -> Results {
+    double start = 0;
+    double step = 1;
+    if (has_start) {
+      KILN_ASSIGN_OR_RETURN(start, n.number("start"));
+    }
+    KILN_ASSIGN_OR_RETURN(double end, n.number("end"));
+    (void)end;  // the metadata's length is the count of values
+    if (has_step) {
+      KILN_ASSIGN_OR_RETURN(step, n.number("step"));
+    }
+    n.ignore({"dtype", "layout", "device", "pin_memory"});
+    const TensorType& result = n.output_type();
+    GraphBuilder& b = n.b;
+    Value* index = b.iota(result.shape, 0, result.dtype);
+    if (step != 1) index = b.mul(index, b.scalar(step, result.dtype));
+    if (start != 0) index = b.add(index, b.scalar(start, result.dtype));
+    return one(b.apply1(Op::identity, {index}));
+  };
+}
+
+Results index_select(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
+  return one(n.b.gather(x, index, axis));
+}
+
+Results embedding(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * weight, n.tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(Value * indices, n.tensor("indices"));
+  // padding_idx, scale_grad_by_freq and sparse change only the gradient, which
+  // embedding_dense_backward converts.
+  n.ignore({"padding_idx", "scale_grad_by_freq", "sparse"});
+  return one(n.b.gather(weight, indices, 0));
+}
+
+// The rows of grad_output added into the rows `indices` name; the padding row gets none.
+Results embedding_dense_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * indices, n.tensor("indices"));
+  KILN_ASSIGN_OR_RETURN(int64_t num_weights, n.integer("num_weights"));
+  KILN_ASSIGN_OR_RETURN(int64_t padding_idx, n.integer("padding_idx"));
+  KILN_ASSIGN_OR_RETURN(bool scale_grad_by_freq, n.boolean("scale_grad_by_freq"));
+  if (scale_grad_by_freq) return n.unsupported("scale_grad_by_freq", "not converted");
+  GraphBuilder& b = n.b;
+  if (padding_idx >= 0) {
+    Value* padding = b.equal(indices, b.scalar(static_cast<double>(padding_idx),
+                                               indices->dtype()));
+    std::vector<int64_t> mask_shape = indices->shape().dims();
+    mask_shape.push_back(1);
+    grad = b.where(b.reshape(padding, mask_shape), b.scalar(0, grad->dtype()), grad);
+  }
+  const int64_t width = grad->shape().dim(grad->rank() - 1);
+  Value* zeros = b.fill(Shape{num_weights, width}, 0, grad->dtype());
+  return one(b.scatter_add(zeros, indices, grad, 0));
+}
+
+// constant_pad_nd: ATen's pad list runs from the last dim backwards, (begin, end) per dim.
+Results constant_pad_nd(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, n.integers("pad"));
+  KILN_ASSIGN_OR_RETURN(double value, n.number("value"));
+  const int rank = x->rank();
+  if (pad.size() % 2 != 0 || static_cast<int>(pad.size()) > 2 * rank) {
+    return n.unsupported("pad", "must hold a (begin, end) pair for at most every dim");
+  }
+  std::vector<int64_t> pads(2 * static_cast<size_t>(rank), 0);
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const size_t axis = static_cast<size_t>(rank) - 1 - i;
+    if (pad[2 * i] < 0 || pad[2 * i + 1] < 0) {
+      return n.unsupported("pad", "negative padding (cropping) is not converted");
+    }
+    pads[axis] = pad[2 * i];
+    pads[axis + static_cast<size_t>(rank)] = pad[2 * i + 1];
+  }
+  return one(n.b.pad(x, pads, value));
+}
+
+// ---- Contractions ---------------------------------------------------------------------------
+
+Results matmul(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * a, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Value * c, n.tensor("mat2"));
+  return one(n.b.matmul(a, c));
+}
+
+// beta * self + alpha * (mat1 @ mat2); with beta = 0, self is not read (NaN in it is ignored).
+Results addmm(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * bias, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Value * a, n.tensor("mat1"));
+  KILN_ASSIGN_OR_RETURN(Value * c, n.tensor("mat2"));
+  KILN_ASSIGN_OR_RETURN(double beta, n.number("beta"));
+  KILN_ASSIGN_OR_RETURN(double alpha, n.number("alpha"));
+  GraphBuilder& b = n.b;
+  Value* product = b.matmul(a, c);
+  if (alpha != 1) product = b.mul_scalar(product, alpha);
+  if (beta == 0) return one(b.broadcast_to(product, n.output_type().shape.dims()));
+  if (beta != 1) bias = b.mul_scalar(bias, beta);
+  return one(b.add(product, bias));
+}
+
+struct ConvArguments {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups = 1;
+};
+
+// A per-spatial-dim list: one value for every dim, or one value each.
+Expected<std::vector<int64_t>> per_dim(AtenNode& n, std::string_view name, int spatial) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> values, n.integers(name));
+  if (values.size() == 1) values.assign(static_cast<size_t>(spatial), values[0]);
+  if (static_cast<int>(values.size()) != spatial) {
+    return n.unsupported(name, fmt::format("needs {} entries", spatial));
+  }
+  return values;
+}
+
+Expected<ConvArguments> conv_arguments(AtenNode& n, int spatial) {
+  ConvArguments c;
+  KILN_ASSIGN_OR_RETURN(c.strides, per_dim(n, "stride", spatial));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> padding, per_dim(n, "padding", spatial));
+  c.pads = padding;
+  c.pads.insert(c.pads.end(), padding.begin(), padding.end());
+  KILN_ASSIGN_OR_RETURN(c.dilations, per_dim(n, "dilation", spatial));
+  KILN_ASSIGN_OR_RETURN(bool transposed, n.boolean("transposed"));
+  if (transposed) return n.unsupported("transposed", "transposed convolutions are not converted");
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, n.integers("output_padding"));
+  for (int64_t p : output_padding) {
+    if (p != 0) return n.unsupported("output_padding", "only for transposed convolutions");
+  }
+  KILN_ASSIGN_OR_RETURN(c.groups, n.integer("groups"));
+  return c;
+}
+
+Attrs conv_attrs(const ConvArguments& c) {
+  return {{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations},
+          {"groups", c.groups}};
+}
+
+// The bias of a convolution result [N, C, *spatial], broadcast along C.
+Value* channel_vector(GraphBuilder& b, Value* v, int rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[1] = v->shape().dim(0);
+  return b.reshape(v, shape);
+}
+
+Results convolution(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(Value * w, n.tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> bias, n.optional_tensor("bias"));
+  if (x->rank() < 3) return n.unsupported("input", "needs a batch, channels and spatial dims");
+  KILN_ASSIGN_OR_RETURN(ConvArguments c, conv_arguments(n, x->rank() - 2));
+  Value* y = n.b.apply1(Op::conv, {x, w}, conv_attrs(c));
+  if (bias) y = n.b.add(y, channel_vector(n.b, *bias, x->rank()));
+  return one(y);
+}
+
+// The gradients of input, weight and bias that output_mask asks for.
+Results convolution_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(Value * w, n.tensor("weight"));
+  n.ignore({"bias_sizes"});  // the bias gradient's shape is [C], from the metadata
+  if (x->rank() < 3) return n.unsupported("input", "needs a batch, channels and spatial dims");
+  KILN_ASSIGN_OR_RETURN(ConvArguments c, conv_arguments(n, x->rank() - 2));
+  KILN_ASSIGN_OR_RETURN(std::vector<bool> mask, n.booleans("output_mask"));
+  if (mask.size() != 3) return n.unsupported("output_mask", "needs 3 entries");
+  GraphBuilder& b = n.b;
+  std::vector<Value*> results(3, nullptr);
+  if (mask[0]) {
+    Attrs attrs = conv_attrs(c);
+    attrs.set("input_shape", x->shape().dims());
+    results[0] = b.apply1(Op::conv_grad_data, {grad, w}, attrs);
+  }
+  if (mask[1]) {
+    Attrs attrs = conv_attrs(c);
+    attrs.set("weight_shape", w->shape().dims());
+    results[1] = b.apply1(Op::conv_grad_weight, {x, grad}, attrs);
+  }
+  if (mask[2]) {
+    std::vector<int64_t> axes = {0};
+    for (int axis = 2; axis < grad->rank(); ++axis) axes.push_back(axis);
+    results[2] = b.sum(grad, axes);
+  }
+  return results;
+}
+
+// ---- Normalization --------------------------------------------------------------------------
+
+Converter softmax(bool log_form) {
+  return [log_form](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+    KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+    KILN_ASSIGN_OR_RETURN(bool half_to_float, n.boolean("half_to_float"));
+    if (half_to_float) return n.unsupported("half_to_float", "not converted");
+    if (x->rank() == 0) {
+      return one(n.b.fill(Shape{}, log_form ? 0 : 1, x->dtype()));
+    }
+    return one(log_form ? n.b.log_softmax(x, axis) : n.b.softmax(x, axis));
+  };
+}
+
+// (normalized x * weight + bias, mean, rstd), the statistics over the normalized trailing dims
+// with those dims kept as 1.
+Results native_layer_norm(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> normalized, n.integers("normalized_shape"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> weight, n.optional_tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> bias, n.optional_tensor("bias"));
+  KILN_ASSIGN_OR_RETURN(double eps, n.number("eps"));
+  const int axis = x->rank() - static_cast<int>(normalized.size());
+  if (axis < 0 || normalized.empty()) {
+    return n.unsupported("normalized_shape", "must name 1 to rank trailing dims");
+  }
+  GraphBuilder& b = n.b;
+  const Shape trailing(normalized);
+  Value* scale = weight ? *weight : b.fill(trailing, 1, x->dtype());
+  Value* shift = bias ? *bias : b.fill(trailing, 0, x->dtype());
+  std::vector<Value*> results = {b.layer_norm(x, scale, shift, axis, eps), nullptr, nullptr};
+  if (n.wants_output(1) || n.wants_output(2)) {
+    std::vector<int64_t> axes(normalized.size());
+    std::iota(axes.begin(), axes.end(), axis);
+    Value* mean = b.mean(x, axes, /*keepdims=*/true);
+    Value* centered = b.sub(x, mean);
+    Value* var = b.mean(b.mul(centered, centered), axes, /*keepdims=*/true);
+    results[1] = mean;
+    results[2] = b.rsqrt(b.add_scalar(var, eps));
+  }
+  return results;
+}
+
+// Batch norm in training: (y, batch mean, batch 1/sqrt(var + eps), updated running mean and
+// running var), the running var updated with the unbiased batch variance as ATen does.
+Results native_batch_norm_functional(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> weight, n.optional_tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> bias, n.optional_tensor("bias"));
+  KILN_ASSIGN_OR_RETURN(Value * running_mean, n.tensor("running_mean"));
+  KILN_ASSIGN_OR_RETURN(Value * running_var, n.tensor("running_var"));
+  KILN_ASSIGN_OR_RETURN(bool training, n.boolean("training"));
+  KILN_ASSIGN_OR_RETURN(double momentum, n.number("momentum"));
+  KILN_ASSIGN_OR_RETURN(double eps, n.number("eps"));
+  if (!training) return n.unsupported("training", "only the training form is converted");
+  if (x->rank() < 2) return n.unsupported("input", "needs a batch and channel dim");
+  GraphBuilder& b = n.b;
+  const int rank = x->rank();
+  std::vector<int64_t> axes = {0};
+  int64_t count = x->shape().dim(0);
+  for (int axis = 2; axis < rank; ++axis) {
+    axes.push_back(axis);
+    count *= x->shape().dim(axis);
+  }
+  Value* mean = b.mean(x, axes, /*keepdims=*/true);
+  Value* centered = b.sub(x, mean);
+  Value* var = b.mean(b.mul(centered, centered), axes, /*keepdims=*/true);
+  Value* rstd = b.rsqrt(b.add_scalar(var, eps));
+  Value* y = b.mul(centered, rstd);
+  if (weight) y = b.mul(y, channel_vector(b, *weight, rank));
+  if (bias) y = b.add(y, channel_vector(b, *bias, rank));
+  const std::vector<int64_t> channels = {x->shape().dim(1)};
+  Value* batch_mean = b.reshape(mean, channels);
+  Value* batch_var = b.reshape(var, channels);
+  const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1)
+                                  : std::numeric_limits<double>::infinity();
+  Value* new_mean = b.add(b.mul_scalar(running_mean, 1 - momentum),
+                          b.mul_scalar(batch_mean, momentum));
+  Value* new_var = b.add(b.mul_scalar(running_var, 1 - momentum),
+                         b.mul_scalar(batch_var, momentum * unbias));
+  return std::vector<Value*>{y, batch_mean, b.reshape(rstd, channels), new_mean, new_var};
+}
+
+}  // namespace
+
+const std::map<std::string, Converter, std::less<>>& converters() {
+  static const std::map<std::string, Converter, std::less<>> table = {
+      // Elementwise
+      {"aten.abs.default", unary(Op::abs)},
+      {"aten.neg.default", unary(Op::neg)},
+      {"aten.exp.default", unary(Op::exp)},
+      {"aten.log.default", unary(Op::log)},
+      {"aten.sqrt.default", unary(Op::sqrt)},
+      {"aten.rsqrt.default", unary(Op::rsqrt)},
+      {"aten.reciprocal.default", unary(Op::reciprocal)},
+      {"aten.tanh.default", unary(Op::tanh)},
+      {"aten.sigmoid.default", unary(Op::sigmoid)},
+      {"aten.relu.default", unary(Op::relu)},
+      {"aten.erf.default", unary(Op::erf)},
+      {"aten.sin.default", unary(Op::sin)},
+      {"aten.cos.default", unary(Op::cos)},
+      {"aten.floor.default", unary(Op::floor)},
+      {"aten.ceil.default", unary(Op::ceil)},
+      {"aten.round.default", unary(Op::round)},
+      {"aten.sign.default", unary(Op::sign)},
+      {"aten.logical_not.default", logical_not},
+      {"aten.add.Tensor", arithmetic(Op::add, /*scalar=*/false, /*has_alpha=*/true)},
+      {"aten.add.Scalar", arithmetic(Op::add, true, true)},
+      {"aten.sub.Tensor", arithmetic(Op::sub, false, true)},
+      {"aten.sub.Scalar", arithmetic(Op::sub, true, true)},
+      {"aten.mul.Tensor", arithmetic(Op::mul, false, false)},
+      {"aten.mul.Scalar", arithmetic(Op::mul, true, false)},
+      {"aten.div.Tensor", arithmetic(Op::div, false, false)},
+      {"aten.div.Scalar", arithmetic(Op::div, true, false)},
+      {"aten.maximum.default", binary_tensor(Op::max)},
+      {"aten.minimum.default", binary_tensor(Op::min)},
+      {"aten.pow.Tensor_Scalar", pow_tensor_scalar},
+      {"aten.pow.Tensor_Tensor", pow_tensor_tensor},
+      {"aten.eq.Tensor", comparison(Op::equal, /*negate=*/false, /*scalar=*/false)},
+      {"aten.eq.Scalar", comparison(Op::equal, false, true)},
+      {"aten.ne.Tensor", comparison(Op::equal, true, false)},
+      {"aten.ne.Scalar", comparison(Op::equal, true, true)},
+      {"aten.lt.Tensor", comparison(Op::less, false, false)},
+      {"aten.lt.Scalar", comparison(Op::less, false, true)},
+      {"aten.le.Tensor", comparison(Op::less_equal, false, false)},
+      {"aten.le.Scalar", comparison(Op::less_equal, false, true)},
+      {"aten.gt.Tensor", comparison(Op::greater, false, false)},
+      {"aten.gt.Scalar", comparison(Op::greater, false, true)},
+      {"aten.ge.Tensor", comparison(Op::greater_equal, false, false)},
+      {"aten.ge.Scalar", comparison(Op::greater_equal, false, true)},
+      {"aten.logical_and.default", logical(Op::logical_and)},
+      {"aten.logical_or.default", logical(Op::logical_or)},
+      {"aten.logical_xor.default", logical(Op::logical_xor)},
+      {"aten.where.self", where},
+      {"aten.clamp.default", clamp},
+      {"aten.gelu.default", gelu},
+      {"aten.gelu_backward.default", gelu_backward},
+      {"aten.sigmoid_backward.default", sigmoid_backward},
+      {"aten.tanh_backward.default", tanh_backward},
+      {"aten.threshold_backward.default", threshold_backward},
+      // Reductions
+      {"aten.sum.dim_IntList", reduction(Op::reduce_sum, "dim", true, true)},
+      {"aten.sum.default", reduction(Op::reduce_sum, nullptr, false, true)},
+      {"aten.mean.dim", reduction(Op::reduce_mean, "dim", true, true)},
+      {"aten.mean.default", reduction(Op::reduce_mean, nullptr, false, true)},
+      {"aten.amax.default", reduction(Op::reduce_max, "dim", true, false)},
+      {"aten.amin.default", reduction(Op::reduce_min, "dim", true, false)},
+      {"aten.any.dim", any_dim},
+      {"aten.var.correction", var_correction},
+      // Layout
+      {"aten.view.default", reshape_to_result({"size"})},
+      {"aten._unsafe_view.default", reshape_to_result({"size"})},
+      {"aten.reshape.default", reshape_to_result({"shape"})},
+      {"aten.unsqueeze.default", reshape_to_result({"dim"})},
+      {"aten.squeeze.dim", reshape_to_result({"dim"})},
+      {"aten.squeeze.dims", reshape_to_result({"dim"})},
+      {"aten.squeeze.default", reshape_to_result({})},
+      {"aten.expand.default", expand},
+      {"aten.permute.default", permute},
+      {"aten.transpose.int", transpose_int},
+      {"aten.t.default", t},
+      {"aten.clone.default", copy_of},
+      {"aten.alias.default", copy_of},
+      {"aten.lift_fresh_copy.default", copy_of},
+      {"aten._to_copy.default", to_copy},
+      {"aten.slice.Tensor", slice},
+      {"aten.select.int", select},
+      {"aten.cat.default", cat},
+      {"aten.split_with_sizes.default", split(/*by_sizes=*/true)},
+      {"aten.split.Tensor", split(false)},
+      {"aten.full.default", filled("fill_value", {"size", "dtype", "layout", "device",
+                                                  "pin_memory"})},
+      {"aten.full_like.default", filled("fill_value", {"self", "dtype", "layout", "device",
+                                                       "pin_memory", "memory_format"})},
+      {"aten.scalar_tensor.default", filled("s", {"dtype", "layout", "device", "pin_memory"})},
+      {"aten.arange.default", arange(/*has_start=*/false, /*has_step=*/false)},
+      {"aten.arange.start", arange(true, false)},
+      {"aten.arange.start_step", arange(true, true)},
+      {"aten.index_select.default", index_select},
+      {"aten.embedding.default", embedding},
+      {"aten.embedding_dense_backward.default", embedding_dense_backward},
+      {"aten.constant_pad_nd.default", constant_pad_nd},
+      // Contractions
+      {"aten.mm.default", matmul},
+      {"aten.bmm.default", matmul},
+      {"aten.addmm.default", addmm},
+      {"aten.convolution.default", convolution},
+      {"aten.convolution_backward.default", convolution_backward},
+      // Normalization
+      {"aten._softmax.default", softmax(/*log_form=*/false)},
+      {"aten._log_softmax.default", softmax(true)},
+      {"aten.native_layer_norm.default", native_layer_norm},
+      {"aten._native_batch_norm_legit_functional.default", native_batch_norm_functional},
+  };
+  return table;
+}
+
+}  // namespace kiln::aten_import
