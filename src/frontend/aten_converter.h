@@ -73,7 +73,7 @@ class AtenNode {
 
  private:
   Expected<const Json*> argument(std::string_view name);
-  Expected<Value*> resolve(const Json& ref, std::string_view name) const;
+  Expected<Value*> resolve(const Json& ref, std::string_view name);
   Expected<std::vector<int64_t>> read_integers(std::string_view name, bool null_is_empty);
 
   const ValueTable& values_;

@@ -93,7 +93,16 @@ Expected<const Json*> AtenNode::argument(std::string_view name) {
   return &*it;
 }
 
-Expected<Value*> AtenNode::resolve(const Json& ref, std::string_view name) const {
+Expected<Value*> AtenNode::resolve(const Json& ref, std::string_view name) {
+  // FX graphs pass Python numbers where the schema says Tensor (`1 - x` as sub.Tensor(1, x)):
+  // a 0-d constant, which ATen's promotion treats as a wrapped number (converters cast it to
+  // the dtype they compute in).
+  if (ref.is_boolean()) return b.scalar(ref.get<bool>() ? 1 : 0, DType::boolean);
+  if (ref.is_number_integer()) return b.scalar(static_cast<double>(ref.get<int64_t>()), DType::i64);
+  if (is_number(ref)) {
+    KILN_ASSIGN_OR_RETURN(double value, number_of(ref));
+    return b.scalar(value, DType::f64);
+  }
   if (!ref.is_object() || !ref.contains("tensor") || !ref.at("tensor").is_string()) {
     return Status::errorf("argument '{}' must be a tensor, got {}", name, kind_of(ref));
   }

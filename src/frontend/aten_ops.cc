@@ -149,6 +149,25 @@ Converter logical(Op op) {
   };
 }
 
+// bitwise_and, _or, _xor, _not: logical ops on bool tensors (integer bits are not converted).
+Converter bitwise(Op op) {
+  return [op](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+    std::vector<Value*> operands = {self};
+    if (op != Op::logical_not) {
+      KILN_ASSIGN_OR_RETURN(Value * other, n.tensor("other"));
+      operands.push_back(other);
+    }
+    for (Value* operand : operands) {
+      if (operand->dtype() != DType::boolean) {
+        return n.unsupported(operands.size() == 1 || operand == self ? "self" : "other",
+                             "only bool tensors' bitwise ops are converted");
+      }
+    }
+    return one(n.b.apply1(op, operands));
+  };
+}
+
 Results where(AtenNode& n) {
   const DType dtype = n.output_type().dtype;
   KILN_ASSIGN_OR_RETURN(Value * condition, n.tensor("condition"));
@@ -479,7 +498,8 @@ Results embedding_dense_backward(AtenNode& n) {
   return one(b.scatter_add(zeros, indices, grad, 0));
 }
 
-// constant_pad_nd: ATen's pad list runs from the last dim backwards, (begin, end) per dim.
+// constant_pad_nd: ATen's pad list runs from the last dim backwards, (begin, end) per dim; a
+// negative amount crops (as the gradient of a pad writes it).
 Results constant_pad_nd(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, n.integers("pad"));
@@ -488,16 +508,89 @@ Results constant_pad_nd(AtenNode& n) {
   if (pad.size() % 2 != 0 || static_cast<int>(pad.size()) > 2 * rank) {
     return n.unsupported("pad", "must hold a (begin, end) pair for at most every dim");
   }
-  std::vector<int64_t> pads(2 * static_cast<size_t>(rank), 0);
+  const size_t r = static_cast<size_t>(rank);
+  std::vector<int64_t> pads(2 * r, 0);
+  std::vector<int64_t> starts(r, 0);
+  std::vector<int64_t> ends = x->shape().dims();
+  bool crops = false;
+  bool pads_any = false;
   for (size_t i = 0; i < pad.size() / 2; ++i) {
-    const size_t axis = static_cast<size_t>(rank) - 1 - i;
-    if (pad[2 * i] < 0 || pad[2 * i + 1] < 0) {
-      return n.unsupported("pad", "negative padding (cropping) is not converted");
-    }
-    pads[axis] = pad[2 * i];
-    pads[axis + static_cast<size_t>(rank)] = pad[2 * i + 1];
+    const size_t axis = r - 1 - i;
+    const int64_t begin = pad[2 * i];
+    const int64_t end = pad[2 * i + 1];
+    pads[axis] = std::max<int64_t>(begin, 0);
+    pads[axis + r] = std::max<int64_t>(end, 0);
+    starts[axis] = std::max<int64_t>(-begin, 0);
+    ends[axis] -= std::max<int64_t>(-end, 0);
+    crops = crops || begin < 0 || end < 0;
+    pads_any = pads_any || begin > 0 || end > 0;
+    if (ends[axis] < starts[axis]) return n.unsupported("pad", "crops more than the dim holds");
   }
-  return one(n.b.pad(x, pads, value));
+  if (crops) {
+    std::vector<int64_t> axes(r);
+    std::iota(axes.begin(), axes.end(), 0);
+    x = n.b.slice(x, starts, ends, axes);
+  }
+  return one(pads_any ? n.b.pad(x, pads, value) : x);
+}
+
+// self with src written over the slice [start, end) by step along dim: src padded into place
+// (step 1) or scattered (larger steps), chosen where a mask of the slice is set.
+Results slice_scatter(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Value * src, n.tensor("src"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", self->rank()));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> start, n.optional_integer("start"));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> end, n.optional_integer("end"));
+  KILN_ASSIGN_OR_RETURN(int64_t step, n.integer("step"));
+  if (step < 1) return n.unsupported("step", "ATen's slice step is positive");
+  GraphBuilder& b = n.b;
+  const int64_t size = self->shape().dim(axis);
+  const int64_t begin = clamp_index(start, 0, size);
+  const int64_t count = src->shape().dim(axis);
+  (void)end;  // src's length along dim gives the slice's
+  src = cast_to(b, src, self->dtype());
+  Value* ones = b.fill(src->shape(), 1, DType::f32);
+  Value* placed = nullptr;
+  Value* covered = nullptr;
+  if (step == 1) {
+    const size_t r = static_cast<size_t>(self->rank());
+    std::vector<int64_t> pads(2 * r, 0);
+    pads[static_cast<size_t>(axis)] = begin;
+    pads[static_cast<size_t>(axis) + r] = size - begin - count;
+    placed = b.pad(src, pads, 0);
+    covered = b.pad(ones, pads, 0);
+  } else {
+    Value* index = b.add(b.mul(b.iota(Shape{count}), b.scalar(static_cast<double>(step),
+                                                                DType::i64)),
+                         b.scalar(static_cast<double>(begin), DType::i64));
+    // scatter_add's updates have data.shape[:axis] + [count] + data.shape[axis+1:], src's.
+    placed = b.scatter_add(b.fill(self->shape(), 0, self->dtype()), index, src, axis);
+    covered = b.scatter_add(b.fill(self->shape(), 0, DType::f32), index, ones, axis);
+  }
+  return one(b.where(b.greater(covered, b.scalar(0, DType::f32)), placed, self));
+}
+
+// index_put with accumulate and one index tensor on dim 0: values added into self's rows (the
+// gradient of indexing, as embedding's decomposition writes it).
+Results index_put(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Value * values, n.tensor("values"));
+  KILN_ASSIGN_OR_RETURN(bool accumulate, n.boolean("accumulate"));
+  if (!accumulate) {
+    return n.unsupported("accumulate", "only accumulating index_put is converted (the other "
+                                       "form's result depends on the order of repeated indices)");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Value*> indices, n.tensors("indices"));
+  if (indices.size() != 1 || !is_integer(indices[0]->dtype())) {
+    return n.unsupported("indices", "only one integer index tensor, on dim 0, is converted");
+  }
+  GraphBuilder& b = n.b;
+  std::vector<int64_t> gathered = indices[0]->shape().dims();
+  const std::vector<int64_t>& dims = self->shape().dims();
+  gathered.insert(gathered.end(), dims.begin() + 1, dims.end());
+  values = b.broadcast_to(cast_to(b, values, self->dtype()), gathered);
+  return one(b.scatter_add(self, indices[0], values, 0));
 }
 
 // ---- Contractions ---------------------------------------------------------------------------
@@ -742,6 +835,10 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.logical_and.default", logical(Op::logical_and)},
       {"aten.logical_or.default", logical(Op::logical_or)},
       {"aten.logical_xor.default", logical(Op::logical_xor)},
+      {"aten.bitwise_and.Tensor", bitwise(Op::logical_and)},
+      {"aten.bitwise_or.Tensor", bitwise(Op::logical_or)},
+      {"aten.bitwise_xor.Tensor", bitwise(Op::logical_xor)},
+      {"aten.bitwise_not.default", bitwise(Op::logical_not)},
       {"aten.where.self", where},
       {"aten.clamp.default", clamp},
       {"aten.gelu.default", gelu},
@@ -791,6 +888,8 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.embedding.default", embedding},
       {"aten.embedding_dense_backward.default", embedding_dense_backward},
       {"aten.constant_pad_nd.default", constant_pad_nd},
+      {"aten.slice_scatter.default", slice_scatter},
+      {"aten.index_put.default", index_put},
       // Contractions
       {"aten.mm.default", matmul},
       {"aten.bmm.default", matmul},

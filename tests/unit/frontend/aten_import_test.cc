@@ -48,6 +48,15 @@ const std::string kLinearRelu = graph_json(
         "outputs": [{"dtype": "f32", "shape": [2, 4]}]})",
     R"({"tensor": "relu"})");
 
+// One node of `target` with `args` and one f32[2, 3] result, on input x.
+std::string one_node(const std::string& target, const std::string& args,
+                     const std::string& result = R"({"dtype": "f32", "shape": [2, 3]})") {
+  return graph_json(kX,
+                    R"({"name": "n", "target": ")" + target + R"(", "args": )" + args +
+                        R"(, "outputs": [)" + result + "]}",
+                    R"({"tensor": "n"})");
+}
+
 TEST(AtenImport, ALinearLayerWithReluComputesItsValues) {
   Expected<Graph> graph = import_aten_graph(kLinearRelu);
   ASSERT_TRUE(graph.has_value()) << graph.status().message();
@@ -83,6 +92,18 @@ TEST(AtenImport, LayerNormGivesItsStatisticsAsResults) {
   EXPECT_NEAR((*y)[0][5], 4 / std::sqrt(8 + 1e-5), 1e-6);        // (6 - 2) / sqrt(var + eps)
 }
 
+TEST(AtenImport, ANumberWhereTheSchemaSaysTensorIsAConstant) {
+  // 1 - x, as decompositions write sub.Tensor(1, x).
+  Expected<Graph> graph = import_aten_graph(one_node(
+      "aten.sub.Tensor", R"({"self": 1, "other": {"tensor": "x"}, "alpha": 1})"));
+  ASSERT_TRUE(graph.has_value()) << graph.status().message();
+  Expected<std::vector<Array>> y =
+      interpret(*graph, std::vector<Array>{f32({2, 3}, {1, 2, 3, 0, 0.5, 6})});
+  ASSERT_TRUE(y.has_value()) << y.status().message();
+  EXPECT_DOUBLE_EQ((*y)[0][1], -1);
+  EXPECT_DOUBLE_EQ((*y)[0][4], 0.5);
+}
+
 TEST(AtenImport, AnInputReturnedAsItIsBecomesAnOutputOfItsOwn) {
   Expected<Graph> graph = import_aten_graph(graph_json(kX, "", R"({"tensor": "x"})"));
   ASSERT_TRUE(graph.has_value()) << graph.status().message();
@@ -109,15 +130,6 @@ TEST(AtenImport, MaskedGradientsOfAConvolutionAreNotBuilt) {
   for (const Node* node : graph->nodes()) EXPECT_NE(node->op(), Op::conv_grad_data);
 }
 
-// One node of `target` with `args` and one f32[2, 3] result, on input x.
-std::string one_node(const std::string& target, const std::string& args,
-                     const std::string& result = R"({"dtype": "f32", "shape": [2, 3]})") {
-  return graph_json(kX,
-                    R"({"name": "n", "target": ")" + target + R"(", "args": )" + args +
-                        R"(, "outputs": [)" + result + "]}",
-                    R"({"tensor": "n"})");
-}
-
 TEST(AtenImport, ErrorsNameTheNodeTheOpAndWhatIsWrong) {
   EXPECT_TRUE(is_error_with(import_status(one_node("aten.fancy.default", "{}")),
                             {"node 'n' (aten.fancy.default): Kiln has no converter"}));
@@ -131,8 +143,8 @@ TEST(AtenImport, ErrorsNameTheNodeTheOpAndWhatIsWrong) {
       import_status(one_node("aten.relu.default", R"({"self": {"tensor": "y"}})")),
       {"refers to 'y', which is not defined"}));
   EXPECT_TRUE(is_error_with(
-      import_status(one_node("aten.relu.default", R"({"self": 3})")),
-      {"argument 'self' must be a tensor, got an int"}));
+      import_status(one_node("aten.relu.default", R"({"self": "x"})")),
+      {"argument 'self' must be a tensor, got a string"}));
   // A converter whose result differs from PyTorch's metadata fails the import.
   EXPECT_TRUE(is_error_with(
       import_status(one_node("aten.relu.default", R"({"self": {"tensor": "x"}})",
