@@ -3,7 +3,11 @@
 #   make demo        install dependencies, build, compile the zoo's bert-tiny training step
 #                    unfused, fused greedily and fused by the ILP, check every kernel of each
 #                    against the reference, and time each
-#   make test        install dependencies, build, run the test suite (minutes)
+#   make test        install dependencies, build, run the test suite (minutes); with the
+#                    Python package's environment (.venv, made by `make python`), its tests too
+#   make python      the Python package `kiln` (torch.compile backend) installed into .venv,
+#                    with the pinned PyTorch of python/requirements.txt from PyPI (several GB)
+#   make test-python make python, then the package's tests (tests/python, pytest)
 #   make test-asan   the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer build
 #   make bench       build and run the benchmarks in bench/ (elementwise bandwidth, matmul)
 #                    and the fusion table and graph-rewrite ablation over five zoo models
@@ -34,11 +38,12 @@ DEMO_MODEL ?= bert-tiny
 KILN := $(BUILD_DIR)/tools/kiln/kiln
 
 PEERS_VENV ?= .venv-peers
+PYTHON_VENV ?= .venv
 PEERS_ARGS ?=
 GPU_BENCH_ARGS ?=
 
-.PHONY: all deps build build-asan demo test test-asan test-models bench bench-peers bench-gpu rules \
-        clean
+.PHONY: all deps build build-asan demo test test-asan test-models python test-python bench \
+        bench-peers bench-gpu rules clean
 
 all: build
 
@@ -62,6 +67,18 @@ demo: build
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE models
+	@if [ -x $(PYTHON_VENV)/bin/python ]; then $(MAKE) --no-print-directory test-python; \
+	 else echo "test: no $(PYTHON_VENV), so no Python tests (make python makes it)"; fi
+
+# The package builds in build/python (kept between installs) from the same sources, its
+# libraries position-independent; pip uses the environment's own build tools.
+python: deps
+	@scripts/setup-venv $(PYTHON_VENV) python/requirements.txt
+	$(PYTHON_VENV)/bin/pip install --quiet --no-build-isolation --disable-pip-version-check \
+	  -Ccmake.define.KILN_WERROR=$(WERROR) .
+
+test-python: python
+	cd tests/python && $(abspath $(PYTHON_VENV))/bin/python -m pytest -q
 
 test-asan: build-asan
 	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE models
@@ -74,7 +91,7 @@ test-models: build
 # Peers run from a project-local virtual environment, so nothing is installed system-wide; the
 # results go to bench/results/ (peers.md, peers.json, peers.png).
 bench-peers: build
-	bench/peers/setup-venv $(PEERS_VENV)
+	scripts/setup-venv $(PEERS_VENV) bench/peers/requirements.txt
 	$(PEERS_VENV)/bin/python bench/peers/bench_peers.py --kiln $(KILN) $(PEERS_ARGS)
 	$(PEERS_VENV)/bin/python bench/peers/bench_exports.py --kiln $(KILN) $(EXPORTS_ARGS)
 	$(PEERS_VENV)/bin/python bench/peers/check_old_opsets.py --kiln $(KILN)

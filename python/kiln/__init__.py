@@ -1,0 +1,35 @@
+"""Kiln, a deep-learning compiler that fuses operators, from PyTorch.
+
+    import kiln, torch
+    model = torch.compile(model, backend="kiln")   # forward and backward compiled by Kiln
+
+Kiln compiles the Core ATen graphs that torch.compile's AOTAutograd traces (forward and
+backward) for this machine's CPU; the ops it does not convert run in PyTorch between its
+kernels. ``kiln.explain(model, *inputs)`` tells what was fused and what was left to PyTorch.
+"""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from ._kiln import CompileError, supported_aten_ops
+from .backend import Report, compile_graph, kiln_backend, make_backend
+
+try:
+    __version__ = _version("kiln")
+except PackageNotFoundError:  # imported from the source tree
+    __version__ = "unknown"
+
+__all__ = ["CompileError", "Report", "compile_graph", "explain", "kiln_backend",
+           "make_backend", "supported_aten_ops"]
+
+
+def explain(model, *example_inputs) -> str:
+    """Compiles `model` for `example_inputs` (its forward, run once without gradients) and
+    returns Kiln's account of it: each Kiln graph's fused kernels and why, and each op left to
+    PyTorch with the reason."""
+    import torch
+
+    report = Report()
+    compiled = torch.compile(model, backend=make_backend(report), dynamic=False)
+    with torch.no_grad():
+        compiled(*example_inputs)
+    return report.text()

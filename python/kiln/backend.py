@@ -1,0 +1,156 @@
+"""Kiln as a torch.compile backend: ``torch.compile(model, backend="kiln")``.
+
+AOTAutograd traces the model's forward and backward into two graphs of Core ATen ops, with
+FakeTensor metadata on every node, and hands each to ``compile_graph``. Kiln takes the parts
+of a graph it converts (asking its ATen importer about each node) and compiles each part with
+its whole pipeline; the nodes it does not convert stay with PyTorch, between the Kiln parts,
+and are reported once with the reason.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+from torch._decomp import core_aten_decompositions
+from torch._dynamo.backends.common import aot_autograd
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+from functorch.compile import make_boxed_func
+
+from . import _aten
+from ._kiln import CompileError, compile_aten_graph, import_error
+
+TORCH_DTYPES = {name: dtype for dtype, name in _aten.DTYPES.items()}
+
+
+class KilnGraph(torch.nn.Module):
+    """A graph of ATen ops compiled by Kiln, called with the graph's tensors, returning its
+    outputs (a tuple, or the one value when the graph returns one)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str):
+        super().__init__()
+        graph = _aten.graph_to_json(gm, name)
+        self.name = name
+        self.compiled = compile_aten_graph(graph.text)
+        self.output_slots = graph.output_slots
+        self.output_types = [(tuple(m["shape"]), TORCH_DTYPES[m["dtype"]])
+                             for m in graph.output_metas]
+        self.single_output = graph.single_output
+
+    def forward(self, *args):
+        # DLPack refuses tensors that require grad; detaching shares their memory.
+        inputs = [a.detach().contiguous() for a in args]
+        outputs = [torch.empty(shape, dtype=dtype) for shape, dtype in self.output_types]
+        self.compiled.run(inputs, outputs)
+        results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
+        return results[0] if self.single_output else results
+
+    def explain(self) -> str:
+        return self.compiled.explain()
+
+
+class KilnSupport(OperatorSupportBase):
+    """Which nodes Kiln takes: those its ATen importer converts, asked one node at a time, and
+    why not for the others."""
+
+    def __init__(self):
+        self.reasons = {}  # node name -> why Kiln does not take it
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        if node.op != "call_function":
+            return False
+        if node.target is operator.getitem:
+            return self.is_node_supported(submodules, node.args[0])
+        if node.name in self.reasons:
+            return False
+        try:
+            error = import_error(_aten.single_node_json(node))
+        except _aten.Unsupported as e:
+            error = str(e)
+        if error:
+            self.reasons[node.name] = f"{node.target}: {error}"
+        return not error
+
+
+@dataclass
+class Report:
+    """What Kiln made of the graphs it was handed: each Kiln graph, and each node left to
+    PyTorch with the reason."""
+
+    graphs: list = field(default_factory=list)  # KilnGraph
+    fallbacks: list = field(default_factory=list)  # (graph name, reason)
+
+    def text(self) -> str:
+        lines = []
+        for graph in self.graphs:
+            lines.append(f"== Kiln graph {graph.name}: {graph.compiled.num_kernels} kernels")
+            lines.append(graph.explain().rstrip())
+        if self.fallbacks:
+            lines.append(f"== {len(self.fallbacks)} node(s) left to PyTorch")
+            lines.extend(f"  {name}: {reason}" for name, reason in self.fallbacks)
+        return "\n".join(lines) + "\n"
+
+
+def _on_cpu(example_inputs) -> bool:
+    return all(not isinstance(x, torch.Tensor) or x.device.type == "cpu" for x in example_inputs)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
+                  report: Report | None = None):
+    """Kiln's compilation of one ATen graph: a callable of the graph's inputs. Nodes Kiln does
+    not convert run in PyTorch; a graph Kiln cannot take at all (on a GPU, with symbolic
+    shapes) runs as it is, with a warning."""
+    if not _on_cpu(example_inputs):
+        warnings.warn("kiln: tensors on a GPU run in PyTorch (the Python package compiles for "
+                      "the CPU only so far)")
+        return gm
+    support = KilnSupport()
+    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    if support.reasons:
+        warnings.warn("kiln: {} node(s) of {} run in PyTorch: {}".format(
+            len(support.reasons), name, "; ".join(support.reasons.values())))
+        if report is not None:
+            report.fallbacks.extend((name, why) for why in support.reasons.values())
+    fused = partitioner.fuse_partitions(partitions)
+    for node in list(fused.graph.nodes):
+        if node.op != "call_module":
+            continue
+        part = f"{name}.{node.target}"
+        try:
+            kiln_graph = KilnGraph(getattr(fused, node.target), part)
+        except (_aten.Unsupported, CompileError) as e:
+            warnings.warn(f"kiln: {part} runs in PyTorch: {e}")
+            if report is not None:
+                report.fallbacks.append((part, str(e)))
+            continue
+        setattr(fused, node.target, kiln_graph)
+        if report is not None:
+            report.graphs.append(kiln_graph)
+    fused.recompile()
+    return fused
+
+
+def make_backend(report: Report | None = None):
+    """A torch.compile backend compiling forward and backward graphs with Kiln; `report`, when
+    given, collects what it made of them."""
+    counter = {"forward": 0, "backward": 0}
+
+    def compiler(kind):
+        def compile_fn(gm, example_inputs):
+            counter[kind] += 1
+            module = compile_graph(gm, example_inputs, f"{kind}{counter[kind]}", report)
+            return make_boxed_func(module)
+        return compile_fn
+
+    return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                        decompositions=core_aten_decompositions())
+
+
+def kiln_backend(gm: torch.fx.GraphModule, example_inputs):
+    """The backend registered as "kiln" (pyproject.toml's torch_dynamo_backends entry point)."""
+    return make_backend()(gm, example_inputs)

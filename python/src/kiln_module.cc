@@ -1,0 +1,160 @@
+// The Python package's extension module, kiln._kiln: compile an ATen graph (the JSON text of
+// frontend/aten_import.h, written by kiln/_aten.py) with Kiln's whole pipeline, and run it on
+// the caller's tensors.
+//
+// Tensors cross by DLPack (nanobind's ndarray): `run` reads the inputs and writes the outputs
+// where the caller's tensors hold them, without copies, so the caller allocates the outputs
+// (it knows their types from the graph's metadata). Every tensor is checked against the
+// graph's type and must be dense and row-major on the CPU.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "frontend/aten_import.h"
+#include "fusion/partition.h"
+#include "kiln/kiln.h"
+
+namespace nb = nanobind;
+
+namespace kiln {
+namespace {
+
+// kiln.CompileError: the graph did not import (the message names the node and its ATen op) or
+// did not compile.
+struct CompileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The DLPack type of a Kiln dtype, to compare with a tensor's.
+nb::dlpack::dtype dlpack_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return nb::dtype<float>();
+    case DType::f64: return nb::dtype<double>();
+    case DType::f16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case DType::bf16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+    case DType::i32: return nb::dtype<int32_t>();
+    case DType::i64: return nb::dtype<int64_t>();
+    case DType::boolean: return nb::dtype<bool>();
+  }
+  return {};
+}
+
+// Checks that `array` holds a dense row-major CPU tensor of `type`; its data pointer.
+void* checked_data(const nb::ndarray<>& array, const Value& value, std::string_view role) {
+  const TensorType& type = value.type();
+  const std::string what = fmt::format("{} '{}' ({})", role, value.name(), type.to_string());
+  if (array.device_type() != nb::device::cpu::value) {
+    throw std::invalid_argument(what + ": the tensor is not on the CPU");
+  }
+  if (array.dtype() != dlpack_dtype(type.dtype)) {
+    throw std::invalid_argument(what + ": the tensor's dtype differs");
+  }
+  if (static_cast<int>(array.ndim()) != type.shape.rank()) {
+    throw std::invalid_argument(fmt::format("{}: the tensor has {} dims", what, array.ndim()));
+  }
+  int64_t stride = 1;
+  for (int i = type.shape.rank() - 1; i >= 0; --i) {
+    const int64_t dim = type.shape.dim(i);
+    if (static_cast<int64_t>(array.shape(static_cast<size_t>(i))) != dim) {
+      throw std::invalid_argument(what + ": the tensor's shape differs");
+    }
+    if (dim > 1 && array.stride(static_cast<size_t>(i)) != stride) {
+      throw std::invalid_argument(what + ": the tensor is not contiguous");
+    }
+    stride *= dim;
+  }
+  return array.data();
+}
+
+// A compiled graph and what Python asks of it.
+class CompiledGraphHandle {
+ public:
+  explicit CompiledGraphHandle(CompiledModel model) : model_(std::move(model)) {}
+
+  // Runs the graph: one tensor per graph input and per output, in the graph's order.
+  void run(const std::vector<nb::ndarray<>>& inputs, const std::vector<nb::ndarray<>>& outputs) {
+    const Graph& graph = model_.graph();
+    if (inputs.size() != graph.inputs().size() || outputs.size() != graph.outputs().size()) {
+      throw std::invalid_argument(fmt::format(
+          "run: the graph takes {} inputs and {} outputs, given {} and {}", graph.inputs().size(),
+          graph.outputs().size(), inputs.size(), outputs.size()));
+    }
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in.push_back(checked_data(inputs[i], *graph.inputs()[i], "input"));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      out.push_back(checked_data(outputs[i], *graph.outputs()[i], "output"));
+    }
+    Status status;
+    {
+      nb::gil_scoped_release release;
+      status = model_.run_raw(in, out);
+    }
+    if (!status) throw std::runtime_error(status.message());
+  }
+
+  // The fused kernels and why (fusion/partition.h: explain_partition).
+  std::string explain() const {
+    return fusion::explain_partition(model_.graph(), model_.compiled().partition);
+  }
+
+  int num_kernels() const { return model_.program().num_kernels; }
+
+ private:
+  CompiledModel model_;
+};
+
+CompiledGraphHandle compile_aten_graph(const std::string& text, bool substitution) {
+  CompileOptions options;
+  options.substitution.enabled = substitution;
+  Expected<CompiledModel> model = Status::error("not compiled");
+  {
+    nb::gil_scoped_release release;
+    Expected<Graph> graph = import_aten_graph(text);
+    model = graph ? Compiler(options).compile(std::move(*graph)) : graph.status();
+  }
+  if (!model) throw CompileError(model.status().message());
+  return CompiledGraphHandle(std::move(*model));
+}
+
+// The import's error for a graph, or "" when it imports.
+std::string import_error(const std::string& text) {
+  Expected<Graph> graph = import_aten_graph(text);
+  return graph ? "" : graph.status().message();
+}
+
+}  // namespace
+}  // namespace kiln
+
+NB_MODULE(_kiln, m) {
+  using namespace kiln;
+  m.doc() = "Kiln's compiler and runtime, as the kiln package uses them.";
+  // torch.compile's caches keep compiled graphs alive until the interpreter is torn down, after
+  // nanobind's leak check runs; those are not leaks of this module.
+  nb::set_leak_warnings(false);
+  nb::exception<CompileError>(m, "CompileError");
+
+  m.def("supported_aten_ops", &supported_aten_ops,
+        "The ATen overloads Kiln converts, as 'aten.addmm.default', sorted.");
+  m.def("import_error", &import_error, nb::arg("graph_json"),
+        "Why an ATen graph (JSON text) does not import into Kiln, or '' when it does.");
+  m.def("compile_aten_graph", &compile_aten_graph, nb::arg("graph_json"),
+        nb::arg("substitution") = true,
+        "Compiles an ATen graph (JSON text) for this CPU; raises CompileError naming the node "
+        "and op that failed.");
+
+  nb::class_<CompiledGraphHandle>(m, "CompiledGraph")
+      .def("run", &CompiledGraphHandle::run, nb::arg("inputs"), nb::arg("outputs"),
+           "Runs the graph on dense CPU tensors (any DLPack producer), writing the outputs in "
+           "place.")
+      .def("explain", &CompiledGraphHandle::explain, "The fused kernels and why.")
+      .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels);
+}
