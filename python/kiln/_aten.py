@@ -138,6 +138,8 @@ class GraphText:
     output_metas: list
     # Whether the fx graph returns one value rather than a tuple.
     single_output: bool
+    # The strides PyTorch gives each Kiln graph output.
+    output_strides: list
 
 
 def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
@@ -145,23 +147,28 @@ def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
     other kind of node."""
     encoder = Encoder()
     inputs, nodes, outputs = [], [], []
-    input_names, output_slots, output_metas = [], [], []
+    input_names, output_slots, output_metas, output_strides = [], [], [], []
     single_output = False
     metas_by_ref = {}
+    strides_by_ref = {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             meta = tensor_meta(node.meta.get("val"))
             inputs.append({"name": node.name, **meta})
             input_names.append(node.name)
             metas_by_ref[node.name, 0] = meta
+            strides_by_ref[node.name, 0] = node.meta["val"].stride()
         elif node.op == "call_function" and node.target is operator.getitem:
             source, index = node.args
             encoder.aliases[node] = {"tensor": source.name, "index": index}
         elif node.op == "call_function":
             entry = node_json(node, encoder)
             nodes.append(entry)
-            for i, meta in enumerate(entry["outputs"]):
+            values = node.meta["val"]
+            values = values if isinstance(values, (tuple, list)) else [values]
+            for i, (meta, value) in enumerate(zip(entry["outputs"], values)):
                 metas_by_ref[node.name, i] = meta
+                strides_by_ref[node.name, i] = None if value is None else value.stride()
         elif node.op == "output":
             results = node.args[0]
             single_output = not isinstance(results, (tuple, list))
@@ -175,14 +182,17 @@ def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
                 ref = encoder.ref(result)
                 output_slots.append(len(outputs))
                 outputs.append(ref)
-                output_metas.append(metas_by_ref[ref["tensor"], ref.get("index", 0)])
+                key = ref["tensor"], ref.get("index", 0)
+                output_metas.append(metas_by_ref[key])
+                output_strides.append(strides_by_ref[key])
         else:
             raise Unsupported(f"{node.op} node {node.name} ({node.target})")
     text = json.dumps(
         {"format": FORMAT, "name": name, "inputs": inputs, "nodes": nodes, "outputs": outputs},
         allow_nan=False,
     )
-    return GraphText(text, input_names, output_slots, output_metas, single_output)
+    return GraphText(text, input_names, output_slots, output_metas, single_output,
+                     output_strides)
 
 
 def single_node_json(node: torch.fx.Node) -> str:

@@ -27,6 +27,14 @@ from ._kiln import CompileError, compile_aten_graph, import_error
 TORCH_DTYPES = {name: dtype for dtype, name in _aten.DTYPES.items()}
 
 
+def _row_major(shape) -> tuple:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))
+
+
 class KilnGraph(torch.nn.Module):
     """A graph of ATen ops compiled by Kiln, called with the graph's tensors, returning its
     outputs (a tuple, or the one value when the graph returns one)."""
@@ -39,6 +47,11 @@ class KilnGraph(torch.nn.Module):
         self.output_slots = graph.output_slots
         self.output_types = [(tuple(m["shape"]), TORCH_DTYPES[m["dtype"]])
                              for m in graph.output_metas]
+        # Kiln writes dense row-major outputs; an output PyTorch made with other strides is
+        # copied into them, since some kernels read their inputs' memory in the layout their
+        # producer gives (the CPU flash attention's logsumexp, for one).
+        self.output_strides = [None if tuple(s) == _row_major(shape) else tuple(s)
+                               for (shape, _), s in zip(self.output_types, graph.output_strides)]
         self.single_output = graph.single_output
 
     def forward(self, *args):
@@ -46,6 +59,9 @@ class KilnGraph(torch.nn.Module):
         inputs = [a.detach().contiguous() for a in args]
         outputs = [torch.empty(shape, dtype=dtype) for shape, dtype in self.output_types]
         self.compiled.run(inputs, outputs)
+        outputs = [out if strides is None else
+                   torch.empty_strided(out.shape, strides, dtype=out.dtype).copy_(out)
+                   for out, strides in zip(outputs, self.output_strides)]
         results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
         return results[0] if self.single_output else results
 
@@ -135,6 +151,16 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
     return fused
 
 
+def decompositions() -> dict:
+    """The Core ATen decompositions, but for those that are wrong under autograd: the CPU
+    flash attention's decomposition returns the attention weights where its logsumexp goes, and
+    the backward (not decomposed) would read them as the logsumexp. Kiln converts the op itself
+    and its backward."""
+    table = dict(core_aten_decompositions())
+    table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    return table
+
+
 def make_backend(report: Report | None = None):
     """A torch.compile backend compiling forward and backward graphs with Kiln; `report`, when
     given, collects what it made of them."""
@@ -148,7 +174,7 @@ def make_backend(report: Report | None = None):
         return compile_fn
 
     return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                        decompositions=core_aten_decompositions())
+                        decompositions=decompositions())
 
 
 def kiln_backend(gm: torch.fx.GraphModule, example_inputs):

@@ -6,15 +6,15 @@
 // where the caller's tensors hold them, without copies, so the caller allocates the outputs
 // (it knows their types from the graph's metadata). Every tensor is checked against the
 // graph's type and must be dense and row-major on the CPU.
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "frontend/aten_import.h"
 #include "fusion/partition.h"
@@ -34,13 +34,20 @@ struct CompileError : std::runtime_error {
 // The DLPack type of a Kiln dtype, to compare with a tensor's.
 nb::dlpack::dtype dlpack_dtype(DType dtype) {
   switch (dtype) {
-    case DType::f32: return nb::dtype<float>();
-    case DType::f64: return nb::dtype<double>();
-    case DType::f16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
-    case DType::bf16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
-    case DType::i32: return nb::dtype<int32_t>();
-    case DType::i64: return nb::dtype<int64_t>();
-    case DType::boolean: return nb::dtype<bool>();
+    case DType::f32:
+      return nb::dtype<float>();
+    case DType::f64:
+      return nb::dtype<double>();
+    case DType::f16:
+      return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case DType::bf16:
+      return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+    case DType::i32:
+      return nb::dtype<int32_t>();
+    case DType::i64:
+      return nb::dtype<int64_t>();
+    case DType::boolean:
+      return nb::dtype<bool>();
   }
   return {};
 }

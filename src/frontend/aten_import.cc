@@ -1,12 +1,12 @@
 // The ATen importer's graph walk and argument readers; the converters are in aten_ops.cc.
 #include "frontend/aten_import.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <limits>
 #include <set>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "frontend/aten_converter.h"
 #include "support/check.h"
@@ -29,9 +29,7 @@ std::string kind_of(const Json& j) {
   return "an object";
 }
 
-bool is_number(const Json& j) {
-  return j.is_number() || (j.is_object() && j.contains("float"));
-}
+bool is_number(const Json& j) { return j.is_number() || (j.is_object() && j.contains("float")); }
 
 Expected<double> number_of(const Json& j) {
   if (j.is_number()) return j.get<double>();
@@ -115,8 +113,8 @@ Expected<Value*> AtenNode::resolve(const Json& ref, std::string_view name) {
   }
   if (index < 0 || index >= static_cast<int64_t>(it->second.size()) ||
       it->second[static_cast<size_t>(index)] == nullptr) {
-    return Status::errorf("argument '{}' refers to result {} of '{}', which it does not have",
-                          name, index, source);
+    return Status::errorf("argument '{}' refers to result {} of '{}', which it does not have", name,
+                          index, source);
   }
   return it->second[static_cast<size_t>(index)];
 }
@@ -307,8 +305,8 @@ Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& va
                           fmt::join(unread, ", "), target);
   }
   if (results->size() != static_cast<size_t>(context.num_outputs())) {
-    return Status::errorf("the converter gives {} results, PyTorch's metadata {}",
-                          results->size(), context.num_outputs());
+    return Status::errorf("the converter gives {} results, PyTorch's metadata {}", results->size(),
+                          context.num_outputs());
   }
   for (int i = 0; i < context.num_outputs(); ++i) {
     Value* result = (*results)[static_cast<size_t>(i)];
@@ -327,8 +325,7 @@ Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& va
 
 Expected<Graph> import_parsed(const Json& graph) {
   if (!graph.is_object() || graph.value("format", "") != kFormat) {
-    return Status::errorf("not an ATen graph: expected an object with \"format\": \"{}\"",
-                          kFormat);
+    return Status::errorf("not an ATen graph: expected an object with \"format\": \"{}\"", kFormat);
   }
   for (const char* field : {"inputs", "nodes", "outputs"}) {
     if (!graph.contains(field) || !graph.at(field).is_array()) {

@@ -5,12 +5,13 @@
 // result is bool, promote their operands as ATen's result_type does. Shapes that ATen derives
 // from arguments (view's size with a -1, squeeze, expand) are taken from the result metadata,
 // which is exact.
-#include <cmath>
-#include <numbers>
-#include <numeric>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <numeric>
 
 #include "frontend/aten_converter.h"
 
@@ -144,8 +145,8 @@ Converter logical(Op op) {
   return [op](AtenNode& n) -> Results {
     KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
     KILN_ASSIGN_OR_RETURN(Value * other, n.tensor("other"));
-    return one(n.b.apply1(
-        op, {cast_to(n.b, self, DType::boolean), cast_to(n.b, other, DType::boolean)}));
+    return one(
+        n.b.apply1(op, {cast_to(n.b, self, DType::boolean), cast_to(n.b, other, DType::boolean)}));
   };
 }
 
@@ -487,8 +488,7 @@ Results embedding_dense_backward(AtenNode& n) {
   if (scale_grad_by_freq) return n.unsupported("scale_grad_by_freq", "not converted");
   GraphBuilder& b = n.b;
   if (padding_idx >= 0) {
-    Value* padding = b.equal(indices, b.scalar(static_cast<double>(padding_idx),
-                                               indices->dtype()));
+    Value* padding = b.equal(indices, b.scalar(static_cast<double>(padding_idx), indices->dtype()));
     std::vector<int64_t> mask_shape = indices->shape().dims();
     mask_shape.push_back(1);
     grad = b.where(b.reshape(padding, mask_shape), b.scalar(0, grad->dtype()), grad);
@@ -561,9 +561,9 @@ Results slice_scatter(AtenNode& n) {
     placed = b.pad(src, pads, 0);
     covered = b.pad(ones, pads, 0);
   } else {
-    Value* index = b.add(b.mul(b.iota(Shape{count}), b.scalar(static_cast<double>(step),
-                                                                DType::i64)),
-                         b.scalar(static_cast<double>(begin), DType::i64));
+    Value* index =
+        b.add(b.mul(b.iota(Shape{count}), b.scalar(static_cast<double>(step), DType::i64)),
+              b.scalar(static_cast<double>(begin), DType::i64));
     // scatter_add's updates have data.shape[:axis] + [count] + data.shape[axis+1:], src's.
     placed = b.scatter_add(b.fill(self->shape(), 0, self->dtype()), index, src, axis);
     covered = b.scatter_add(b.fill(self->shape(), 0, DType::f32), index, ones, axis);
@@ -578,8 +578,9 @@ Results index_put(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * values, n.tensor("values"));
   KILN_ASSIGN_OR_RETURN(bool accumulate, n.boolean("accumulate"));
   if (!accumulate) {
-    return n.unsupported("accumulate", "only accumulating index_put is converted (the other "
-                                       "form's result depends on the order of repeated indices)");
+    return n.unsupported("accumulate",
+                         "only accumulating index_put is converted (the other "
+                         "form's result depends on the order of repeated indices)");
   }
   KILN_ASSIGN_OR_RETURN(std::vector<Value*> indices, n.tensors("indices"));
   if (indices.size() != 1 || !is_integer(indices[0]->dtype())) {
@@ -649,8 +650,8 @@ Expected<ConvArguments> conv_arguments(AtenNode& n, int spatial) {
 }
 
 Attrs conv_attrs(const ConvArguments& c) {
-  return {{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations},
-          {"groups", c.groups}};
+  return {
+      {"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations}, {"groups", c.groups}};
 }
 
 // The bias of a convolution result [N, C, *spatial], broadcast along C.
@@ -699,6 +700,286 @@ Results convolution_backward(AtenNode& n) {
     results[2] = b.sum(grad, axes);
   }
   return results;
+}
+
+// torch.gather along dim: out[..i..] = self[..index[..i..] at dim..]. Each index is one-hot
+// encoded on a new axis after dim and the chosen element summed out of a `where` (exact, with
+// infinities too). Index and self must agree on every other dim.
+Results gather_elements(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
+  KILN_ASSIGN_OR_RETURN(bool sparse_grad, n.boolean("sparse_grad"));
+  (void)sparse_grad;  // only how the gradient is stored
+  if (index->rank() != x->rank() || x->rank() == 0) {
+    return n.unsupported("index", "must have self's rank, at least 1");
+  }
+  for (int d = 0; d < x->rank(); ++d) {
+    if (d != axis && index->shape().dim(d) != x->shape().dim(d)) {
+      return n.unsupported("index", "must match self's size on every dim but dim");
+    }
+  }
+  GraphBuilder& b = n.b;
+  const int64_t depth = x->shape().dim(axis);
+  Value* chosen = b.one_hot(index, depth, DType::boolean, axis + 1);
+  std::vector<int64_t> spread = x->shape().dims();
+  spread.insert(spread.begin() + axis, 1);
+  Value* values = b.where(chosen, b.reshape(x, spread), b.scalar(0, x->dtype()));
+  return one(b.sum(values, {axis + 1}));
+}
+
+// torch.scatter of a value along dim: self with value written where index points.
+Results scatter_value(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
+  KILN_ASSIGN_OR_RETURN(double value, n.number("value"));
+  if (index->rank() != x->rank() || x->rank() == 0) {
+    return n.unsupported("index", "must have self's rank, at least 1");
+  }
+  for (int d = 0; d < x->rank(); ++d) {
+    if (d != axis && index->shape().dim(d) != x->shape().dim(d)) {
+      return n.unsupported("index", "must match self's size on every dim but dim");
+    }
+  }
+  GraphBuilder& b = n.b;
+  const int64_t depth = x->shape().dim(axis);
+  // [.., k, depth, ..]: which of self's positions each of the k indices names; any of them.
+  Value* named = b.one_hot(index, depth, DType::i32, axis + 1);
+  Value* hit = b.greater(b.reduce_max(named, {axis}), b.scalar(0, DType::i32));
+  return one(b.where(hit, b.scalar(value, x->dtype()), x));
+}
+
+// ---- Pooling --------------------------------------------------------------------------------
+
+struct PoolArguments {
+  std::vector<int64_t> kernel, strides, pads;
+};
+
+// kernel_size, stride (empty: the kernel), padding, and dilation where the op has one (only 1
+// is converted). ceil_mode is accepted when it gives the same windows as floor mode, which the
+// caller checks against the result's shape.
+Expected<PoolArguments> pool_arguments(AtenNode& n, bool has_dilation) {
+  PoolArguments p;
+  KILN_ASSIGN_OR_RETURN(p.kernel, n.integers("kernel_size"));
+  const int spatial = 2;
+  if (p.kernel.size() == 1) p.kernel.assign(spatial, p.kernel[0]);
+  if (p.kernel.size() != static_cast<size_t>(spatial)) {
+    return n.unsupported("kernel_size", "needs 2 entries");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> stride, n.integers("stride"));
+  if (stride.empty()) stride = p.kernel;
+  if (stride.size() == 1) stride.assign(spatial, stride[0]);
+  if (stride.size() != static_cast<size_t>(spatial)) return n.unsupported("stride", "needs 2");
+  p.strides = stride;
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> padding, per_dim(n, "padding", spatial));
+  p.pads = padding;
+  p.pads.insert(p.pads.end(), padding.begin(), padding.end());
+  if (has_dilation) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dilation, per_dim(n, "dilation", spatial));
+    for (int64_t d : dilation) {
+      if (d != 1) return n.unsupported("dilation", "dilated pooling windows are not converted");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(bool ceil_mode, n.boolean("ceil_mode"));
+  (void)ceil_mode;  // the result's shape, checked by each converter, tells whether it matters
+  return p;
+}
+
+Status check_pooled_shape(AtenNode& n, const Value* pooled, const Shape& expected) {
+  if (pooled->shape() != expected) {
+    return n.unsupported("ceil_mode",
+                         "windows that start past the input's end are not "
+                         "converted");
+  }
+  return Status::ok();
+}
+
+// Each window's maximum, and (when used) the flat index h * W + w of the first maximum in
+// scan order, a NaN taking the place as in ATen's CPU kernel: the window's taps are visited in
+// order, each taking over when it is inside the image and greater than the best so far or NaN.
+Results max_pool2d_with_indices(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  if (x->rank() != 4) return n.unsupported("self", "only [N, C, H, W] inputs are converted");
+  KILN_ASSIGN_OR_RETURN(PoolArguments p, pool_arguments(n, /*has_dilation=*/true));
+  GraphBuilder& b = n.b;
+  Value* pooled = b.max_pool(x, p.kernel, p.strides, p.pads);
+  if (!b.ok()) return b.status();
+  KILN_RETURN_IF_ERROR(check_pooled_shape(n, pooled, n.output_type(0).shape));
+  std::vector<Value*> results = {pooled, nullptr};
+  if (!n.wants_output(1)) return results;
+  const int64_t height = x->shape().dim(2);
+  const int64_t width = x->shape().dim(3);
+  const int64_t out_h = pooled->shape().dim(2);
+  const int64_t out_w = pooled->shape().dim(3);
+  const auto i64 = [&](int64_t v) { return b.scalar(static_cast<double>(v), DType::i64); };
+  Value* rows = b.iota(Shape{1, 1, out_h, 1}, 2);
+  Value* cols = b.iota(Shape{1, 1, 1, out_w}, 3);
+  Value* padded = b.pad(x, {0, 0, p.pads[0], p.pads[1], 0, 0, p.pads[2], p.pads[3]},
+                        -std::numeric_limits<double>::infinity());
+  Value* best = b.fill(pooled->shape(), -std::numeric_limits<double>::infinity(), x->dtype());
+  // The first position inside the image of each window: where ATen's index starts.
+  Value* h0 = b.max(b.sub(b.mul(rows, i64(p.strides[0])), i64(p.pads[0])), i64(0));
+  Value* w0 = b.max(b.sub(b.mul(cols, i64(p.strides[1])), i64(p.pads[1])), i64(0));
+  Value* index = b.broadcast_to(b.add(b.mul(h0, i64(width)), w0), pooled->shape().dims());
+  for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
+    for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
+      Value* tap =
+          b.slice(padded, {kh, kw},
+                  {kh + (out_h - 1) * p.strides[0] + 1, kw + (out_w - 1) * p.strides[1] + 1},
+                  {2, 3}, {p.strides[0], p.strides[1]});
+      Value* h = b.add(b.mul(rows, i64(p.strides[0])), i64(kh - p.pads[0]));
+      Value* w = b.add(b.mul(cols, i64(p.strides[1])), i64(kw - p.pads[1]));
+      Value* inside =
+          b.apply1(Op::logical_and,
+                   {b.apply1(Op::logical_and,
+                             {b.greater_equal(h, i64(0)), b.apply1(Op::less, {h, i64(height)})}),
+                    b.apply1(Op::logical_and,
+                             {b.greater_equal(w, i64(0)), b.apply1(Op::less, {w, i64(width)})})});
+      Value* better = b.apply1(
+          Op::logical_or, {b.greater(tap, best), b.apply1(Op::logical_not, {b.equal(tap, tap)})});
+      Value* take = b.apply1(Op::logical_and, {inside, better});
+      best = b.where(take, tap, best);
+      index = b.where(take, b.add(b.mul(h, i64(width)), w), index);
+    }
+  }
+  results[1] = index;
+  return results;
+}
+
+// The gradient of max_pool2d_with_indices: each output's gradient added at its index.
+Results max_pool2d_with_indices_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Value * indices, n.tensor("indices"));
+  if (x->rank() != 4) return n.unsupported("self", "only [N, C, H, W] inputs are converted");
+  KILN_ASSIGN_OR_RETURN(PoolArguments p, pool_arguments(n, /*has_dilation=*/true));
+  (void)p;  // the indices say where each gradient goes
+  GraphBuilder& b = n.b;
+  const std::vector<int64_t>& dims = x->shape().dims();
+  const int64_t planes = dims[0] * dims[1];
+  const int64_t plane = dims[2] * dims[3];
+  const int64_t outputs = grad->shape().num_elements();
+  // Flat positions in x: each (n, c) plane's offset plus the index within it.
+  Value* offsets = b.mul(b.iota(Shape{dims[0], dims[1], 1, 1}, 0, DType::i64),
+                         b.scalar(static_cast<double>(dims[1] * plane), DType::i64));
+  offsets = b.add(offsets, b.mul(b.iota(Shape{dims[0], dims[1], 1, 1}, 1, DType::i64),
+                                 b.scalar(static_cast<double>(plane), DType::i64)));
+  Value* flat = b.reshape(b.add(cast_to(b, indices, DType::i64), offsets), {outputs});
+  Value* zeros = b.fill(Shape{planes * plane}, 0, grad->dtype());
+  Value* spread = b.scatter_add(zeros, flat, b.reshape(grad, {outputs}), 0);
+  return one(b.reshape(spread, dims));
+}
+
+Results avg_pool2d(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  if (x->rank() != 4) return n.unsupported("self", "only [N, C, H, W] inputs are converted");
+  KILN_ASSIGN_OR_RETURN(PoolArguments p, pool_arguments(n, /*has_dilation=*/false));
+  KILN_ASSIGN_OR_RETURN(bool count_include_pad, n.boolean("count_include_pad"));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> divisor, n.optional_integer("divisor_override"));
+  if (divisor) return n.unsupported("divisor_override", "not converted");
+  Value* pooled = n.b.avg_pool(x, p.kernel, p.strides, p.pads, count_include_pad);
+  if (!n.b.ok()) return n.b.status();
+  KILN_RETURN_IF_ERROR(check_pooled_shape(n, pooled, n.output_type().shape));
+  return one(pooled);
+}
+
+Results avg_pool2d_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  if (x->rank() != 4) return n.unsupported("self", "only [N, C, H, W] inputs are converted");
+  KILN_ASSIGN_OR_RETURN(PoolArguments p, pool_arguments(n, /*has_dilation=*/false));
+  KILN_ASSIGN_OR_RETURN(bool count_include_pad, n.boolean("count_include_pad"));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> divisor, n.optional_integer("divisor_override"));
+  if (divisor) return n.unsupported("divisor_override", "not converted");
+  Value* pooled = n.b.avg_pool(x, p.kernel, p.strides, p.pads, count_include_pad);
+  if (!n.b.ok()) return n.b.status();
+  KILN_RETURN_IF_ERROR(check_pooled_shape(n, pooled, grad->shape()));
+  return one(n.b.apply1(Op::avg_pool_grad, {grad},
+                        {{"kernel", p.kernel},
+                         {"strides", p.strides},
+                         {"pads", p.pads},
+                         {"count_include_pad", count_include_pad},
+                         {"input_shape", x->shape().dims()}}));
+}
+
+// ---- Attention ------------------------------------------------------------------------------
+
+// The scores of scaled-dot-product attention, q k^T * scale with the causal or given mask
+// applied, and their log-sum-exp over the keys.
+struct AttentionScores {
+  Value* scores = nullptr;
+  double scale = 1;
+};
+
+Expected<AttentionScores> attention_scores(AtenNode& n, Value* q, Value* k) {
+  KILN_ASSIGN_OR_RETURN(double dropout_p, n.number("dropout_p"));
+  if (dropout_p != 0) return n.unsupported("dropout_p", "attention dropout is not converted");
+  KILN_ASSIGN_OR_RETURN(bool is_causal, n.boolean("is_causal"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> mask, n.optional_tensor("attn_mask"));
+  KILN_ASSIGN_OR_RETURN(std::optional<double> scale, n.optional_number("scale"));
+  if (q->rank() < 2 || q->shape().dim(q->rank() - 1) != k->shape().dim(k->rank() - 1)) {
+    return n.unsupported("query", "query and key must share their last dim");
+  }
+  GraphBuilder& b = n.b;
+  AttentionScores a;
+  a.scale = scale.value_or(1 / std::sqrt(static_cast<double>(q->shape().dim(q->rank() - 1))));
+  a.scores = b.mul_scalar(b.matmul(q, k, false, true), a.scale);
+  const int64_t queries = q->shape().dim(q->rank() - 2);
+  const int64_t keys = k->shape().dim(k->rank() - 2);
+  const double minus_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) {  // query i sees keys j <= i (top-left aligned, as ATen)
+    Value* allowed = b.greater_equal(b.iota(Shape{queries, 1}, 0), b.iota(Shape{1, keys}, 1));
+    a.scores = b.where(allowed, a.scores, b.scalar(minus_inf, q->dtype()));
+  }
+  if (mask) {
+    a.scores = (*mask)->dtype() == DType::boolean
+                   ? b.where(*mask, a.scores, b.scalar(minus_inf, q->dtype()))
+                   : b.add(a.scores, cast_to(b, *mask, q->dtype()));
+  }
+  return a;
+}
+
+Value* log_sum_exp(GraphBuilder& b, Value* scores) {
+  const int64_t last = scores->rank() - 1;
+  Value* peak = b.reduce_max(scores, {last}, /*keepdims=*/true);
+  Value* sum = b.sum(b.exp(b.sub(scores, peak)), {last}, /*keepdims=*/true);
+  return b.reshape(b.add(b.log(sum), peak), std::vector<int64_t>(scores->shape().dims().begin(),
+                                                                 scores->shape().dims().end() - 1));
+}
+
+// (softmax(scores) v, logsumexp(scores)); the log-sum-exp only when used (the backward's).
+Results sdpa_flash_cpu(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * q, n.tensor("query"));
+  KILN_ASSIGN_OR_RETURN(Value * k, n.tensor("key"));
+  KILN_ASSIGN_OR_RETURN(Value * v, n.tensor("value"));
+  KILN_ASSIGN_OR_RETURN(AttentionScores a, attention_scores(n, q, k));
+  GraphBuilder& b = n.b;
+  std::vector<Value*> results = {b.matmul(b.softmax(a.scores, -1), v), nullptr};
+  if (n.wants_output(1)) results[1] = cast_to(b, log_sum_exp(b, a.scores), n.output_type(1).dtype);
+  return results;
+}
+
+// The gradients of q, k and v from the saved log-sum-exp: P = exp(S - lse), dV = P^T dO,
+// dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K * scale, dK = dS^T Q * scale.
+Results sdpa_flash_cpu_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_out"));
+  KILN_ASSIGN_OR_RETURN(Value * q, n.tensor("query"));
+  KILN_ASSIGN_OR_RETURN(Value * k, n.tensor("key"));
+  KILN_ASSIGN_OR_RETURN(Value * v, n.tensor("value"));
+  KILN_ASSIGN_OR_RETURN(Value * out, n.tensor("out"));
+  KILN_ASSIGN_OR_RETURN(Value * lse, n.tensor("logsumexp"));
+  KILN_ASSIGN_OR_RETURN(AttentionScores a, attention_scores(n, q, k));
+  GraphBuilder& b = n.b;
+  std::vector<int64_t> column = lse->shape().dims();
+  column.push_back(1);
+  Value* p = b.exp(b.sub(a.scores, b.reshape(cast_to(b, lse, q->dtype()), column)));
+  Value* grad_v = b.matmul(p, grad, /*transpose_a=*/true);
+  Value* row = b.sum(b.mul(grad, out), {grad->rank() - 1}, /*keepdims=*/true);
+  Value* grad_scores = b.mul(p, b.sub(b.matmul(grad, v, false, true), row));
+  Value* grad_q = b.mul_scalar(b.matmul(grad_scores, k), a.scale);
+  Value* grad_k = b.mul_scalar(b.matmul(grad_scores, q, /*transpose_a=*/true), a.scale);
+  return std::vector<Value*>{grad_q, grad_k, grad_v};
 }
 
 // ---- Normalization --------------------------------------------------------------------------
@@ -778,10 +1059,10 @@ Results native_batch_norm_functional(AtenNode& n) {
   Value* batch_var = b.reshape(var, channels);
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1)
                                   : std::numeric_limits<double>::infinity();
-  Value* new_mean = b.add(b.mul_scalar(running_mean, 1 - momentum),
-                          b.mul_scalar(batch_mean, momentum));
-  Value* new_var = b.add(b.mul_scalar(running_var, 1 - momentum),
-                         b.mul_scalar(batch_var, momentum * unbias));
+  Value* new_mean =
+      b.add(b.mul_scalar(running_mean, 1 - momentum), b.mul_scalar(batch_mean, momentum));
+  Value* new_var =
+      b.add(b.mul_scalar(running_var, 1 - momentum), b.mul_scalar(batch_var, momentum * unbias));
   return std::vector<Value*>{y, batch_mean, b.reshape(rstd, channels), new_mean, new_var};
 }
 
@@ -876,10 +1157,10 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.cat.default", cat},
       {"aten.split_with_sizes.default", split(/*by_sizes=*/true)},
       {"aten.split.Tensor", split(false)},
-      {"aten.full.default", filled("fill_value", {"size", "dtype", "layout", "device",
-                                                  "pin_memory"})},
-      {"aten.full_like.default", filled("fill_value", {"self", "dtype", "layout", "device",
-                                                       "pin_memory", "memory_format"})},
+      {"aten.full.default",
+       filled("fill_value", {"size", "dtype", "layout", "device", "pin_memory"})},
+      {"aten.full_like.default",
+       filled("fill_value", {"self", "dtype", "layout", "device", "pin_memory", "memory_format"})},
       {"aten.scalar_tensor.default", filled("s", {"dtype", "layout", "device", "pin_memory"})},
       {"aten.arange.default", arange(/*has_start=*/false, /*has_step=*/false)},
       {"aten.arange.start", arange(true, false)},
@@ -888,6 +1169,8 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.embedding.default", embedding},
       {"aten.embedding_dense_backward.default", embedding_dense_backward},
       {"aten.constant_pad_nd.default", constant_pad_nd},
+      {"aten.gather.default", gather_elements},
+      {"aten.scatter.value", scatter_value},
       {"aten.slice_scatter.default", slice_scatter},
       {"aten.index_put.default", index_put},
       // Contractions
@@ -901,6 +1184,15 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten._log_softmax.default", softmax(true)},
       {"aten.native_layer_norm.default", native_layer_norm},
       {"aten._native_batch_norm_legit_functional.default", native_batch_norm_functional},
+      // Pooling
+      {"aten.max_pool2d_with_indices.default", max_pool2d_with_indices},
+      {"aten.max_pool2d_with_indices_backward.default", max_pool2d_with_indices_backward},
+      {"aten.avg_pool2d.default", avg_pool2d},
+      {"aten.avg_pool2d_backward.default", avg_pool2d_backward},
+      // Attention
+      {"aten._scaled_dot_product_flash_attention_for_cpu.default", sdpa_flash_cpu},
+      {"aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+       sdpa_flash_cpu_backward},
   };
   return table;
 }

@@ -50,6 +50,19 @@ CASES = [
     ("grouped_conv", lambda x, w: F.conv2d(x, w, groups=2, padding=1),
      [rand(1, 4, 6, 6), rand(6, 2, 3, 3)]),
     ("pad", lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), [rand(2, 3, 4)]),
+    ("pools", lambda x: torch.cat([
+        F.max_pool2d(x, 3, 2, 1).flatten(), F.max_pool2d(F.relu(x), 2).flatten(),
+        F.avg_pool2d(x, 3, 2, 1).flatten(),
+        F.avg_pool2d(x, 3, 2, 1, count_include_pad=False).flatten(),
+        F.adaptive_avg_pool2d(x, 1).flatten()]), [rand(2, 3, 9, 9)]),
+    ("attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v)
+     + F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+     [rand(2, 3, 5, 8), rand(2, 3, 7, 8), rand(2, 3, 7, 8)]),
+    ("attention_masks", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+     + F.scaled_dot_product_attention(q, k, v, attn_mask=(m > 0) | torch.eye(5, 7, dtype=bool)),
+     [rand(2, 3, 5, 8), rand(2, 3, 7, 8), rand(2, 3, 7, 8), rand(5, 7)]),
+    ("cross_entropy", lambda x, y: F.cross_entropy(x, y) + F.cross_entropy(x, y, reduction="sum"),
+     [rand(6, 5), torch.randint(0, 5, (6,))]),
     ("batch_norm_training", lambda x, w, b: F.batch_norm(
         x, torch.zeros(3), torch.ones(3), w, b, training=True, momentum=0.1, eps=1e-5),
      [rand(4, 3, 5, 5), rand(3), rand(3)]),

@@ -1,6 +1,8 @@
 // The ATen importer (frontend/aten_import.h): the JSON form, argument reading, metadata checks
 // and errors. The converters' semantics are checked against PyTorch itself by the Python
 // package's tests (tests/python/test_aten_ops.py); here the interpreter checks a few by hand.
+#include "frontend/aten_import.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "frontend/aten_import.h"
 #include "interp/interpreter.h"
 #include "unit/test_util.h"
 
@@ -36,9 +37,9 @@ const std::string kW = R"({"name": "w", "dtype": "f32", "shape": [4, 3]})";
 const std::string kB = R"({"name": "b", "dtype": "f32", "shape": [4]})";
 
 // relu(x @ w.T + b), as AOTAutograd writes nn.Linear + ReLU.
-const std::string kLinearRelu = graph_json(
-    kX + "," + kW + "," + kB,
-    R"({"name": "t", "target": "aten.t.default", "args": {"self": {"tensor": "w"}},
+const std::string kLinearRelu =
+    graph_json(kX + "," + kW + "," + kB,
+               R"({"name": "t", "target": "aten.t.default", "args": {"self": {"tensor": "w"}},
         "outputs": [{"dtype": "f32", "shape": [3, 4]}]},
        {"name": "addmm", "target": "aten.addmm.default",
         "args": {"self": {"tensor": "b"}, "mat1": {"tensor": "x"}, "mat2": {"tensor": "t"},
@@ -46,7 +47,7 @@ const std::string kLinearRelu = graph_json(
         "outputs": [{"dtype": "f32", "shape": [2, 4]}]},
        {"name": "relu", "target": "aten.relu.default", "args": {"self": {"tensor": "addmm"}},
         "outputs": [{"dtype": "f32", "shape": [2, 4]}]})",
-    R"({"tensor": "relu"})");
+               R"({"tensor": "relu"})");
 
 // One node of `target` with `args` and one f32[2, 3] result, on input x.
 std::string one_node(const std::string& target, const std::string& args,
@@ -72,14 +73,14 @@ TEST(AtenImport, ALinearLayerWithReluComputesItsValues) {
 }
 
 TEST(AtenImport, LayerNormGivesItsStatisticsAsResults) {
-  const std::string text = graph_json(
-      kX,
-      R"({"name": "ln", "target": "aten.native_layer_norm.default",
+  const std::string text =
+      graph_json(kX,
+                 R"({"name": "ln", "target": "aten.native_layer_norm.default",
           "args": {"input": {"tensor": "x"}, "normalized_shape": [3], "weight": null,
                    "bias": null, "eps": 1e-5},
           "outputs": [{"dtype": "f32", "shape": [2, 3]}, {"dtype": "f32", "shape": [2, 1]},
                       {"dtype": "f32", "shape": [2, 1]}]})",
-      R"({"tensor": "ln"}, {"tensor": "ln", "index": 1}, {"tensor": "ln", "index": 2})");
+                 R"({"tensor": "ln"}, {"tensor": "ln", "index": 1}, {"tensor": "ln", "index": 2})");
   Expected<Graph> graph = import_aten_graph(text);
   ASSERT_TRUE(graph.has_value()) << graph.status().message();
   Expected<std::vector<Array>> y =
@@ -94,8 +95,8 @@ TEST(AtenImport, LayerNormGivesItsStatisticsAsResults) {
 
 TEST(AtenImport, ANumberWhereTheSchemaSaysTensorIsAConstant) {
   // 1 - x, as decompositions write sub.Tensor(1, x).
-  Expected<Graph> graph = import_aten_graph(one_node(
-      "aten.sub.Tensor", R"({"self": 1, "other": {"tensor": "x"}, "alpha": 1})"));
+  Expected<Graph> graph = import_aten_graph(
+      one_node("aten.sub.Tensor", R"({"self": 1, "other": {"tensor": "x"}, "alpha": 1})"));
   ASSERT_TRUE(graph.has_value()) << graph.status().message();
   Expected<std::vector<Array>> y =
       interpret(*graph, std::vector<Array>{f32({2, 3}, {1, 2, 3, 0, 0.5, 6})});
@@ -139,20 +140,19 @@ TEST(AtenImport, ErrorsNameTheNodeTheOpAndWhatIsWrong) {
       {"argument(s) new are not read"}));
   EXPECT_TRUE(is_error_with(import_status(one_node("aten.relu.default", "{}")),
                             {"argument 'self' is missing"}));
-  EXPECT_TRUE(is_error_with(
-      import_status(one_node("aten.relu.default", R"({"self": {"tensor": "y"}})")),
-      {"refers to 'y', which is not defined"}));
-  EXPECT_TRUE(is_error_with(
-      import_status(one_node("aten.relu.default", R"({"self": "x"})")),
-      {"argument 'self' must be a tensor, got a string"}));
+  EXPECT_TRUE(
+      is_error_with(import_status(one_node("aten.relu.default", R"({"self": {"tensor": "y"}})")),
+                    {"refers to 'y', which is not defined"}));
+  EXPECT_TRUE(is_error_with(import_status(one_node("aten.relu.default", R"({"self": "x"})")),
+                            {"argument 'self' must be a tensor, got a string"}));
   // A converter whose result differs from PyTorch's metadata fails the import.
-  EXPECT_TRUE(is_error_with(
-      import_status(one_node("aten.relu.default", R"({"self": {"tensor": "x"}})",
-                                 R"({"dtype": "f32", "shape": [3, 2]})")),
-      {"result 0 converts to f32[2,3], but PyTorch gives f32[3,2]"}));
+  EXPECT_TRUE(
+      is_error_with(import_status(one_node("aten.relu.default", R"({"self": {"tensor": "x"}})",
+                                           R"({"dtype": "f32", "shape": [3, 2]})")),
+                    {"result 0 converts to f32[2,3], but PyTorch gives f32[3,2]"}));
   EXPECT_TRUE(is_error_with(
       import_status(one_node("aten._softmax.default",
-                                 R"({"self": {"tensor": "x"}, "dim": 1, "half_to_float": true})")),
+                             R"({"self": {"tensor": "x"}, "dim": 1, "half_to_float": true})")),
       {"argument half_to_float = true is not supported"}));
   EXPECT_TRUE(is_error_with(import_status("{"), {"not valid JSON"}));
   EXPECT_TRUE(is_error_with(import_status(R"({"format": "other"})"), {"not an ATen graph"}));
