@@ -37,6 +37,8 @@ def tensor_meta(value) -> dict:
     """The {"dtype", "shape"} of a FakeTensor (or real tensor) with static shape."""
     if not isinstance(value, torch.Tensor):
         raise Unsupported(f"expected a tensor, got {type(value).__name__}")
+    if value.layout != torch.strided:
+        raise Unsupported(f"{value.layout} tensors are not supported (dense tensors only)")
     if value.dtype not in DTYPES:
         raise Unsupported(f"dtype {value.dtype} is not supported")
     shape = []

@@ -191,6 +191,44 @@ Results clamp(AtenNode& n) {
   return one(y);
 }
 
+// hardtanh: clamp to [min_val, max_val] (relu6 is hardtanh(0, 6)).
+Results hardtanh(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(double low, n.number("min_val"));
+  KILN_ASSIGN_OR_RETURN(double high, n.number("max_val"));
+  GraphBuilder& b = n.b;
+  return one(b.min(b.max(x, b.scalar(low, x->dtype())), b.scalar(high, x->dtype())));
+}
+
+// The gradient passes where min_val < x < max_val (ATen's rule at the bounds: none).
+Results hardtanh_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(double low, n.number("min_val"));
+  KILN_ASSIGN_OR_RETURN(double high, n.number("max_val"));
+  GraphBuilder& b = n.b;
+  Value* inside = b.apply1(Op::logical_and, {b.greater(x, b.scalar(low, x->dtype())),
+                                             b.apply1(Op::less, {x, b.scalar(high, x->dtype())})});
+  return one(b.where(inside, grad, b.scalar(0, grad->dtype())));
+}
+
+Results leaky_relu(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(double slope, n.number("negative_slope"));
+  GraphBuilder& b = n.b;
+  return one(b.where(b.greater(x, b.scalar(0, x->dtype())), x, b.mul_scalar(x, slope)));
+}
+
+Results leaky_relu_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(double slope, n.number("negative_slope"));
+  KILN_ASSIGN_OR_RETURN(bool self_is_result, n.boolean("self_is_result"));
+  (void)self_is_result;  // the result has the input's sign, so either reads the same
+  GraphBuilder& b = n.b;
+  return one(b.where(b.greater(x, b.scalar(0, x->dtype())), grad, b.mul_scalar(grad, slope)));
+}
+
 Results pow_tensor_scalar(AtenNode& n) {
   const DType dtype = n.output_type().dtype;
   KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
@@ -436,6 +474,16 @@ Converter filled(const char* value_name, std::initializer_list<std::string_view>
     for (std::string_view name : names) n.ignore({name});
     const TensorType& result = n.output_type();
     return one(n.b.fill(result.shape, value, result.dtype));
+  };
+}
+
+// empty, empty_permuted: memory whose contents are unspecified, given zeros.
+Converter empty(std::initializer_list<std::string_view> ignored) {
+  std::vector<std::string_view> names(ignored);
+  return [names](AtenNode& n) -> Results {
+    for (std::string_view name : names) n.ignore({name});
+    const TensorType& result = n.output_type();
+    return one(n.b.fill(result.shape, 0, result.dtype));
   };
 }
 
@@ -1122,6 +1170,10 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.bitwise_not.default", bitwise(Op::logical_not)},
       {"aten.where.self", where},
       {"aten.clamp.default", clamp},
+      {"aten.hardtanh.default", hardtanh},
+      {"aten.hardtanh_backward.default", hardtanh_backward},
+      {"aten.leaky_relu.default", leaky_relu},
+      {"aten.leaky_relu_backward.default", leaky_relu_backward},
       {"aten.gelu.default", gelu},
       {"aten.gelu_backward.default", gelu_backward},
       {"aten.sigmoid_backward.default", sigmoid_backward},
@@ -1162,6 +1214,10 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.full_like.default",
        filled("fill_value", {"self", "dtype", "layout", "device", "pin_memory", "memory_format"})},
       {"aten.scalar_tensor.default", filled("s", {"dtype", "layout", "device", "pin_memory"})},
+      {"aten.empty.memory_format",
+       empty({"size", "dtype", "layout", "device", "pin_memory", "memory_format"})},
+      {"aten.empty_permuted.default",
+       empty({"size", "physical_layout", "dtype", "layout", "device", "pin_memory"})},
       {"aten.arange.default", arange(/*has_start=*/false, /*has_step=*/false)},
       {"aten.arange.start", arange(true, false)},
       {"aten.arange.start_step", arange(true, true)},

@@ -48,8 +48,8 @@ Identifiers (Markdown inline code spans only)
   - qualified (`Graph::add_node`, `kiln::Compiler`): every component is checked,
   - a GoogleTest name `Suite.TestName` (both parts CamelCase): both parts are checked,
   - an environment variable or macro `KILN_*`, also as `$KILN_X` or `KILN_X=value`.
-  It must occur as a whole word in a file under src/, include/, tools/, tests/, bench/ or
-  scripts/ (this folder, tests/docs/, excluded). Not checked: spans with other text (shell
+  It must occur as a whole word in a file under src/, include/, tools/, tests/, bench/,
+  scripts/ or python/ (this folder, tests/docs/, excluded). Not checked: spans with other text (shell
   commands, IR and C++ snippets, formulas), command-line flags (`--fusion`), IR names (`%x`,
   `@g`), types (`f32[2]`), dotted names (`torch.optim.Adam`), kebab-case names (pass and rule
   names), plain words (`gemm`), capitalised words without an inner capital (`Status`), and
@@ -106,13 +106,14 @@ EXTERNAL = {
 # Names of other software that have the form of a Kiln identifier.
 EXTERNAL_IDENTIFIERS = {
     "clear_page",  # the Linux kernel's page-zeroing routine, as perf names it
+    "CapabilityBasedPartitioner",  # torch.fx's partitioner, which the Python backend uses
 }
 
 # Top-level folders whose contents are build outputs, never checked in.
 BUILD_FOLDER = re.compile(r"^build(-[\w.-]+)?$")
 
 # Folders the identifier corpus is read from; tests/docs (this script) is left out.
-CORPUS_FOLDERS = ["src", "include", "tools", "tests", "bench", "scripts"]
+CORPUS_FOLDERS = ["src", "include", "tools", "tests", "bench", "scripts", "python"]
 SKIPPED_CORPUS = {os.path.join("tests", "docs")}
 SKIPPED_WALK = {".git", "__pycache__", "node_modules"}
 

@@ -30,6 +30,8 @@ CASES = [
     ("compare_where", lambda a, b: torch.where((a > b) & ~(a < 0.2) | (a == b), a, b * 2)
      + torch.where(a >= 0.5, 1.0, 0.0) + torch.where(a != b, a, -1.0)
      + (a <= b).float(), [rand(3, 7), rand(3, 7)]),
+    ("activations", lambda x: F.relu6(x * 4) + F.hardtanh(x, -0.5, 0.25) + F.leaky_relu(x, 0.1)
+     + F.hardswish(x) + F.silu(x), [rand(4, 9)]),
     ("gelu_forms", lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), [rand(4, 8)]),
     ("reductions", lambda x: x.sum(dim=1, keepdim=True) + x.mean(dim=(0, 2)).sum()
      + x.amax(dim=-1, keepdim=True) - x.amin(dim=2, keepdim=True) + x.var(dim=1).sum()
