@@ -334,6 +334,7 @@ Expected<Graph> import_parsed(const Json& graph) {
   }
   GraphBuilder b(graph.value("name", "aten"));
   ValueTable values;
+  std::set<Value*> named;  // the values of earlier nodes and inputs, named already
   for (const Json& input : graph.at("inputs")) {
     if (!input.is_object() || !input.contains("name") || !input.at("name").is_string()) {
       return Status::errorf("ATen graph: an input needs a string 'name', got {}", input.dump());
@@ -342,6 +343,7 @@ Expected<Graph> import_parsed(const Json& graph) {
     KILN_ASSIGN_OR_RETURN(TensorType type, tensor_type_of(input, fmt::format("input '{}'", name)));
     if (values.contains(name)) return Status::errorf("ATen graph: input '{}' is repeated", name);
     values[name] = {b.input(name, type.dtype, type.shape)};
+    named.insert(values[name][0]);
   }
   for (const Json& node : graph.at("nodes")) {
     const std::string name = node.is_object() ? node.value("name", "?") : "?";
@@ -351,6 +353,14 @@ Expected<Graph> import_parsed(const Json& graph) {
       return results.status().with_context(fmt::format("node '{}' ({})", name, target));
     }
     if (values.contains(name)) return Status::errorf("ATen graph: node '{}' is repeated", name);
+    // Each new result takes the node's name, so that explanations and dumps read as the graph
+    // PyTorch gave (a result that is an earlier value, as a no-op view's, keeps its own).
+    for (size_t i = 0; i < results->size(); ++i) {
+      Value* result = (*results)[i];
+      if (result == nullptr || named.contains(result)) continue;
+      b.rename(result, i == 0 ? name : fmt::format("{}.{}", name, i));
+      named.insert(result);
+    }
     values[name] = std::move(*results);
   }
   // A graph output must be a value of its own: an input or a value already returned is

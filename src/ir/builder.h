@@ -137,6 +137,10 @@ class GraphBuilder {
   Value* dropout(Value* x, double ratio, int64_t seed, int64_t offset = 0);
   Value* cross_entropy(Value* logits, Value* labels, std::string_view reduction = "mean");
 
+  // Renames a value the builder made (Graph::rename_value): importers name a result after the
+  // node of the file it comes from.
+  void rename(Value* value, std::string_view name) { graph_->rename_value(value, name); }
+
   // Declares a graph output. Only for a builder that owns its graph.
   void output(Value* value);
 
