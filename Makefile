@@ -14,9 +14,11 @@
 #                    (bench/zoo_fusion.sh, long)
 #   make bench-peers Kiln against ONNX Runtime, PyTorch eager and torch.compile on five zoo
 #                    models, inference and training step, then Kiln against ONNX Runtime on
-#                    seven PyTorch exports (bench/peers; installs the pinned peers into
-#                    .venv-peers from PyPI; long). PEERS_ARGS and EXPORTS_ARGS pass options,
-#                    e.g. PEERS_ARGS="--models gcn-cora,xml-cnn --quick" EXPORTS_ARGS="--quick"
+#                    seven PyTorch exports, then Kiln's torch.compile backend against eager
+#                    and Inductor on five modules' training steps (bench/peers; installs the
+#                    pinned peers into .venv-peers and the package into .venv, from PyPI;
+#                    long). PEERS_ARGS, EXPORTS_ARGS and BACKEND_ARGS pass options, e.g.
+#                    PEERS_ARGS="--models gcn-cora,xml-cnn --quick" EXPORTS_ARGS="--quick"
 #   make bench-gpu   on a machine with an NVIDIA GPU and a CUDA build of PyTorch: Kiln's training
 #                    steps against PyTorch eager and torch.compile (default, reduce-overhead) on
 #                    five zoo models (bench/gpu; long). GPU_BENCH_ARGS passes options, e.g.
@@ -40,6 +42,7 @@ KILN := $(BUILD_DIR)/tools/kiln/kiln
 PEERS_VENV ?= .venv-peers
 PYTHON_VENV ?= .venv
 PEERS_ARGS ?=
+BACKEND_ARGS ?=
 GPU_BENCH_ARGS ?=
 
 .PHONY: all deps build build-asan demo test test-asan test-models python test-python bench \
@@ -90,12 +93,13 @@ test-models: build
 
 # Peers run from a project-local virtual environment, so nothing is installed system-wide; the
 # results go to bench/results/ (peers.md, peers.json, peers.png).
-bench-peers: build
+bench-peers: build python
 	scripts/setup-venv $(PEERS_VENV) bench/peers/requirements.txt
 	$(PEERS_VENV)/bin/python bench/peers/bench_peers.py --kiln $(KILN) $(PEERS_ARGS)
 	$(PEERS_VENV)/bin/python bench/peers/bench_exports.py --kiln $(KILN) $(EXPORTS_ARGS)
 	$(PEERS_VENV)/bin/python bench/peers/check_old_opsets.py --kiln $(KILN)
 	$(PEERS_VENV)/bin/python bench/peers/gemm_rates.py --kiln $(KILN)
+	$(PYTHON_VENV)/bin/python bench/peers/bench_backend.py $(BACKEND_ARGS)
 
 # The GPU's peers are the machine's own PyTorch (with CUDA), not the pinned CPU build of
 # bench-peers; the results go to bench/results/ (gpu.md, gpu.json).

@@ -10,6 +10,7 @@ and are reported once with the reason.
 from __future__ import annotations
 
 import operator
+import os
 import warnings
 from dataclasses import dataclass, field
 
@@ -43,6 +44,12 @@ class KilnGraph(torch.nn.Module):
         super().__init__()
         graph = _aten.graph_to_json(gm, name)
         self.name = name
+        self.graph_json = graph.text
+        dump_dir = os.environ.get("KILN_DUMP_ATEN")
+        if dump_dir:  # for `kiln run` / `kiln explain` on the graph the backend received
+            os.makedirs(dump_dir, exist_ok=True)
+            with open(os.path.join(dump_dir, f"{name}.json"), "w") as f:
+                f.write(graph.text)
         self.compiled = compile_aten_graph(graph.text)
         self.output_slots = graph.output_slots
         self.output_types = [(tuple(m["shape"]), TORCH_DTYPES[m["dtype"]])
