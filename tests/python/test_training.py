@@ -68,14 +68,81 @@ class SmallCNN(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
+class TinyViT(nn.Module):
+    """Patches by a strided convolution, a position embedding, scaled-dot-product attention."""
+
+    def __init__(self, dim=32, heads=4, classes=5):
+        super().__init__()
+        self.heads = heads
+        self.patches = nn.Conv2d(3, dim, 4, stride=4)
+        self.position = nn.Parameter(torch.randn(9, dim) * 0.1)
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(approximate="tanh"),
+                                 nn.Linear(2 * dim, dim))
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, images):
+        x = self.patches(images).flatten(2).transpose(1, 2) + self.position
+        b, s, d = x.shape
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2)
+                   for t in self.qkv(self.norm1(x)).chunk(3, dim=-1))
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, s, d))
+        x = x + self.mlp(self.norm2(x))
+        return self.head(x.mean(dim=1))
+
+
+class XmlCnn(nn.Module):
+    """A text CNN with dynamic max pooling over chunks of the sequence, as XML-CNN."""
+
+    def __init__(self, vocab=50, dim=16, filters=8, classes=5):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.convs = nn.ModuleList([nn.Conv1d(dim, filters, k, padding=k // 2) for k in (2, 3)])
+        self.out = nn.Linear(2 * filters * 2, classes)
+
+    def forward(self, tokens):
+        x = self.embed(tokens).transpose(1, 2)
+        pooled = [F.relu(conv(x))[:, :, :12].reshape(x.shape[0], -1, 2, 6).amax(dim=3).flatten(1)
+                  for conv in self.convs]
+        return self.out(torch.cat(pooled, dim=1))
+
+
+class MessagePassingGCN(nn.Module):
+    """Two graph convolutions over an edge list, as PyTorch Geometric writes them (gather the
+    source rows, scale, add into the target rows); one prediction per graph of 6 nodes."""
+
+    def __init__(self, features=16, hidden=16, classes=5):
+        super().__init__()
+        g = torch.Generator().manual_seed(2)
+        self.sources = torch.randint(0, 48, (96,), generator=g)
+        self.targets = torch.randint(0, 48, (96,), generator=g)
+        self.w1 = nn.Linear(features, hidden)
+        self.w2 = nn.Linear(hidden, classes)
+
+    def propagate(self, x):
+        messages = x.index_select(0, self.sources) * 0.5
+        return x + torch.zeros_like(x).index_add(0, self.targets, messages)
+
+    def forward(self, x):
+        h = self.propagate(self.w2(F.relu(self.propagate(self.w1(x)))))
+        return h.view(8, 6, -1).mean(dim=1)
+
+
 def batches(model_name, count):
     g = torch.Generator().manual_seed(1)
     for _ in range(count):
         labels = torch.randint(0, 5, (8,), generator=g)
         if model_name == "mlp":
             yield torch.randn(8, 16, generator=g), labels
-        elif model_name == "encoder":
+        elif model_name in ("encoder", "xml-cnn"):
             yield torch.randint(0, 50, (8, 12), generator=g), labels
+        elif model_name == "vit":
+            yield torch.randn(8, 3, 12, 12, generator=g), labels
+        elif model_name == "gcn":
+            yield torch.randn(48, 16, generator=g), labels
         else:
             yield torch.randn(8, 3, 12, 12, generator=g), labels
 
@@ -92,8 +159,9 @@ def train(model, forward, model_name):
     return losses
 
 
-@pytest.mark.parametrize("model_name,make", [("mlp", MLP), ("encoder", TinyEncoder),
-                                             ("cnn", SmallCNN)])
+@pytest.mark.parametrize("model_name,make", [
+    ("mlp", MLP), ("encoder", TinyEncoder), ("vit", TinyViT), ("cnn", SmallCNN),
+    ("xml-cnn", XmlCnn), ("gcn", MessagePassingGCN)])
 def test_training_matches_eager(model_name, make):
     torch.manual_seed(0)
     eager = make()
@@ -117,6 +185,7 @@ def test_training_matches_eager(model_name, make):
         assert torch.allclose(dict(under_kiln.named_buffers())[name], buffer, rtol=1e-4,
                               atol=1e-6), f"buffer {name} differs"
     assert len(report.graphs) >= 2, "Kiln compiled neither the forward nor the backward"
+    assert not report.fallbacks, f"left to PyTorch: {report.fallbacks}"
 
 
 def test_an_unsupported_op_falls_back_with_a_warning_and_stays_right():
