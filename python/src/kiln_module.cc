@@ -110,8 +110,13 @@ class CompiledGraphHandle {
 
   // The fused kernels and why (fusion/partition.h: explain_partition).
   std::string explain() const {
-    return fusion::explain_partition(model_.graph(), model_.compiled().partition);
+    const CompiledGraph& compiled = model_.compiled();
+    if (compiled.cached_explanation) return *compiled.cached_explanation;
+    return fusion::explain_partition(model_.graph(), compiled.partition);
   }
+
+  // Whether the compilation came from the compilation cache.
+  bool from_cache() const { return model_.compiled().cached_explanation.has_value(); }
 
   int num_kernels() const { return model_.program().num_kernels; }
 
@@ -119,9 +124,11 @@ class CompiledGraphHandle {
   CompiledModel model_;
 };
 
-CompiledGraphHandle compile_aten_graph(const std::string& text, bool substitution) {
+CompiledGraphHandle compile_aten_graph(const std::string& text, bool substitution,
+                                       bool reuse_compilations) {
   CompileOptions options;
   options.substitution.enabled = substitution;
+  options.reuse_compilations = reuse_compilations;
   Expected<CompiledModel> model = Status::error("not compiled");
   {
     nb::gil_scoped_release release;
@@ -154,14 +161,17 @@ NB_MODULE(_kiln, m) {
   m.def("import_error", &import_error, nb::arg("graph_json"),
         "Why an ATen graph (JSON text) does not import into Kiln, or '' when it does.");
   m.def("compile_aten_graph", &compile_aten_graph, nb::arg("graph_json"),
-        nb::arg("substitution") = true,
-        "Compiles an ATen graph (JSON text) for this CPU; raises CompileError naming the node "
-        "and op that failed.");
+        nb::arg("substitution") = true, nb::arg("reuse_compilations") = true,
+        "Compiles an ATen graph (JSON text) for this CPU, or loads it from Kiln's compilation "
+        "cache when this build compiled it before with the same options; raises CompileError "
+        "naming the node and op that failed.");
 
   nb::class_<CompiledGraphHandle>(m, "CompiledGraph")
       .def("run", &CompiledGraphHandle::run, nb::arg("inputs"), nb::arg("outputs"),
            "Runs the graph on dense CPU tensors (any DLPack producer), writing the outputs in "
            "place.")
       .def("explain", &CompiledGraphHandle::explain, "The fused kernels and why.")
-      .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels);
+      .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels)
+      .def_prop_ro("from_cache", &CompiledGraphHandle::from_cache,
+                   "Whether the compilation came from the compilation cache.");
 }

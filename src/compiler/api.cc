@@ -1,8 +1,41 @@
+#include "compiler/compilation_cache.h"
 #include "kiln/kiln.h"
 #include "passes/eliminate_loss.h"
 #include "runtime/cuda_executor.h"
 
 namespace kiln {
+namespace {
+
+Expected<std::unique_ptr<runtime::Executor>> cpu_executor(const CompiledGraph& compiled) {
+  std::vector<runtime::KernelFunction> functions;
+  for (size_t k = 0; k < compiled.kernels.size(); ++k) {
+    functions.push_back(compiled.kernels.function(k));
+  }
+  KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
+                        runtime::Executor::create(compiled.program, std::move(functions)));
+  return std::make_unique<runtime::Executor>(std::move(executor));
+}
+
+}  // namespace
+
+// A cached compilation with its kernels loaded (from the kernel cache, normally), or nullopt
+// when the cache has none for the key.
+Expected<std::optional<CompiledModel>> Compiler::load_cached(const std::string& key,
+                                                             Graph& graph) const {
+  std::optional<CachedCompilation> cached = load_compilation(key);
+  if (!cached) return std::optional<CompiledModel>();
+  auto compiled = std::make_unique<CompiledGraph>();
+  compiled->program = std::make_shared<const runtime::Program>(std::move(cached->program));
+  KILN_ASSIGN_OR_RETURN(compiled->kernels,
+                        codegen::cpu::compile_kernels(cached->kernels, options_.cpu));
+  compiled->stats.units = compiled->kernels.units();
+  compiled->stats.units_compiled = compiled->kernels.units_compiled();
+  compiled->last_stage = Stage::codegen;
+  compiled->cached_explanation = std::move(cached->explanation);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor, cpu_executor(*compiled));
+  return std::optional<CompiledModel>(CompiledModel(std::make_unique<Graph>(std::move(graph)),
+                                                    std::move(compiled), std::move(executor)));
+}
 
 Expected<Compilation> Compiler::run_pipeline(Graph graph) const {
   auto owned = std::make_unique<Graph>(std::move(graph));
@@ -11,6 +44,14 @@ Expected<Compilation> Compiler::run_pipeline(Graph graph) const {
 }
 
 Expected<CompiledModel> Compiler::compile(Graph graph) const {
+  std::optional<std::string> key;
+  if (options_.reuse_compilations && !options_.pipeline.stop_after) {
+    KILN_ASSIGN_OR_RETURN(key, compilation_key(graph, options_));
+    if (key) {
+      KILN_ASSIGN_OR_RETURN(std::optional<CompiledModel> cached, load_cached(*key, graph));
+      if (cached) return std::move(*cached);
+    }
+  }
   KILN_ASSIGN_OR_RETURN(Compilation compilation, run_pipeline(std::move(graph)));
   std::unique_ptr<CompiledGraph>& compiled_graph = compilation.compiled_;
   if (compiled_graph->last_stage != Stage::codegen) {
@@ -27,14 +68,11 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
     return CompiledModel(std::move(compilation.graph_), std::move(compiled_graph),
                          std::move(executor));
   }
-  std::vector<runtime::KernelFunction> functions;
-  for (size_t k = 0; k < compiled_graph->kernels.size(); ++k) {
-    functions.push_back(compiled_graph->kernels.function(k));
-  }
-  KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
-                        runtime::Executor::create(compiled_graph->program, std::move(functions)));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor, cpu_executor(*compiled_graph));
+  // A cache that cannot be written (a read-only disk) costs only the next compile its time.
+  if (key) (void)store_compilation(*key, *compilation.graph_, *compiled_graph);
   return CompiledModel(std::move(compilation.graph_), std::move(compiled_graph),
-                       std::make_unique<runtime::Executor>(std::move(executor)));
+                       std::move(executor));
 }
 
 Expected<CompiledTrainingStep> Compiler::compile_training_step(Graph step,
@@ -73,6 +111,11 @@ Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<voi
 }
 
 Expected<CheckReport> CompiledModel::check(std::span<const Array> inputs) {
+  if (compiled_->cached_explanation) {
+    return Status::error(
+        "the check mode needs the kernel records, which a compilation loaded from the cache "
+        "does not keep: compile with reuse_compilations off");
+  }
   return check_compiled(*graph_, *compiled_, *executor_, inputs);
 }
 

@@ -120,6 +120,10 @@ struct CompiledGraph {
   CompileStats stats;
   std::vector<std::pair<Stage, double>> stage_seconds;  // each stage run, in order
   std::optional<Stage> last_stage;                      // the last stage run
+  // Set when loaded from the compilation cache (compiler/compilation_cache.h): the partition's
+  // explanation as the compilation that stored it wrote it. The graph stages' reports, the
+  // partition and the records are then empty.
+  std::optional<std::string> cached_explanation;
 
   // The time the stages among `stages` took.
   double seconds_in(std::initializer_list<Stage> stages) const;

@@ -102,6 +102,9 @@ struct CompileOptions {
   // On a CPU, gemms whose B is a weight compiled in as a constant keep it packed in the
   // library's layout from the first run on (compiler/stages.h: pack_weights_stage).
   bool pack_weights = true;
+  // Compiler::compile loads a graph compiled before with the same options from the compilation
+  // cache, and stores what it compiles there (compiler/compilation_cache.h; CPU only).
+  bool reuse_compilations = false;
   PipelineOptions pipeline;
 };
 

@@ -2,16 +2,24 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+#include <type_traits>
+
 namespace kiln::runtime {
 namespace {
 
 std::string describe(const BufferSlot& slot) {
   switch (slot.storage) {
-    case Storage::input: return fmt::format("input {}", slot.index);
-    case Storage::output: return fmt::format("output {}", slot.index);
-    case Storage::constant: return fmt::format("constant @{}", slot.offset);
-    case Storage::arena: return fmt::format("arena @{}", slot.offset);
-    case Storage::state: return fmt::format("state @{}", slot.offset);
+    case Storage::input:
+      return fmt::format("input {}", slot.index);
+    case Storage::output:
+      return fmt::format("output {}", slot.index);
+    case Storage::constant:
+      return fmt::format("constant @{}", slot.offset);
+    case Storage::arena:
+      return fmt::format("arena @{}", slot.offset);
+    case Storage::state:
+      return fmt::format("state @{}", slot.offset);
   }
   return "?";
 }
@@ -39,6 +47,178 @@ std::string print_program(const Program& program) {
     }
   }
   return text;
+}
+
+namespace {
+
+constexpr std::string_view kProgramTag = "kiln-program";
+constexpr uint32_t kProgramFormat = 1;
+
+class Writer {
+ public:
+  template <typename T>
+  void integer(T value) {
+    static_assert(std::is_integral_v<T> || std::is_enum_v<T>);
+    auto bits = static_cast<uint64_t>(static_cast<int64_t>(value));
+    for (int i = 0; i < 8; ++i) bytes_.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+  }
+  void text(std::string_view text) {
+    integer(text.size());
+    bytes_.append(text);
+  }
+  std::string take() { return std::move(bytes_); }
+
+ private:
+  std::string bytes_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
+
+  Expected<int64_t> integer(int64_t lo, int64_t hi, std::string_view what) {
+    if (bytes_.size() - position_ < 8) return Status::errorf("program bytes end in {}", what);
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; ++i) {
+      bits |= static_cast<uint64_t>(static_cast<unsigned char>(bytes_[position_ + i])) << (8 * i);
+    }
+    position_ += 8;
+    const auto value = static_cast<int64_t>(bits);
+    if (value < lo || value > hi) {
+      return Status::errorf("program bytes: {} = {} is outside [{}, {}]", what, value, lo, hi);
+    }
+    return value;
+  }
+  // A count of items of at least `item_bytes` bytes each, checked against the bytes left.
+  Expected<size_t> count(int64_t item_bytes, std::string_view what) {
+    const auto left = static_cast<int64_t>(bytes_.size() - position_);
+    KILN_ASSIGN_OR_RETURN(int64_t n, integer(0, left / std::max<int64_t>(item_bytes, 1), what));
+    return static_cast<size_t>(n);
+  }
+  Expected<std::string_view> text(std::string_view what) {
+    KILN_ASSIGN_OR_RETURN(size_t size, count(1, what));
+    std::string_view text = bytes_.substr(position_, size);
+    position_ += size;
+    return text;
+  }
+  bool at_end() const { return position_ == bytes_.size(); }
+
+ private:
+  std::string_view bytes_;
+  size_t position_ = 0;
+};
+
+constexpr int64_t kMaxBytes = int64_t{1} << 50;
+
+}  // namespace
+
+std::string serialize_program(const Program& program) {
+  Writer w;
+  w.text(kProgramTag);
+  w.integer(kProgramFormat);
+  w.integer(program.buffers.size());
+  for (const BufferSlot& slot : program.buffers) {
+    w.integer(slot.storage);
+    w.integer(slot.index);
+    w.integer(slot.offset);
+    w.integer(slot.bytes);
+  }
+  w.integer(program.steps.size());
+  for (const Step& step : program.steps) {
+    w.integer(step.kind);
+    w.integer(step.kernel);
+    w.integer(step.buffers.size());
+    for (int buffer : step.buffers) w.integer(buffer);
+    w.text(step.label);
+  }
+  for (const std::vector<int64_t>* sizes : {&program.input_bytes, &program.output_bytes}) {
+    w.integer(sizes->size());
+    for (int64_t bytes : *sizes) w.integer(bytes);
+  }
+  w.integer(program.num_kernels);
+  w.integer(program.arena_bytes);
+  w.integer(program.state_bytes);
+  w.text(std::string_view(reinterpret_cast<const char*>(program.constants.data()),
+                          program.constants.size()));
+  return w.take();
+}
+
+Expected<Program> deserialize_program(std::string_view bytes) {
+  Reader r(bytes);
+  Expected<std::string_view> tag = r.text("the tag");
+  if (!tag || *tag != kProgramTag) return Status::error("not a serialized Kiln program");
+  KILN_ASSIGN_OR_RETURN(int64_t format, r.integer(0, 1 << 30, "the format"));
+  if (format != kProgramFormat) {
+    return Status::errorf("program format {}, this Kiln reads {}", format, kProgramFormat);
+  }
+  Program p;
+  KILN_ASSIGN_OR_RETURN(size_t buffers, r.count(32, "the buffer count"));
+  for (size_t i = 0; i < buffers; ++i) {
+    BufferSlot slot;
+    KILN_ASSIGN_OR_RETURN(int64_t storage, r.integer(0, int64_t(Storage::state), "a storage"));
+    slot.storage = static_cast<Storage>(storage);
+    KILN_ASSIGN_OR_RETURN(slot.index, r.integer(0, kMaxBytes, "a buffer index"));
+    KILN_ASSIGN_OR_RETURN(slot.offset, r.integer(0, kMaxBytes, "a buffer offset"));
+    KILN_ASSIGN_OR_RETURN(slot.bytes, r.integer(0, kMaxBytes, "a buffer size"));
+    p.buffers.push_back(slot);
+  }
+  KILN_ASSIGN_OR_RETURN(size_t steps, r.count(32, "the step count"));
+  for (size_t i = 0; i < steps; ++i) {
+    Step step;
+    KILN_ASSIGN_OR_RETURN(int64_t kind, r.integer(0, int64_t(Step::Kind::copy), "a step kind"));
+    step.kind = static_cast<Step::Kind>(kind);
+    KILN_ASSIGN_OR_RETURN(int64_t kernel, r.integer(0, 1 << 30, "a step's kernel"));
+    step.kernel = static_cast<int>(kernel);
+    KILN_ASSIGN_OR_RETURN(size_t count, r.count(8, "a step's buffer count"));
+    for (size_t j = 0; j < count; ++j) {
+      KILN_ASSIGN_OR_RETURN(int64_t buffer,
+                            r.integer(0, static_cast<int64_t>(buffers) - 1, "a step's buffer"));
+      step.buffers.push_back(static_cast<int>(buffer));
+    }
+    KILN_ASSIGN_OR_RETURN(std::string_view label, r.text("a step's label"));
+    step.label = std::string(label);
+    p.steps.push_back(std::move(step));
+  }
+  for (std::vector<int64_t>* sizes : {&p.input_bytes, &p.output_bytes}) {
+    KILN_ASSIGN_OR_RETURN(size_t count, r.count(8, "an input or output count"));
+    for (size_t j = 0; j < count; ++j) {
+      KILN_ASSIGN_OR_RETURN(int64_t size, r.integer(0, kMaxBytes, "an input or output size"));
+      sizes->push_back(size);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t kernels, r.integer(0, 1 << 30, "the kernel count"));
+  p.num_kernels = static_cast<int>(kernels);
+  KILN_ASSIGN_OR_RETURN(p.arena_bytes, r.integer(0, kMaxBytes, "the arena size"));
+  KILN_ASSIGN_OR_RETURN(p.state_bytes, r.integer(0, kMaxBytes, "the state size"));
+  KILN_ASSIGN_OR_RETURN(std::string_view constants, r.text("the constants"));
+  p.constants.resize(constants.size());
+  if (!constants.empty()) std::memcpy(p.constants.data(), constants.data(), constants.size());
+  if (!r.at_end()) return Status::error("program bytes: more bytes after the program");
+  // Every slot within its memory, every kernel step naming a kernel.
+  for (const BufferSlot& slot : p.buffers) {
+    const int64_t limit = slot.storage == Storage::constant ? int64_t(p.constants.size())
+                          : slot.storage == Storage::arena  ? p.arena_bytes
+                          : slot.storage == Storage::state  ? p.state_bytes
+                                                            : kMaxBytes;
+    const auto& io = slot.storage == Storage::input ? p.input_bytes : p.output_bytes;
+    if (slot.storage == Storage::input || slot.storage == Storage::output) {
+      if (slot.index >= static_cast<int64_t>(io.size()) ||
+          slot.bytes > io[static_cast<size_t>(slot.index)]) {
+        return Status::error("program bytes: a buffer lies outside its input or output");
+      }
+    } else if (slot.offset + slot.bytes > limit) {
+      return Status::error("program bytes: a buffer lies outside its memory");
+    }
+  }
+  for (const Step& step : p.steps) {
+    if (step.kind == Step::Kind::kernel && step.kernel >= p.num_kernels) {
+      return Status::error("program bytes: a step names a kernel the program does not have");
+    }
+    if (step.kind == Step::Kind::copy && step.buffers.size() != 2) {
+      return Status::error("program bytes: a copy step needs two buffers");
+    }
+  }
+  return p;
 }
 
 }  // namespace kiln::runtime

@@ -20,7 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "support/status.h"
 
 namespace kiln::runtime {
 
@@ -60,5 +63,13 @@ struct Program {
 
 // A readable listing of the program, as in the comment above, with the arena's size first.
 std::string print_program(const Program& program);
+
+// The program as bytes (a tag and format version, then every field, integers little-endian),
+// and back: what the compilation cache (compiler/compilation_cache.h) stores. Reading checks
+// the tag, the version, every count against the bytes left, and every step's buffer numbers
+// and every slot's extent against the program, so damaged bytes are an error, never a program
+// that would read out of bounds.
+std::string serialize_program(const Program& program);
+Expected<Program> deserialize_program(std::string_view bytes);
 
 }  // namespace kiln::runtime

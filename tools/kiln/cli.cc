@@ -186,6 +186,12 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
                  "for the products with few rows that read it, packed on the first run "
                  "(default), instead of repacking it in every call")
       ->capture_default_str();
+  command->add_flag(
+      "--reuse-compilations", flags.reuse_compilations,
+      "Load the model from the compilation cache when this Kiln compiled it before with the "
+      "same options (the summary then lists no graph stages or partition), and store the "
+      "compilation there otherwise (compiler/compilation_cache.h; CPU only; run --check "
+      "compiles afresh, since it needs what the cache does not keep)");
   add_device_flag(command, flags);
   add_rewrite_flags(command, flags);
   add_pipeline_flags(command, flags);
@@ -278,6 +284,7 @@ Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   KILN_ASSIGN_OR_RETURN(options.device, parse_device(flags.device));
   options.deterministic = flags.deterministic;
   options.pack_weights = flags.pack_weights;
+  options.reuse_compilations = flags.reuse_compilations;
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(flags.fusion));
   options.fusion.disabled_rules.insert(flags.disabled_rules.begin(), flags.disabled_rules.end());
   options.rewrites.enabled = flags.rewrites;

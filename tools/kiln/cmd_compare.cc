@@ -142,7 +142,10 @@ Status compare(const CompareOptions& options) {
     loss_free.emplace(model.graph.clone());
     KILN_RETURN_IF_ERROR(eliminate_loss(*loss_free).status());
   }
-  KILN_ASSIGN_OR_RETURN(const CompileOptions base, compile_options_from(options.compile));
+  KILN_ASSIGN_OR_RETURN(CompileOptions base, compile_options_from(options.compile));
+  // The table and the fusion profile read each variant's partition and records, which a
+  // cached compilation does not keep.
+  base.reuse_compilations = false;
   std::vector<Variant> variants =
       variants_of(options, base, model.graph, loss_free ? *loss_free : model.graph);
   // Each TimedRun refers to its variant's model: `variants` is not resized from here on.

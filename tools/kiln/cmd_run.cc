@@ -38,8 +38,9 @@ struct RunOptions {
 // when asked). Empty outputs when the pipeline was asked to stop before the end.
 Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<Array>& inputs,
                                                 const RunOptions& options) {
-  KILN_ASSIGN_OR_RETURN(const CompileOptions compile_options,
-                        compile_options_from(options.compile));
+  KILN_ASSIGN_OR_RETURN(CompileOptions compile_options, compile_options_from(options.compile));
+  // The check mode reads the kernel records, which a cached compilation does not keep.
+  if (options.check) compile_options.reuse_compilations = false;
   if (compile_options.pipeline.stop_after) {
     KILN_ASSIGN_OR_RETURN(Compilation stopped,
                           Compiler(compile_options).run_pipeline(std::move(graph)));
@@ -67,9 +68,9 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
         time_runs(model, buffers, std::max(options.repeat, 1), profiling, on_gpu));
     if (options.repeat > 0) {
       fmt::print("time per run ({} runs after a warm-up{}): median {}, min {}, max {}\n",
-                  options.repeat, on_gpu ? ", inputs and outputs left on the GPU" : "",
-                  format_seconds(median_of(times)), format_seconds(times.front()),
-                  format_seconds(times.back()));
+                 options.repeat, on_gpu ? ", inputs and outputs left on the GPU" : "",
+                 format_seconds(median_of(times)), format_seconds(times.front()),
+                 format_seconds(times.back()));
       // Timed runs on a GPU left their outputs there: one more run brings the last ones back.
       if (on_gpu) KILN_RETURN_IF_ERROR(TimedRun(model, buffers).time_one().status());
       // The same program on the same inputs: the last run must give the first run's bytes.

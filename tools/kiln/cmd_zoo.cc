@@ -13,6 +13,7 @@
 #include "interp/interpreter.h"
 #include "ir/printer.h"
 #include "kiln/kiln.h"
+#include "report.h"
 #include "models/model.h"
 
 namespace kiln::cli {
@@ -159,13 +160,13 @@ int run_zoo_train(const ZooOptions& options) {
       Compiler(*compile_options)
           .compile_training_step(std::move(model->graph), options.eliminate_loss);
   if (!step) return report(step.status());
-  const int full_kernels = step->full_step().compiled().partition.num_kernels();
+  const int full_kernels = kernel_calls(step->full_step().compiled());
   if (CompiledModel* loss_free = step->loss_free_step()) {
     fmt::print(
         "loss elimination: the steps that do not log the loss run {} fewer, in {} "
         "(the full step: {})\n",
         count_noun(static_cast<size_t>(step->loss_nodes_eliminated()), "node"),
-        count_noun(static_cast<size_t>(loss_free->compiled().partition.num_kernels()), "kernel"),
+        count_noun(static_cast<size_t>(kernel_calls(loss_free->compiled())), "kernel"),
         full_kernels);
   } else {
     fmt::print("loss elimination off: every step computes the loss; {} kernels\n", full_kernels);

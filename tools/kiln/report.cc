@@ -65,6 +65,15 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
 }
 
 void print_compile_summary(const CompiledGraph& compiled) {
+  if (compiled.cached_explanation) {
+    fmt::print(
+        "loaded from the compilation cache: {} ({} of {} units compiled, the rest "
+        "cached)\n",
+        count_noun(static_cast<size_t>(compiled.program->num_kernels), "distinct kernel"),
+        compiled.stats.units_compiled, compiled.stats.units);
+    fmt::print("arena {}\n", format_bytes(compiled.program->arena_bytes));
+    return;
+  }
   const auto reached = [&](Stage stage) { return compiled.last_stage >= stage; };
   if (reached(Stage::decompose)) fmt::print("{}", format_rewrites(compiled.rewrites));
   if (!reached(Stage::partition)) return;
@@ -78,19 +87,26 @@ void print_compile_summary(const CompiledGraph& compiled) {
              format_seconds(partition.estimated_seconds()));
   if (!reached(Stage::codegen)) return;
   const CompileStats& stats = compiled.stats;
-  const double lowering = compiled.seconds_in(
-      {Stage::lower, Stage::schedule, Stage::scratch, Stage::pack_weights});
+  const double lowering =
+      compiled.seconds_in({Stage::lower, Stage::schedule, Stage::scratch, Stage::pack_weights});
   const double codegen = compiled.seconds_in({Stage::codegen});
   fmt::print(
       "compiled {} as {} in {} (lowering {}, {} {}: {} of {} units compiled, the rest "
       "cached)\n",
       count_noun(compiled.records.size(), "kernel call"),
       count_noun(static_cast<size_t>(compiled.program->num_kernels), "distinct kernel"),
-      format_seconds(lowering + codegen), format_seconds(lowering),
-      compiled.cuda ? "CUDA" : "C++", format_seconds(codegen), stats.units_compiled, stats.units);
+      format_seconds(lowering + codegen), format_seconds(lowering), compiled.cuda ? "CUDA" : "C++",
+      format_seconds(codegen), stats.units_compiled, stats.units);
   fmt::print("arena {} planned for {} of intermediates (no plan can use less than {})\n",
              format_bytes(compiled.program->arena_bytes), format_bytes(stats.arena_total_bytes),
              format_bytes(stats.arena_live_bound_bytes));
+}
+
+int kernel_calls(const CompiledGraph& compiled) {
+  if (!compiled.cached_explanation) return compiled.partition.num_kernels();
+  return static_cast<int>(std::count_if(
+      compiled.program->steps.begin(), compiled.program->steps.end(),
+      [](const runtime::Step& step) { return step.kind == runtime::Step::Kind::kernel; }));
 }
 
 void print_profile(const runtime::Program& program, const runtime::Profile& profile) {

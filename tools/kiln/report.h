@@ -19,6 +19,10 @@ std::string format_rewrites(const GraphRewrites& rewrites);
 // arena, as far as the compilation went.
 void print_compile_summary(const CompiledGraph& compiled);
 
+// The kernels a compilation runs per step: its partition's, or for a compilation loaded from
+// the cache (which keeps no partition) its program's kernel steps.
+int kernel_calls(const CompiledGraph& compiled);
+
 // Per-kernel times of `profile`, largest first.
 void print_profile(const runtime::Program& program, const runtime::Profile& profile);
 

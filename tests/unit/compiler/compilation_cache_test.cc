@@ -1,0 +1,166 @@
+// The compilation cache (compiler/compilation_cache.h) and the program's bytes it stores
+// (runtime/program.h: serialize_program): a graph compiled a second time with the same options
+// comes from the cache and computes the same bits; other options, another graph or a damaged
+// entry compile afresh; damaged program bytes are refused.
+#include "compiler/compilation_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "codegen/cpu/compile_cache.h"
+#include "cost/device_profile.h"
+#include "interp/interpreter.h"
+#include "interp/random_inputs.h"
+#include "ir/builder.h"
+#include "kiln/kiln.h"
+#include "unit/test_util.h"
+
+namespace kiln {
+namespace {
+
+using ::kiln::testing::TempDir;
+
+// A dense layer (its weight a constant, packed by the CPU stage) and a softmax over it.
+Graph layer(double scale) {
+  GraphBuilder b("layer");
+  Value* x = b.input("x", DType::f32, Shape{64, 512});
+  std::vector<double> weights(512 * 512);
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = std::sin(0.37 * double(i)) * scale;
+  Value* w = b.constant(Array(DType::f32, Shape{512, 512}, std::move(weights)));
+  b.output(b.softmax(b.relu(b.matmul(x, w)), -1));
+  Expected<Graph> graph = b.finish();
+  EXPECT_TRUE(graph) << graph.status().message();
+  return std::move(*graph);
+}
+
+// Runs every test with the compilation cache in a folder of its own; the kernels stay in the
+// usual kernel cache, so that only the first run of the suite compiles C++.
+class CompilationCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kernel_cache_ = codegen::cpu::default_cache_dir();
+    const char* old = std::getenv("KILN_CACHE_DIR");
+    if (old != nullptr) old_root_ = old;
+    setenv("KILN_CACHE_DIR", dir_.path().c_str(), 1);
+  }
+  void TearDown() override {
+    if (old_root_) {
+      setenv("KILN_CACHE_DIR", old_root_->c_str(), 1);
+    } else {
+      unsetenv("KILN_CACHE_DIR");
+    }
+  }
+  CompileOptions options() const {
+    CompileOptions o;
+    o.reuse_compilations = true;
+    o.cpu.cache_dir = kernel_cache_;
+    o.fusion.profile = cost::reference_profile();
+    return o;
+  }
+  std::vector<float> run(CompiledModel& model, const Array& x) {
+    Expected<std::vector<Array>> out = model.run(std::vector<Array>{x});
+    EXPECT_TRUE(out) << out.status().message();
+    std::vector<float> values;
+    if (out) {
+      for (int64_t i = 0; i < (*out)[0].shape.num_elements(); ++i) {
+        values.push_back(float((*out)[0][i]));
+      }
+    }
+    return values;
+  }
+
+  TempDir dir_;
+  std::filesystem::path kernel_cache_;
+  std::optional<std::string> old_root_;
+};
+
+TEST_F(CompilationCacheTest, ASecondCompileComesFromTheCacheAndComputesTheSameBits) {
+  const Array x = random_array(TensorType{DType::f32, Shape{64, 512}}, 7);
+  Expected<CompiledModel> first = Compiler(options()).compile(layer(0.05));
+  ASSERT_TRUE(first) << first.status().message();
+  EXPECT_FALSE(first->compiled().cached_explanation);
+  Expected<CompiledModel> second = Compiler(options()).compile(layer(0.05));
+  ASSERT_TRUE(second) << second.status().message();
+  ASSERT_TRUE(second->compiled().cached_explanation);
+  EXPECT_NE(second->compiled().cached_explanation->find("kernel"), std::string::npos);
+  EXPECT_EQ(second->program().state_bytes, first->program().state_bytes);
+  EXPECT_GT(second->program().state_bytes, 0);  // the packed weight's state survives
+  const std::vector<float> a = run(*first, x);
+  EXPECT_EQ(run(*second, x), a);
+  EXPECT_EQ(run(*second, x), a);  // again, from the packed state
+  Expected<std::vector<Array>> expected = interpret(layer(0.05), std::vector<Array>{x});
+  ASSERT_TRUE(expected) << expected.status().message();
+  for (size_t i = 0; i < a.size(); i += 97) EXPECT_NEAR(a[i], (*expected)[0][int64_t(i)], 1e-5);
+  // The check mode needs the records a cached compilation lacks, and says so.
+  EXPECT_TRUE(::kiln::testing::is_error_with(second->check(std::vector<Array>{x}).status(),
+                                             {"compile with reuse_compilations off"}));
+}
+
+TEST_F(CompilationCacheTest, OtherOptionsOrAnotherGraphCompileAfresh) {
+  ASSERT_TRUE(Compiler(options()).compile(layer(0.05)));
+  CompileOptions unfused = options();
+  unfused.fusion.mode = fusion::FusionMode::off;
+  Expected<CompiledModel> other_options = Compiler(unfused).compile(layer(0.05));
+  ASSERT_TRUE(other_options) << other_options.status().message();
+  EXPECT_FALSE(other_options->compiled().cached_explanation);
+  Expected<CompiledModel> other_graph = Compiler(options()).compile(layer(0.06));
+  ASSERT_TRUE(other_graph) << other_graph.status().message();
+  EXPECT_FALSE(other_graph->compiled().cached_explanation);
+  CompileOptions off = options();
+  off.reuse_compilations = false;
+  Expected<CompiledModel> uncached = Compiler(off).compile(layer(0.05));
+  ASSERT_TRUE(uncached) << uncached.status().message();
+  EXPECT_FALSE(uncached->compiled().cached_explanation);
+}
+
+TEST_F(CompilationCacheTest, ADamagedEntryIsCompiledAgainNotTrusted) {
+  Expected<std::optional<std::string>> key = compilation_key(layer(0.05), options());
+  ASSERT_TRUE(key && *key) << key.status().message();
+  ASSERT_TRUE(Compiler(options()).compile(layer(0.05)));
+  const std::filesystem::path entry = dir_.path() / "compilations" / (**key + ".bin");
+  ASSERT_TRUE(std::filesystem::exists(entry));
+  std::filesystem::resize_file(entry, std::filesystem::file_size(entry) / 2);
+  Expected<CompiledModel> again = Compiler(options()).compile(layer(0.05));
+  ASSERT_TRUE(again) << again.status().message();
+  EXPECT_FALSE(again->compiled().cached_explanation);
+  Expected<CompiledModel> restored = Compiler(options()).compile(layer(0.05));
+  ASSERT_TRUE(restored) << restored.status().message();
+  EXPECT_TRUE(restored->compiled().cached_explanation);  // the recompile replaced the entry
+}
+
+TEST(ProgramBytes, ReadBackAsWrittenAndRefuseDamage) {
+  runtime::Program p;
+  p.buffers = {{runtime::Storage::input, 0, 0, 16},
+               {runtime::Storage::constant, 0, 8, 8},
+               {runtime::Storage::arena, 0, 32, 64},
+               {runtime::Storage::state, 0, 0, 128},
+               {runtime::Storage::output, 0, 0, 16}};
+  p.steps = {{runtime::Step::Kind::kernel, 0, {0, 1, 2, 3}, "matmul #1"},
+             {runtime::Step::Kind::copy, 0, {2, 4}, "copy"}};
+  p.input_bytes = {16};
+  p.output_bytes = {16};
+  p.num_kernels = 1;
+  p.arena_bytes = 96;
+  p.state_bytes = 128;
+  p.constants.assign(16, std::byte{7});
+  const std::string bytes = runtime::serialize_program(p);
+  Expected<runtime::Program> back = runtime::deserialize_program(bytes);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(runtime::print_program(*back), runtime::print_program(p));
+  EXPECT_EQ(back->constants, p.constants);
+  EXPECT_FALSE(runtime::deserialize_program(bytes.substr(0, bytes.size() - 3)));
+  EXPECT_FALSE(runtime::deserialize_program(bytes + "x"));
+  EXPECT_FALSE(runtime::deserialize_program("not a program"));
+  runtime::Program outside = p;
+  outside.buffers[2].offset = 64;  // past the arena's 96 bytes
+  EXPECT_FALSE(runtime::deserialize_program(runtime::serialize_program(outside)));
+  runtime::Program no_kernel = p;
+  no_kernel.num_kernels = 0;
+  EXPECT_FALSE(runtime::deserialize_program(runtime::serialize_program(no_kernel)));
+}
+
+}  // namespace
+}  // namespace kiln
