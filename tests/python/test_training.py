@@ -214,3 +214,17 @@ def test_explain_names_the_kernels_and_the_fallbacks():
                             torch.randn(4, 4))
     assert "Kiln graph" in text
     assert "cumsum" in text
+
+
+def test_a_graph_compiled_again_comes_from_the_compilation_cache():
+    def fn(x, w):
+        return torch.tanh(x @ w).sum(dim=1)
+
+    x, w = torch.randn(6, 5), torch.randn(5, 7)
+    results = []
+    for _ in range(2):
+        torch._dynamo.reset()
+        compiled, report = kiln_compile(fn)
+        results.append(compiled(x, w))
+    assert torch.equal(results[0], results[1])
+    assert report.graphs[0].compiled.from_cache
