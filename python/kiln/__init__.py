@@ -6,20 +6,23 @@
 Kiln compiles the Core ATen graphs that torch.compile's AOTAutograd traces (forward and
 backward) for this machine's CPU; the ops it does not convert run in PyTorch between its
 kernels. ``kiln.explain(model, *inputs)`` tells what was fused and what was left to PyTorch.
+``kiln.compile_train_step(model, loss_fn, optimizer="adamw")`` compiles forward, backward and
+the optimizer update as one Kiln graph.
 """
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
 from ._kiln import CompileError, supported_aten_ops
 from .backend import Report, compile_graph, kiln_backend, make_backend
+from .train_step import TrainStep, compile_train_step
 
 try:
     __version__ = _version("kiln")
 except PackageNotFoundError:  # imported from the source tree
     __version__ = "unknown"
 
-__all__ = ["CompileError", "Report", "compile_graph", "explain", "kiln_backend",
-           "make_backend", "supported_aten_ops"]
+__all__ = ["CompileError", "Report", "TrainStep", "compile_graph", "compile_train_step",
+           "explain", "kiln_backend", "make_backend", "supported_aten_ops"]
 
 
 def explain(model, *example_inputs) -> str:

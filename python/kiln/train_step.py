@@ -1,0 +1,154 @@
+"""Whole-step mode: forward, backward and the optimizer update compiled by Kiln as one graph.
+
+    step = kiln.compile_train_step(model, F.cross_entropy, optimizer="adamw", lr=1e-3)
+    for inputs, targets in batches:
+        loss = step(inputs, targets)        # the parameters update in place
+
+The step is traced once, from FakeTensors, as a pure function of the parameters, the
+optimizer's state and the batch (torch.func.grad_and_value for the gradients, the update
+written with tensor ops as torch.optim defines it), into one graph of Core ATen ops that Kiln
+compiles whole, as it compiles its own zoo's training steps: the backward's last kernels and
+the update can fuse. Each call runs it and puts the new parameters and state in place of the
+old (the Parameters keep their identity and take the new tensors as .data: nothing is copied).
+
+What it needs: every op of the step must be one Kiln converts (else CompileError names the
+ops; torch.compile(model, backend="kiln") runs such models, leaving those ops to PyTorch), and
+the model must not update buffers in place (batch norm's running statistics): the step's
+graph is pure.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from . import _aten
+from ._kiln import CompileError, import_error
+from .backend import KilnGraph, decompositions
+
+OPTIMIZERS = ("sgd", "adamw")
+
+
+class TrainStep:
+    """A compiled training step; call it with a batch's inputs and targets for the loss."""
+
+    def __init__(self, model, loss_fn, optimizer, lr, betas, eps, weight_decay, momentum):
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer {optimizer!r}: Kiln's whole-step mode has {OPTIMIZERS}")
+        self.model = model
+        self.loss_fn = loss_fn
+        self.optimizer = optimizer
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.weight_decay, self.momentum = weight_decay, momentum
+        self.names = [name for name, p in model.named_parameters() if p.requires_grad]
+        self.params = dict(model.named_parameters())
+        self.buffers = dict(model.named_buffers())
+        # Optimizer state per parameter: AdamW's two moments, SGD's momentum buffer.
+        moments = 2 if optimizer == "adamw" else (1 if momentum else 0)
+        self.state = [[torch.zeros_like(self.params[n]) for n in self.names]
+                      for _ in range(moments)]
+        self.steps = 0
+        self.graph = None  # KilnGraph, made on the first call
+
+    def _update(self, params, grads, state, scalars):
+        """The optimizer's update as torch.optim computes it: new parameters and state."""
+        if self.optimizer == "sgd":
+            if self.weight_decay:
+                grads = [g + self.weight_decay * p for p, g in zip(params, grads)]
+            new_state = []
+            if self.momentum:
+                new_state = [[b * self.momentum + g for b, g in zip(state[0], grads)]]
+                grads = new_state[0]
+            return [p - self.lr * g for p, g in zip(params, grads)], new_state
+        beta1, beta2 = self.betas
+        bias1, bias2 = scalars  # 1 - beta^t, given per step so the graph does not change
+        m = [beta1 * m + (1 - beta1) * g for m, g in zip(state[0], grads)]
+        v = [beta2 * v + (1 - beta2) * g * g for v, g in zip(state[1], grads)]
+        new = [p * (1 - self.lr * self.weight_decay)
+               - (self.lr / bias1) * mi / (vi.sqrt() / bias2.sqrt() + self.eps)
+               for p, mi, vi in zip(params, m, v)]
+        return new, [m, v]
+
+    def _pure_step(self, *flat):
+        count = len(self.names)
+        params = list(flat[:count])
+        state = [list(flat[count * (i + 1):count * (i + 2)]) for i in range(len(self.state))]
+        rest = flat[count * (len(self.state) + 1):]
+        scalars, (inputs, targets) = rest[:-2], rest[-2:]
+
+        def loss_of(trainable):
+            merged = {**self.buffers, **dict(zip(self.names, trainable))}
+            output = torch.func.functional_call(self.model, merged, (inputs,))
+            return self.loss_fn(output, targets)
+
+        grads, loss = torch.func.grad_and_value(loss_of)(params)
+        new_params, new_state = self._update(params, grads, state, scalars)
+        return (loss, *new_params, *[t for group in new_state for t in group])
+
+    def _scalars(self):
+        if self.optimizer != "adamw":
+            return []
+        beta1, beta2 = self.betas
+        return [torch.tensor(1 - beta1 ** self.steps), torch.tensor(1 - beta2 ** self.steps)]
+
+    def _flat_inputs(self, inputs, targets):
+        return ([self.params[n].detach() for n in self.names]
+                + [t for group in self.state for t in group]
+                + self._scalars() + [inputs, targets])
+
+    def _compile(self, flat):
+        try:
+            gm = make_fx(self._pure_step, decomposition_table=decompositions(),
+                         tracing_mode="fake")(*flat)
+        except RuntimeError as e:
+            if "in-place" not in str(e):
+                raise
+            raise CompileError(
+                "the model updates a tensor it holds in place (as batch norm's running "
+                "statistics), which a pure step graph cannot hold: train it with "
+                "torch.compile(model, backend='kiln')") from e
+        unsupported = {}
+        for node in gm.graph.nodes:
+            if node.op != "call_function" or node.target.__module__ == "_operator":
+                continue
+            try:
+                error = import_error(_aten.single_node_json(node))
+            except _aten.Unsupported as e:
+                error = str(e)
+            if error:
+                unsupported.setdefault(str(node.target), error)
+        if unsupported:
+            raise CompileError(
+                "the training step has ops Kiln does not convert, so it cannot be one Kiln "
+                "graph (torch.compile(model, backend='kiln') runs such models, leaving these to "
+                "PyTorch): " + "; ".join(f"{op}: {why}" for op, why in unsupported.items()))
+        return KilnGraph(gm, "train_step")
+
+    def __call__(self, inputs, targets):
+        self.steps += 1
+        flat = self._flat_inputs(inputs, targets)
+        if self.graph is None:
+            self.graph = self._compile(flat)
+        loss, *rest = self.graph(*flat)
+        count = len(self.names)
+        for name, new in zip(self.names, rest[:count]):
+            self.params[name].data = new
+        for i, group in enumerate(self.state):
+            group[:] = rest[count * (i + 1):count * (i + 2)]
+        return loss
+
+    def explain(self) -> str:
+        """The fused kernels of the step's graph (after the first call)."""
+        return self.graph.explain() if self.graph is not None else "not compiled yet\n"
+
+
+def compile_train_step(model: torch.nn.Module, loss_fn, optimizer: str = "adamw",
+                       lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                       weight_decay: float = 0.0, momentum: float = 0.0) -> TrainStep:
+    """One training step of `model` (forward, `loss_fn(output, targets)`, backward and the
+    `optimizer` update: "adamw" as torch.optim.AdamW with these arguments, or "sgd" as
+    torch.optim.SGD) compiled by Kiln as one graph. Returns a callable of (inputs, targets)
+    that runs a step, updates the parameters in place and returns the loss."""
+    if any(b.requires_grad for b in model.buffers()):
+        raise ValueError("buffers that require grad are not supported")
+    return TrainStep(model, loss_fn, optimizer, lr, betas, eps, weight_decay, momentum)

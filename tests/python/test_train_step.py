@@ -1,0 +1,74 @@
+"""kiln.compile_train_step: forward, backward and the optimizer update as one Kiln graph,
+against the same model trained eagerly with torch.optim."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+
+STEPS = 4
+
+
+def make_mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 5))
+
+
+@pytest.mark.parametrize("optimizer,kwargs,eager_optimizer", [
+    ("adamw", dict(lr=1e-2, weight_decay=0.01), torch.optim.AdamW),
+    ("sgd", dict(lr=0.1, momentum=0.9, weight_decay=0.01), torch.optim.SGD),
+])
+def test_whole_step_matches_torch_optim(optimizer, kwargs, eager_optimizer):
+    start = make_mlp()
+    mine, eager = copy.deepcopy(start), copy.deepcopy(start)
+    step = kiln.compile_train_step(mine, F.cross_entropy, optimizer=optimizer, **kwargs)
+    parameters_before = [id(p) for p in mine.parameters()]
+    reference = eager_optimizer(eager.parameters(), **kwargs)
+    g = torch.Generator().manual_seed(1)
+    for i in range(STEPS):
+        x, y = torch.randn(8, 16, generator=g), torch.randint(0, 5, (8,), generator=g)
+        loss = step(x, y)
+        reference.zero_grad()
+        expected = F.cross_entropy(eager(x), y)
+        expected.backward()
+        reference.step()
+        assert abs(loss.item() - expected.item()) <= 1e-4 * abs(expected.item()), f"step {i}"
+    assert [id(p) for p in mine.parameters()] == parameters_before  # updated in place
+    initial = dict(start.named_parameters())
+    updated = dict(mine.named_parameters())
+    for name, p in eager.named_parameters():
+        change = p.detach() - initial[name]
+        error = (updated[name].detach() - p.detach()).abs().max().item()
+        assert error <= 5e-4 * change.abs().max().item() + 1e-7, f"{name}: off by {error}"
+    assert "kernel" in step.explain()
+
+
+def test_a_step_with_unconverted_ops_is_refused_naming_them():
+    class WithCumsum(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.linear(torch.cumsum(x, dim=1))
+
+    step = kiln.compile_train_step(WithCumsum(), F.cross_entropy, optimizer="sgd", lr=0.1)
+    with pytest.raises(kiln.CompileError, match="cumsum"):
+        step(torch.randn(4, 6), torch.randint(0, 3, (4,)))
+
+
+def test_a_model_that_updates_buffers_in_place_is_refused():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(),
+                          nn.Linear(4 * 6 * 6, 3))
+    step = kiln.compile_train_step(model, F.cross_entropy, optimizer="sgd", lr=0.1)
+    with pytest.raises(kiln.CompileError, match="batch norm's running statistics"):
+        step(torch.randn(2, 3, 8, 8), torch.tensor([0, 1]))
+
+
+def test_an_unknown_optimizer_is_refused():
+    with pytest.raises(ValueError, match="adamw"):
+        kiln.compile_train_step(make_mlp(), F.cross_entropy, optimizer="lamb")
