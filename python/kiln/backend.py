@@ -76,6 +76,14 @@ class KilnGraph(torch.nn.Module):
         return self.compiled.explain()
 
 
+def conversion_error(node: torch.fx.Node) -> str:
+    """Why Kiln's ATen importer does not convert `node` (imported on its own), or ''."""
+    try:
+        return import_error(_aten.single_node_json(node))
+    except _aten.Unsupported as e:
+        return str(e)
+
+
 class KilnSupport(OperatorSupportBase):
     """Which nodes Kiln takes: those its ATen importer converts, asked one node at a time, and
     why not for the others."""
@@ -90,10 +98,7 @@ class KilnSupport(OperatorSupportBase):
             return self.is_node_supported(submodules, node.args[0])
         if node.name in self.reasons:
             return False
-        try:
-            error = import_error(_aten.single_node_json(node))
-        except _aten.Unsupported as e:
-            error = str(e)
+        error = conversion_error(node)
         if error:
             self.reasons[node.name] = f"{node.target}: {error}"
         return not error

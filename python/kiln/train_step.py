@@ -22,9 +22,8 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from . import _aten
-from ._kiln import CompileError, import_error
-from .backend import KilnGraph, decompositions
+from ._kiln import CompileError
+from .backend import KilnGraph, conversion_error, decompositions
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -111,10 +110,7 @@ class TrainStep:
         for node in gm.graph.nodes:
             if node.op != "call_function" or node.target.__module__ == "_operator":
                 continue
-            try:
-                error = import_error(_aten.single_node_json(node))
-            except _aten.Unsupported as e:
-                error = str(e)
+            error = conversion_error(node)
             if error:
                 unsupported.setdefault(str(node.target), error)
         if unsupported:

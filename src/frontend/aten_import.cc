@@ -197,37 +197,37 @@ Expected<std::vector<int64_t>> AtenNode::integers_or_empty(std::string_view name
   return read_integers(name, /*null_is_empty=*/true);
 }
 
-Expected<std::vector<int64_t>> AtenNode::read_integers(std::string_view name, bool null_is_empty) {
-  KILN_ASSIGN_OR_RETURN(const Json* arg, argument(name));
-  std::vector<int64_t> values;
-  if (arg->is_null() && null_is_empty) return values;
-  // ATen's int[1] arguments accept a single int for a list of one.
-  if (arg->is_number_integer()) return std::vector<int64_t>{arg->get<int64_t>()};
-  if (arg->is_array()) {
-    for (const Json& v : *arg) {
-      if (!v.is_number_integer()) break;
-      values.push_back(v.get<int64_t>());
-    }
-  }
-  if (!arg->is_array() || values.size() != arg->size()) {
-    return Status::errorf("argument '{}' must be a list of ints, got {}", name, arg->dump());
+// The elements of a JSON list whose every element `is_kind`, or nullopt.
+template <typename T>
+std::optional<std::vector<T>> list_of(const Json& arg, bool (Json::*is_kind)() const noexcept) {
+  if (!arg.is_array()) return std::nullopt;
+  std::vector<T> values;
+  for (const Json& v : arg) {
+    if (!(v.*is_kind)()) return std::nullopt;
+    values.push_back(v.get<T>());
   }
   return values;
 }
 
+Expected<std::vector<int64_t>> AtenNode::read_integers(std::string_view name, bool null_is_empty) {
+  KILN_ASSIGN_OR_RETURN(const Json* arg, argument(name));
+  if (arg->is_null() && null_is_empty) return std::vector<int64_t>();
+  // ATen's int[1] arguments accept a single int for a list of one.
+  if (arg->is_number_integer()) return std::vector<int64_t>{arg->get<int64_t>()};
+  std::optional<std::vector<int64_t>> values = list_of<int64_t>(*arg, &Json::is_number_integer);
+  if (!values) {
+    return Status::errorf("argument '{}' must be a list of ints, got {}", name, arg->dump());
+  }
+  return std::move(*values);
+}
+
 Expected<std::vector<bool>> AtenNode::booleans(std::string_view name) {
   KILN_ASSIGN_OR_RETURN(const Json* arg, argument(name));
-  std::vector<bool> values;
-  if (arg->is_array()) {
-    for (const Json& v : *arg) {
-      if (!v.is_boolean()) break;
-      values.push_back(v.get<bool>());
-    }
-  }
-  if (!arg->is_array() || values.size() != arg->size()) {
+  std::optional<std::vector<bool>> values = list_of<bool>(*arg, &Json::is_boolean);
+  if (!values) {
     return Status::errorf("argument '{}' must be a list of bools, got {}", name, arg->dump());
   }
-  return values;
+  return std::move(*values);
 }
 
 Expected<std::optional<std::string>> AtenNode::optional_string(std::string_view name) {

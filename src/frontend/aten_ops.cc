@@ -750,6 +750,19 @@ Results convolution_backward(AtenNode& n) {
   return results;
 }
 
+// gather's and scatter's index: self's rank, and self's sizes on every dim but `axis`.
+Status check_elementwise_index(AtenNode& n, const Value* x, const Value* index, int axis) {
+  if (index->rank() != x->rank() || x->rank() == 0) {
+    return n.unsupported("index", "must have self's rank, at least 1");
+  }
+  for (int d = 0; d < x->rank(); ++d) {
+    if (d != axis && index->shape().dim(d) != x->shape().dim(d)) {
+      return n.unsupported("index", "must match self's size on every dim but dim");
+    }
+  }
+  return Status::ok();
+}
+
 // torch.gather along dim: out[..i..] = self[..index[..i..] at dim..]. Each index is one-hot
 // encoded on a new axis after dim and the chosen element summed out of a `where` (exact, with
 // infinities too). Index and self must agree on every other dim.
@@ -759,14 +772,7 @@ Results gather_elements(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
   KILN_ASSIGN_OR_RETURN(bool sparse_grad, n.boolean("sparse_grad"));
   (void)sparse_grad;  // only how the gradient is stored
-  if (index->rank() != x->rank() || x->rank() == 0) {
-    return n.unsupported("index", "must have self's rank, at least 1");
-  }
-  for (int d = 0; d < x->rank(); ++d) {
-    if (d != axis && index->shape().dim(d) != x->shape().dim(d)) {
-      return n.unsupported("index", "must match self's size on every dim but dim");
-    }
-  }
+  KILN_RETURN_IF_ERROR(check_elementwise_index(n, x, index, axis));
   GraphBuilder& b = n.b;
   const int64_t depth = x->shape().dim(axis);
   Value* chosen = b.one_hot(index, depth, DType::boolean, axis + 1);
@@ -782,14 +788,7 @@ Results scatter_value(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
   KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
   KILN_ASSIGN_OR_RETURN(double value, n.number("value"));
-  if (index->rank() != x->rank() || x->rank() == 0) {
-    return n.unsupported("index", "must have self's rank, at least 1");
-  }
-  for (int d = 0; d < x->rank(); ++d) {
-    if (d != axis && index->shape().dim(d) != x->shape().dim(d)) {
-      return n.unsupported("index", "must match self's size on every dim but dim");
-    }
-  }
+  KILN_RETURN_IF_ERROR(check_elementwise_index(n, x, index, axis));
   GraphBuilder& b = n.b;
   const int64_t depth = x->shape().dim(axis);
   // [.., k, depth, ..]: which of self's positions each of the k indices names; any of them.
@@ -919,36 +918,45 @@ Results max_pool2d_with_indices_backward(AtenNode& n) {
   return one(b.reshape(spread, dims));
 }
 
-Results avg_pool2d(AtenNode& n) {
-  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
-  if (x->rank() != 4) return n.unsupported("self", "only [N, C, H, W] inputs are converted");
-  KILN_ASSIGN_OR_RETURN(PoolArguments p, pool_arguments(n, /*has_dilation=*/false));
-  KILN_ASSIGN_OR_RETURN(bool count_include_pad, n.boolean("count_include_pad"));
+// avg_pool2d's input and window, its backward's too (a divisor_override is refused), and the
+// pooled result, checked against `pooled_shape` (the backward's leaves it unused).
+struct AvgPool {
+  Value* x = nullptr;
+  PoolArguments window;
+  bool count_include_pad = false;
+  Value* pooled = nullptr;  // avg_pool2d's result
+};
+
+Expected<AvgPool> avg_pool_arguments(AtenNode& n, const Shape& pooled_shape) {
+  AvgPool a;
+  KILN_ASSIGN_OR_RETURN(a.x, n.tensor("self"));
+  if (a.x->rank() != 4) return n.unsupported("self", "only [N, C, H, W] inputs are converted");
+  KILN_ASSIGN_OR_RETURN(a.window, pool_arguments(n, /*has_dilation=*/false));
+  KILN_ASSIGN_OR_RETURN(a.count_include_pad, n.boolean("count_include_pad"));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> divisor, n.optional_integer("divisor_override"));
   if (divisor) return n.unsupported("divisor_override", "not converted");
-  Value* pooled = n.b.avg_pool(x, p.kernel, p.strides, p.pads, count_include_pad);
+  const PoolArguments& w = a.window;
+  a.pooled = n.b.avg_pool(a.x, w.kernel, w.strides, w.pads, a.count_include_pad);
   if (!n.b.ok()) return n.b.status();
-  KILN_RETURN_IF_ERROR(check_pooled_shape(n, pooled, n.output_type().shape));
-  return one(pooled);
+  KILN_RETURN_IF_ERROR(check_pooled_shape(n, a.pooled, pooled_shape));
+  return a;
+}
+
+Results avg_pool2d(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(AvgPool a, avg_pool_arguments(n, n.output_type().shape));
+  return one(a.pooled);
 }
 
 Results avg_pool2d_backward(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
-  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
-  if (x->rank() != 4) return n.unsupported("self", "only [N, C, H, W] inputs are converted");
-  KILN_ASSIGN_OR_RETURN(PoolArguments p, pool_arguments(n, /*has_dilation=*/false));
-  KILN_ASSIGN_OR_RETURN(bool count_include_pad, n.boolean("count_include_pad"));
-  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> divisor, n.optional_integer("divisor_override"));
-  if (divisor) return n.unsupported("divisor_override", "not converted");
-  Value* pooled = n.b.avg_pool(x, p.kernel, p.strides, p.pads, count_include_pad);
-  if (!n.b.ok()) return n.b.status();
-  KILN_RETURN_IF_ERROR(check_pooled_shape(n, pooled, grad->shape()));
+  KILN_ASSIGN_OR_RETURN(AvgPool a, avg_pool_arguments(n, grad->shape()));
+  const PoolArguments& w = a.window;
   return one(n.b.apply1(Op::avg_pool_grad, {grad},
-                        {{"kernel", p.kernel},
-                         {"strides", p.strides},
-                         {"pads", p.pads},
-                         {"count_include_pad", count_include_pad},
-                         {"input_shape", x->shape().dims()}}));
+                        {{"kernel", w.kernel},
+                         {"strides", w.strides},
+                         {"pads", w.pads},
+                         {"count_include_pad", a.count_include_pad},
+                         {"input_shape", a.x->shape().dims()}}));
 }
 
 // ---- Attention ------------------------------------------------------------------------------
