@@ -46,7 +46,10 @@ Expected<Compilation> Compiler::run_pipeline(Graph graph) const {
 Expected<CompiledModel> Compiler::compile(Graph graph) const {
   std::optional<std::string> key;
   if (options_.reuse_compilations && !options_.pipeline.stop_after) {
-    KILN_ASSIGN_OR_RETURN(key, compilation_key(graph, options_));
+    // The cache only saves time: a key that cannot be made (Kiln's own binary unreadable)
+    // means compiling as without it.
+    Expected<std::optional<std::string>> made = compilation_key(graph, options_);
+    if (made) key = std::move(*made);
     if (key) {
       KILN_ASSIGN_OR_RETURN(std::optional<CompiledModel> cached, load_cached(*key, graph));
       if (cached) return std::move(*cached);
