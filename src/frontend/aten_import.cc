@@ -29,6 +29,13 @@ std::string kind_of(const Json& j) {
   return "an object";
 }
 
+// A string field of an object, or `fallback` when it is absent or of another kind (reading
+// it with Json::value would throw on another kind).
+std::string string_field(const Json& j, const char* key, std::string_view fallback) {
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_string()) return std::string(fallback);
+  return j.at(key).get<std::string>();
+}
+
 bool is_number(const Json& j) { return j.is_number() || (j.is_object() && j.contains("float")); }
 
 Expected<double> number_of(const Json& j) {
@@ -105,7 +112,10 @@ Expected<Value*> AtenNode::resolve(const Json& ref, std::string_view name) {
     return Status::errorf("argument '{}' must be a tensor, got {}", name, kind_of(ref));
   }
   const std::string& source = ref.at("tensor").get_ref<const std::string&>();
-  const int64_t index = ref.value("index", int64_t{0});
+  if (ref.contains("index") && !ref.at("index").is_number_integer()) {
+    return Status::errorf("argument '{}': a tensor's 'index' must be an int", name);
+  }
+  const int64_t index = ref.contains("index") ? ref.at("index").get<int64_t>() : 0;
   auto it = values_.find(source);
   if (it == values_.end()) {
     return Status::errorf("argument '{}' refers to '{}', which is not defined before it", name,
@@ -324,7 +334,7 @@ Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& va
 }
 
 Expected<Graph> import_parsed(const Json& graph) {
-  if (!graph.is_object() || graph.value("format", "") != kFormat) {
+  if (string_field(graph, "format", "") != kFormat) {
     return Status::errorf("not an ATen graph: expected an object with \"format\": \"{}\"", kFormat);
   }
   for (const char* field : {"inputs", "nodes", "outputs"}) {
@@ -332,7 +342,7 @@ Expected<Graph> import_parsed(const Json& graph) {
       return Status::errorf("ATen graph: '{}' must be a list", field);
     }
   }
-  GraphBuilder b(graph.value("name", "aten"));
+  GraphBuilder b(string_field(graph, "name", "aten"));
   ValueTable values;
   std::set<Value*> named;  // the values of earlier nodes and inputs, named already
   for (const Json& input : graph.at("inputs")) {
@@ -346,8 +356,8 @@ Expected<Graph> import_parsed(const Json& graph) {
     named.insert(values[name][0]);
   }
   for (const Json& node : graph.at("nodes")) {
-    const std::string name = node.is_object() ? node.value("name", "?") : "?";
-    const std::string target = node.is_object() ? node.value("target", "?") : "?";
+    const std::string name = string_field(node, "name", "?");
+    const std::string target = string_field(node, "target", "?");
     Expected<std::vector<Value*>> results = convert_node(b, values, node);
     if (!results) {
       return results.status().with_context(fmt::format("node '{}' ({})", name, target));

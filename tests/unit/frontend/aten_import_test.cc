@@ -155,6 +155,15 @@ TEST(AtenImport, ErrorsNameTheNodeTheOpAndWhatIsWrong) {
                              R"({"self": {"tensor": "x"}, "dim": 1, "half_to_float": true})")),
       {"argument half_to_float = true is not supported"}));
   EXPECT_TRUE(is_error_with(import_status("{"), {"not valid JSON"}));
+  // Fields of the wrong kind are errors, not exceptions.
+  EXPECT_TRUE(is_error_with(import_status(R"({"format": 1})"), {"not an ATen graph"}));
+  EXPECT_TRUE(is_error_with(
+      import_status(one_node("aten.relu.default", R"({"self": {"tensor": "x", "index": "0"}})")),
+      {"a tensor's 'index' must be an int"}));
+  EXPECT_TRUE(is_error_with(
+      import_status(graph_json(kX, R"({"name": 3, "target": [], "args": {}, "outputs": []})",
+                               R"({"tensor": "x"})")),
+      {"node '?' (?): a node needs a string 'name' and 'target'"}));
   EXPECT_TRUE(is_error_with(import_status(R"({"format": "other"})"), {"not an ATen graph"}));
 }
 
