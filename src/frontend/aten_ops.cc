@@ -1199,7 +1199,6 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       // Layout
       {"aten.view.default", reshape_to_result({"size"})},
       {"aten._unsafe_view.default", reshape_to_result({"size"})},
-      {"aten.reshape.default", reshape_to_result({"shape"})},
       {"aten.unsqueeze.default", reshape_to_result({"dim"})},
       {"aten.squeeze.dim", reshape_to_result({"dim"})},
       {"aten.squeeze.dims", reshape_to_result({"dim"})},
