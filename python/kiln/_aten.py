@@ -127,21 +127,33 @@ def node_json(node: torch.fx.Node, encoder: Encoder) -> dict:
 
 
 @dataclass
+class OutputSpec:
+    """A Kiln graph output as PyTorch expects it."""
+
+    shape: tuple
+    dtype: torch.dtype
+    # The strides PyTorch gives the output where they are not row-major (Kiln's), else None.
+    strides: tuple | None
+
+
+@dataclass
 class GraphText:
     """A graph as the importer's JSON, with what the caller needs to run it."""
 
     text: str
-    # The graph module's positional inputs that the Kiln graph takes, in order.
-    input_names: list
-    # Per output of the fx graph: an index into the Kiln graph's outputs, or None for an
-    # output that is None (a gradient AOTAutograd does not need).
+    # Per output of the fx graph: an index into `outputs`, or None for an output that is None
+    # (a gradient AOTAutograd does not need).
     output_slots: list
-    # The dtype and shape of each Kiln graph output.
-    output_metas: list
+    outputs: list  # OutputSpec per Kiln graph output
     # Whether the fx graph returns one value rather than a tuple.
     single_output: bool
-    # The strides PyTorch gives each Kiln graph output.
-    output_strides: list
+
+
+def output_spec(node: torch.fx.Node) -> OutputSpec:
+    value = node.meta.get("val")
+    tensor_meta(value)  # a dense tensor of static shape and a supported dtype, or Unsupported
+    strides = None if value.is_contiguous() else tuple(value.stride())
+    return OutputSpec(tuple(value.shape), value.dtype, strides)
 
 
 def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
@@ -149,28 +161,16 @@ def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
     other kind of node."""
     encoder = Encoder()
     inputs, nodes, outputs = [], [], []
-    input_names, output_slots, output_metas, output_strides = [], [], [], []
+    output_slots, output_specs = [], []
     single_output = False
-    metas_by_ref = {}
-    strides_by_ref = {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            meta = tensor_meta(node.meta.get("val"))
-            inputs.append({"name": node.name, **meta})
-            input_names.append(node.name)
-            metas_by_ref[node.name, 0] = meta
-            strides_by_ref[node.name, 0] = node.meta["val"].stride()
+            inputs.append({"name": node.name, **tensor_meta(node.meta.get("val"))})
         elif node.op == "call_function" and node.target is operator.getitem:
             source, index = node.args
             encoder.aliases[node] = {"tensor": source.name, "index": index}
         elif node.op == "call_function":
-            entry = node_json(node, encoder)
-            nodes.append(entry)
-            values = node.meta["val"]
-            values = values if isinstance(values, (tuple, list)) else [values]
-            for i, (meta, value) in enumerate(zip(entry["outputs"], values)):
-                metas_by_ref[node.name, i] = meta
-                strides_by_ref[node.name, i] = None if value is None else value.stride()
+            nodes.append(node_json(node, encoder))
         elif node.op == "output":
             results = node.args[0]
             single_output = not isinstance(results, (tuple, list))
@@ -181,20 +181,16 @@ def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
                     continue
                 if not isinstance(result, torch.fx.Node):
                     raise Unsupported(f"graph output {result!r} is not a tensor")
-                ref = encoder.ref(result)
                 output_slots.append(len(outputs))
-                outputs.append(ref)
-                key = ref["tensor"], ref.get("index", 0)
-                output_metas.append(metas_by_ref[key])
-                output_strides.append(strides_by_ref[key])
+                outputs.append(encoder.ref(result))
+                output_specs.append(output_spec(result))
         else:
             raise Unsupported(f"{node.op} node {node.name} ({node.target})")
     text = json.dumps(
         {"format": FORMAT, "name": name, "inputs": inputs, "nodes": nodes, "outputs": outputs},
         allow_nan=False,
     )
-    return GraphText(text, input_names, output_slots, output_metas, single_output,
-                     output_strides)
+    return GraphText(text, output_slots, output_specs, single_output)
 
 
 def single_node_json(node: torch.fx.Node) -> str:

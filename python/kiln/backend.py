@@ -9,6 +9,7 @@ and are reported once with the reason.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 import warnings
@@ -24,17 +25,6 @@ from functorch.compile import make_boxed_func
 
 from . import _aten
 from ._kiln import CompileError, compile_aten_graph, import_error
-
-TORCH_DTYPES = {name: dtype for dtype, name in _aten.DTYPES.items()}
-
-
-def _row_major(shape) -> tuple:
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= max(dim, 1)
-    return tuple(reversed(strides))
-
 
 class KilnGraph(torch.nn.Module):
     """A graph of ATen ops compiled by Kiln, called with the graph's tensors, returning its
@@ -52,23 +42,20 @@ class KilnGraph(torch.nn.Module):
                 f.write(graph.text)
         self.compiled = compile_aten_graph(graph.text)
         self.output_slots = graph.output_slots
-        self.output_types = [(tuple(m["shape"]), TORCH_DTYPES[m["dtype"]])
-                             for m in graph.output_metas]
-        # Kiln writes dense row-major outputs; an output PyTorch made with other strides is
-        # copied into them, since some kernels read their inputs' memory in the layout their
-        # producer gives (the CPU flash attention's logsumexp, for one).
-        self.output_strides = [None if tuple(s) == _row_major(shape) else tuple(s)
-                               for (shape, _), s in zip(self.output_types, graph.output_strides)]
+        self.outputs = graph.outputs
         self.single_output = graph.single_output
 
     def forward(self, *args):
         # DLPack refuses tensors that require grad; detaching shares their memory.
         inputs = [a.detach().contiguous() for a in args]
-        outputs = [torch.empty(shape, dtype=dtype) for shape, dtype in self.output_types]
+        outputs = [torch.empty(o.shape, dtype=o.dtype) for o in self.outputs]
         self.compiled.run(inputs, outputs)
-        outputs = [out if strides is None else
-                   torch.empty_strided(out.shape, strides, dtype=out.dtype).copy_(out)
-                   for out, strides in zip(outputs, self.output_strides)]
+        # Kiln writes row-major outputs; one PyTorch made with other strides is copied into
+        # them, since some kernels read their inputs' memory in the layout their producer gives
+        # (the CPU flash attention's backward reads its logsumexp so).
+        outputs = [out if o.strides is None else
+                   torch.empty_strided(o.shape, o.strides, dtype=o.dtype).copy_(out)
+                   for out, o in zip(outputs, self.outputs)]
         results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
         return results[0] if self.single_output else results
 
@@ -173,15 +160,18 @@ def decompositions() -> dict:
     return table
 
 
+# Graphs are numbered across the process, so that the names in warnings, reports and the files
+# KILN_DUMP_ATEN writes never repeat between models or graph breaks.
+_GRAPH_NUMBERS = {"forward": itertools.count(1), "backward": itertools.count(1)}
+
+
 def make_backend(report: Report | None = None):
     """A torch.compile backend compiling forward and backward graphs with Kiln; `report`, when
     given, collects what it made of them."""
-    counter = {"forward": 0, "backward": 0}
-
     def compiler(kind):
         def compile_fn(gm, example_inputs):
-            counter[kind] += 1
-            module = compile_graph(gm, example_inputs, f"{kind}{counter[kind]}", report)
+            name = f"{kind}{next(_GRAPH_NUMBERS[kind])}"
+            module = compile_graph(gm, example_inputs, name, report)
             return make_boxed_func(module)
         return compile_fn
 
