@@ -4,7 +4,8 @@
 // partition and the lowering of a graph it has seen.
 //
 // Key: SHA-256 (codegen/cpu/compile_cache.h: cache_key) over
-//   - the graph as text (ir/printer.h), constants' values included;
+//   - the graph as text (ir/printer.h), constants' values included, without the graph's own
+//     name (which changes nothing compiled; the Python backend numbers its graphs);
 //   - every option that shapes the result (compile_options_fingerprint) and the device profile
 //     the cost model prices with;
 //   - the identity of the Kiln binary: the SHA-256 of the file that holds this code (the

@@ -1,9 +1,9 @@
 #include "ir/printer.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "ir/dtype.h"
 
@@ -24,10 +24,18 @@ std::string quote(std::string_view text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c >= 0x7F) {
           out += fmt::format("\\x{:02X}", c);
@@ -89,14 +97,20 @@ std::string print_value_ref(const Value& value) { return "%" + print_name(value.
 
 std::string print_attr_value(const AttrValue& value, const PrintOptions& options) {
   switch (value.kind()) {
-    case AttrKind::integer: return fmt::format("{}", value.as_int());
-    case AttrKind::floating: return print_float(value.as_float());
-    case AttrKind::boolean: return value.as_bool() ? "true" : "false";
-    case AttrKind::string: return quote(value.as_string());
+    case AttrKind::integer:
+      return fmt::format("{}", value.as_int());
+    case AttrKind::floating:
+      return print_float(value.as_float());
+    case AttrKind::boolean:
+      return value.as_bool() ? "true" : "false";
+    case AttrKind::string:
+      return quote(value.as_string());
     case AttrKind::ints:
       return print_list(value.as_ints(), [](int64_t v) { return fmt::format("{}", v); });
-    case AttrKind::floats: return print_list(value.as_floats(), print_float);
-    case AttrKind::dtype: return std::string(dtype_name(value.as_dtype()));
+    case AttrKind::floats:
+      return print_list(value.as_floats(), print_float);
+    case AttrKind::dtype:
+      return std::string(dtype_name(value.as_dtype()));
     case AttrKind::tensor: {
       const Array& array = value.as_tensor();
       if (options.tensors_by_identity) {
@@ -136,7 +150,7 @@ std::string print_node(const Node& node, const PrintOptions& options) {
 }
 
 std::string print_graph(const Graph& graph, const PrintOptions& options) {
-  std::string out = fmt::format("graph @{}(", print_name(graph.name()));
+  std::string out = fmt::format("graph @{}(", options.anonymous ? "_" : print_name(graph.name()));
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Value& input = *graph.inputs()[i];
     if (i > 0) out += ", ";

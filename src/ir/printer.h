@@ -25,6 +25,9 @@ struct PrintOptions {
   // tell graphs apart within one process (the substitution search's seen-set, subst/search.h).
   // Such text does not read back.
   bool tensors_by_identity = false;
+  // Print the graph's name as "_": for keys a graph's name must not change (what the
+  // compilation cache compiles does not depend on it). Such text still reads back.
+  bool anonymous = false;
 };
 
 std::string print_graph(const Graph& graph, const PrintOptions& options = {});
