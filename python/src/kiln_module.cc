@@ -52,27 +52,27 @@ nb::dlpack::dtype dlpack_dtype(DType dtype) {
   return {};
 }
 
-// Checks that `array` holds a dense row-major CPU tensor of `type`; its data pointer.
+// Checks that `array` holds a dense row-major CPU tensor of `value`'s type; its data pointer.
+// Runs for every tensor of every run, so the message is only made for an error.
 void* checked_data(const nb::ndarray<>& array, const Value& value, std::string_view role) {
   const TensorType& type = value.type();
-  const std::string what = fmt::format("{} '{}' ({})", role, value.name(), type.to_string());
-  if (array.device_type() != nb::device::cpu::value) {
-    throw std::invalid_argument(what + ": the tensor is not on the CPU");
-  }
-  if (array.dtype() != dlpack_dtype(type.dtype)) {
-    throw std::invalid_argument(what + ": the tensor's dtype differs");
-  }
+  const auto refuse = [&](std::string_view why) {
+    throw std::invalid_argument(
+        fmt::format("{} '{}' ({}): {}", role, value.name(), type.to_string(), why));
+  };
+  if (array.device_type() != nb::device::cpu::value) refuse("the tensor is not on the CPU");
+  if (array.dtype() != dlpack_dtype(type.dtype)) refuse("the tensor's dtype differs");
   if (static_cast<int>(array.ndim()) != type.shape.rank()) {
-    throw std::invalid_argument(fmt::format("{}: the tensor has {} dims", what, array.ndim()));
+    refuse(fmt::format("the tensor has {} dims", array.ndim()));
   }
   int64_t stride = 1;
   for (int i = type.shape.rank() - 1; i >= 0; --i) {
     const int64_t dim = type.shape.dim(i);
     if (static_cast<int64_t>(array.shape(static_cast<size_t>(i))) != dim) {
-      throw std::invalid_argument(what + ": the tensor's shape differs");
+      refuse("the tensor's shape differs");
     }
     if (dim > 1 && array.stride(static_cast<size_t>(i)) != stride) {
-      throw std::invalid_argument(what + ": the tensor is not contiguous");
+      refuse("the tensor is not contiguous");
     }
     stride *= dim;
   }
