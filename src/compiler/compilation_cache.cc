@@ -106,7 +106,8 @@ Expected<std::optional<std::string>> compilation_key(const Graph& graph,
   }
   const std::vector<std::string> parts = {compile_options_fingerprint(options),
                                           cost::profile_to_json(profile)};
-  return std::optional<std::string>(codegen::cpu::cache_key(identity, parts, print_graph(graph, {.anonymous = true})));
+  return std::optional<std::string>(
+      codegen::cpu::cache_key(identity, parts, print_graph(graph, {.anonymous = true})));
 }
 
 std::optional<CachedCompilation> load_compilation(const std::string& key) {

@@ -13,8 +13,8 @@
 #include "interp/interpreter.h"
 #include "ir/printer.h"
 #include "kiln/kiln.h"
-#include "report.h"
 #include "models/model.h"
+#include "report.h"
 
 namespace kiln::cli {
 namespace {

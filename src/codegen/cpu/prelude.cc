@@ -405,7 +405,8 @@ std::string_view cpu_prelude() {
 
 int64_t packed_b_state_bytes(int64_t k, int64_t n) {
   constexpr int64_t kMaxBlock = 64;
-  return kPackedBHeaderBytes + (k + kMaxBlock) * (n + kMaxBlock) * static_cast<int64_t>(sizeof(float));
+  return kPackedBHeaderBytes +
+         (k + kMaxBlock) * (n + kMaxBlock) * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace kiln::codegen::cpu
