@@ -853,8 +853,7 @@ Results max_pool2d_with_indices(AtenNode& n) {
   Value* pooled = b.max_pool(x, p.kernel, p.strides, p.pads);
   if (!b.ok()) return b.status();
   KILN_RETURN_IF_ERROR(check_pooled_shape(n, pooled, n.output_type(0).shape));
-  std::vector<Value*> results = {pooled, nullptr};
-  if (!n.wants_output(1)) return results;
+  if (!n.wants_output(1)) return std::vector<Value*>{pooled, nullptr};
   const int64_t height = x->shape().dim(2);
   const int64_t width = x->shape().dim(3);
   const int64_t out_h = pooled->shape().dim(2);
@@ -890,8 +889,9 @@ Results max_pool2d_with_indices(AtenNode& n) {
       index = b.where(take, b.add(b.mul(h, i64(width)), w), index);
     }
   }
-  results[1] = index;
-  return results;
+  // The taps' maximum is the pooled value, NaN included, as ATen's kernel gives it: the
+  // max_pool node above then only gave the shape, and goes unused.
+  return std::vector<Value*>{best, index};
 }
 
 // The gradient of max_pool2d_with_indices: each output's gradient added at its index.
