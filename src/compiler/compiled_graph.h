@@ -56,11 +56,13 @@ struct SubstitutionStep {
 // What the substitution search did: its path from the graph to the best one it found.
 struct SubstitutionSummary {
   std::vector<SubstitutionStep> steps;
-  int rules = 0;                  // proved rules searched with
-  int expanded = 0;               // graphs expanded
-  int priced = 0;                 // graphs partitioned to estimate their cost
-  bool stopped_at_limit = false;  // at the most expansions allowed
-  bool stopped_at_time = false;   // at the time budget
+  int rules = 0;                   // proved rules searched with
+  int expanded = 0;                // graphs expanded
+  int priced = 0;                  // graphs partitioned to estimate their cost
+  int alike = 0;                   // matches not priced, for one alike was (subst/search.h)
+  bool stopped_at_limit = false;   // at the most expansions allowed
+  bool stopped_at_time = false;    // at the time budget
+  bool stopped_at_priced = false;  // at the most graphs priced
   double seconds = 0;
 };
 

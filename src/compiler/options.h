@@ -80,7 +80,12 @@ struct PipelineOptions {
 struct SubstitutionOptions {
   bool enabled = true;
   int max_expansions = 8;
-  double max_seconds = 60;  // the search's time budget
+  // The search's budget: at most `max_priced` graphs priced, each a partition of the whole
+  // graph, so the budget's time grows with the graph, and never more than `max_seconds`.
+  // Matches alike are priced once (subst/search.h), so the pricings a search needs do not grow
+  // with a model's layers.
+  int max_priced = 32;
+  double max_seconds = 60;
 };
 
 struct CompileOptions {

@@ -22,13 +22,16 @@ Expected<SubstitutionSummary> substitute_by_cost(Graph& graph, const CompileOpti
                         subst::search_substitutions(
                             graph, rules, cost,
                             {.max_expansions = options.substitution.max_expansions,
+                             .max_priced = options.substitution.max_priced,
                              .max_seconds = options.substitution.max_seconds}));
   SubstitutionSummary summary{.steps = {},
                               .rules = static_cast<int>(rules.size()),
                               .expanded = result.expanded,
                               .priced = result.priced,
+                              .alike = result.alike,
                               .stopped_at_limit = result.stopped_at_limit,
-                              .stopped_at_time = result.stopped_at_time};
+                              .stopped_at_time = result.stopped_at_time,
+                              .stopped_at_priced = result.stopped_at_priced};
   for (const subst::AppliedRewrite& rewrite : result.rewrites) {
     summary.steps.push_back({.rule = rewrite.rule,
                              .applications = rewrite.applications,

@@ -1,15 +1,15 @@
 #include "subst/search.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
-#include <set>
-
-#include <fmt/format.h>
 
 #include "ir/printer.h"
 #include "passes/dead_code.h"
@@ -119,6 +119,71 @@ struct Improvement {
   std::vector<std::string> node_names;  // the match's nodes, by their first output's name
 };
 
+// What a match looks like from around it, for telling alike matches apart: its nodes (ops,
+// attributes with large constants by type alone, result types), what its variables are computed
+// from and what reads its results, each to `kNeighbourhood` nodes away. The same layer of a
+// transformer written twelve times gives twelve matches alike, and a rewrite changes the cost
+// of each the same way, so the search prices one of them (the others join the improvements
+// when it pays, and are applied together). Matches alike in this neighbourhood but not beyond
+// it are a risk the search takes, as any pruning does: it may miss a rewrite, never apply a
+// wrong one (every candidate is a proved rewrite, and the combination is priced itself).
+constexpr int kNeighbourhood = 2;
+
+std::string describe_node(const Node& node) {
+  std::string text(node.op_name());
+  for (const auto& [name, value] : node.attrs().entries()) {
+    const bool large = value.kind() == AttrKind::tensor && value.as_tensor().size() > 16;
+    text += fmt::format(" {}={}", name,
+                        large ? value.as_tensor().type().to_string() : print_attr_value(value));
+  }
+  return text;
+}
+
+std::string made_from(const Value& value, int depth) {
+  const Node* producer = value.producer();
+  if (producer == nullptr) return value.type().to_string() + " input";
+  if (depth == 0) return value.type().to_string();
+  std::vector<std::string> operands;
+  for (const Value* input : producer->inputs()) operands.push_back(made_from(*input, depth - 1));
+  return fmt::format("{}#{}({})", describe_node(*producer), value.output_index(),
+                     fmt::join(operands, ", "));
+}
+
+std::string read_by(const Graph& graph, const Value& value, const std::set<const Node*>& inside,
+                    int depth) {
+  std::vector<std::string> readers;
+  if (graph.is_output(&value)) readers.emplace_back("output");
+  for (const Node* user : value.users()) {
+    if (inside.contains(user)) continue;
+    std::string reader = describe_node(*user);
+    if (depth > 1) {
+      for (const Value* output : user->outputs()) {
+        reader += " [" + read_by(graph, *output, inside, depth - 1) + "]";
+      }
+    }
+    readers.push_back(std::move(reader));
+  }
+  std::ranges::sort(readers);
+  return fmt::format("{}", fmt::join(readers, "; "));
+}
+
+std::string neighbourhood(const Graph& graph, const Match& match) {
+  const std::set<const Node*> inside(match.nodes.begin(), match.nodes.end());
+  std::string text;
+  for (const Value* variable : match.variables) {
+    text += "var " + made_from(*variable, kNeighbourhood) + "\n";
+  }
+  for (const Node* node : match.nodes) {
+    text += "node " + describe_node(*node);
+    for (const Value* output : node->outputs()) {
+      text += fmt::format(" -> {} [{}]", output->type().to_string(),
+                          read_by(graph, *output, inside, kNeighbourhood));
+    }
+    text += "\n";
+  }
+  return text;
+}
+
 std::vector<std::string> node_names(const Match& match) {
   std::vector<std::string> names;
   for (const Node* node : match.nodes) names.push_back(node->output()->name());
@@ -203,11 +268,15 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
     }
     return std::optional<double>(next_cost);
   };
-  // The budget is checked before each graph is priced, so a search overruns it by one pricing
-  // at most.
-  const auto out_of_time = [&] {
-    if (options.max_seconds <= 0 ||
-        std::chrono::steady_clock::now() - start < std::chrono::duration<double>(options.max_seconds)) {
+  // The budgets are checked before each graph is priced: the time budget is overrun by one
+  // pricing at most, the count never.
+  const auto out_of_budget = [&] {
+    if (options.max_priced > 0 && result.priced >= options.max_priced) {
+      result.stopped_at_priced = true;
+      return true;
+    }
+    if (options.max_seconds <= 0 || std::chrono::steady_clock::now() - start <
+                                        std::chrono::duration<double>(options.max_seconds)) {
       return false;
     }
     result.stopped_at_time = true;
@@ -218,32 +287,40 @@ Expected<SearchResult> search_substitutions(const Graph& graph, std::span<const 
       result.stopped_at_limit = true;
       break;
     }
-    if (out_of_time()) break;
+    if (out_of_budget()) break;
     Candidate current = std::move(queue.begin()->second);
     queue.erase(queue.begin());
     ++result.expanded;
     std::vector<Improvement> improvements;
     for (const Rule& rule : rules) {
-      const size_t limit = options.max_matches_per_rule;
-      std::vector<Match> matches =
-          find_matches(current.graph, rule, current.created ? SIZE_MAX : limit);
+      std::vector<Match> matches = find_matches(current.graph, rule);
       if (current.created) {
         std::erase_if(matches, [&](const Match& m) { return !depends_on(m, *current.created); });
-        if (matches.size() > limit) matches.resize(limit);
       }
+      // Up to `max_matches_per_rule` matches unlike each other are priced; each match alike
+      // one priced takes its cost.
+      std::map<std::string, std::optional<double>> priced_alike;
       for (const Match& match : matches) {
-        if (out_of_time()) return result;
-        Graph next = current.graph.clone();
-        if (!apply_match(next, rule, match_in_copy(current.graph, match, next))) continue;
-        eliminate_dead_code(next);
-        KILN_ASSIGN_OR_RETURN(const std::optional<double> next_cost,
-                              consider(std::move(next), current, {.rule = rule.name}));
+        std::string around = neighbourhood(current.graph, match);
+        std::optional<double> next_cost;
+        if (const auto alike = priced_alike.find(around); alike != priced_alike.end()) {
+          next_cost = alike->second;
+          ++result.alike;
+        } else {
+          if (priced_alike.size() == options.max_matches_per_rule) continue;
+          if (out_of_budget()) return result;
+          Graph next = current.graph.clone();
+          if (!apply_match(next, rule, match_in_copy(current.graph, match, next))) continue;
+          eliminate_dead_code(next);
+          KILN_ASSIGN_OR_RETURN(next_cost, consider(std::move(next), current, {.rule = rule.name}));
+          priced_alike.emplace(std::move(around), next_cost);
+        }
         if (next_cost && *next_cost < current.cost) {
           improvements.push_back({*next_cost, &rule, node_names(match)});
         }
       }
     }
-    if (improvements.size() < 2 || out_of_time()) continue;
+    if (improvements.size() < 2 || out_of_budget()) continue;
     auto [combined, applied] = combine(current.graph, std::move(improvements));
     if (applied.size() < 2) continue;
     KILN_RETURN_IF_ERROR(

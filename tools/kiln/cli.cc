@@ -246,8 +246,16 @@ void add_rewrite_flags(CLI::App* command, CompileFlags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   command
+      ->add_option("--substitute-max-priced", flags.substitute_max_priced,
+                   "With --substitute: stop after pricing this many graphs (each a partition of "
+                   "the whole graph, so the budget's time grows with the graph; matches alike, "
+                   "such as the same rewrite in every layer, are priced once; 0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  command
       ->add_option("--substitute-max-seconds", flags.substitute_max_seconds,
-                   "With --substitute: the search's time budget (expands no graph after it)")
+                   "With --substitute: the search's time budget in seconds, whatever the graph "
+                   "(0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
 }
@@ -291,6 +299,7 @@ Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   options.rewrites.disabled.insert(flags.disabled_rewrites.begin(), flags.disabled_rewrites.end());
   options.substitution = {.enabled = flags.substitute,
                           .max_expansions = flags.substitute_max_expansions,
+                          .max_priced = flags.substitute_max_priced,
                           .max_seconds = flags.substitute_max_seconds};
   for (const std::string& name : flags.dump_after) {
     if (name == "all") {

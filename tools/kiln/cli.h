@@ -93,6 +93,7 @@ struct CompileFlags {
   std::vector<std::string> disabled_rewrites;
   bool substitute = SubstitutionOptions{}.enabled;
   int substitute_max_expansions = SubstitutionOptions{}.max_expansions;
+  int substitute_max_priced = SubstitutionOptions{}.max_priced;
   double substitute_max_seconds = SubstitutionOptions{}.max_seconds;
   std::vector<std::string> dump_after;
   bool time_stages = false;

@@ -39,13 +39,15 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
       applications += static_cast<size_t>(step.applications);
     }
     text += fmt::format(
-        "substitutions: {} in {} by {} proved rules ({} expanded, {} "
-        "priced{}, {})\n",
+        "substitutions: {} in {} by {} proved rules ({} expanded, {} priced, {} alike "
+        "one priced{}, {})\n",
         count_noun(applications, "rewrite"), count_noun(search->steps.size(), "step"),
         search->rules, count_noun(static_cast<size_t>(search->expanded), "graph"), search->priced,
-        search->stopped_at_limit  ? ", stopped at --substitute-max-expansions"
-        : search->stopped_at_time ? ", stopped at --substitute-max-seconds"
-                                  : "",
+        search->alike,
+        search->stopped_at_limit    ? ", stopped at --substitute-max-expansions"
+        : search->stopped_at_priced ? ", stopped at --substitute-max-priced"
+        : search->stopped_at_time   ? ", stopped at --substitute-max-seconds"
+                                    : "",
         format_seconds(search->seconds));
     for (const SubstitutionStep& step : search->steps) {
       const double saved = step.seconds_before - step.seconds_after;

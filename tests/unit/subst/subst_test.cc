@@ -2,6 +2,7 @@
 // the matcher's conditions, the applier's refusals, the Z3 proofs (shipped rules proved, wrong
 // ones refuted, unknown ops refused), and the property that every shipped rule, applied to
 // random graphs that hold its source, leaves the interpreter's outputs unchanged.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -677,6 +678,40 @@ TEST(Search, StopsAtItsTimeBudgetWithTheBestSoFar) {
   EXPECT_EQ(result->priced, 0);  // the budget was spent before the first candidate
   EXPECT_EQ(result->cost, result->initial_cost);
   EXPECT_EQ(print_graph(result->graph), print_graph(graph));
+}
+
+TEST(Search, MatchesAlikeArePricedOnceAndAppliedTogether) {
+  // Four branches alike, -(-x) read by exp, and a fifth whose reader differs: one pricing for
+  // the four (the first; the other three take its cost), one for the fifth, and one for all
+  // five cancellations together.
+  Graph graph;
+  GraphBuilder b(graph);
+  std::vector<Value*> outputs;
+  for (int branch = 0; branch < 4; ++branch) {
+    Value* x = b.input(fmt::format("x{}", branch), DType::f32, {2, 3});
+    outputs.push_back(b.exp(b.neg(b.neg(x))));
+  }
+  outputs.push_back(b.relu(b.neg(b.neg(b.input("y", DType::f32, {2, 3})))));
+  graph.set_outputs(outputs);
+  const std::vector<Rule> rules = rules_file("handwritten.rules");
+  const Rule& cancel = rule_named(rules, "neg-neg-cancel");
+  Expected<SearchResult> result =
+      search_substitutions(graph, std::span(&cancel, 1), node_count, {.max_expansions = 1});
+  ASSERT_TRUE(result.has_value()) << result.status().message();
+  EXPECT_EQ(result->priced, 3);
+  EXPECT_EQ(result->alike, 3);
+  EXPECT_EQ(result->cost, 5);
+  ASSERT_EQ(result->rewrites.size(), 1u);
+  EXPECT_EQ(result->rewrites[0].applications, 5);
+  const std::vector<Array> inputs = random_inputs(graph);
+  expect_outputs_near(result->graph, inputs, *interpret(graph, inputs));
+  // A budget of one pricing: the first branch's cancellation, and the search stops there.
+  Expected<SearchResult> one =
+      search_substitutions(graph, std::span(&cancel, 1), node_count, {.max_priced = 1});
+  ASSERT_TRUE(one.has_value()) << one.status().message();
+  EXPECT_TRUE(one->stopped_at_priced);
+  EXPECT_EQ(one->priced, 1);
+  EXPECT_EQ(one->cost, 13);
 }
 
 TEST(Search, RelaxationExploresCostlierGraphsButNeverReturnsOne) {
