@@ -48,6 +48,10 @@ class KilnGraph(torch.nn.Module):
     def forward(self, *args):
         # DLPack refuses tensors that require grad; detaching shares their memory.
         inputs = [a.detach().contiguous() for a in args]
+        if self.compiled.takes_rng_seed:
+            # Dropout's masks: a new seed for each run, from torch's generator, so that
+            # torch.manual_seed repeats a run (below 2**53, the range Kiln's reference keeps).
+            inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64))
         outputs = [torch.empty(o.shape, dtype=o.dtype) for o in self.outputs]
         self.compiled.run(inputs, outputs)
         # Kiln writes row-major outputs; one PyTorch made with other strides is copied into

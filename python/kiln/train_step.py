@@ -21,11 +21,31 @@ from __future__ import annotations
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.overrides import TorchFunctionMode
 
 from ._kiln import CompileError
 from .backend import KilnGraph, conversion_error, decompositions
 
+aten = torch.ops.aten
+
 OPTIMIZERS = ("sgd", "adamw")
+
+
+class _DropoutAsNativeDropout(TorchFunctionMode):
+    """F.dropout traced as aten.native_dropout, the op Kiln converts (as AOTAutograd leaves it):
+    under torch.func it would become bernoulli_ and an in-place division."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.dropout:
+            return _dropout(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _dropout(input, p=0.5, training=True, inplace=False):
+    if not training or p == 0:
+        return input
+    return aten.native_dropout(input, p, True)[0]
 
 
 class TrainStep:
@@ -97,8 +117,9 @@ class TrainStep:
 
     def _compile(self, flat):
         try:
-            gm = make_fx(self._pure_step, decomposition_table=decompositions(),
-                         tracing_mode="fake")(*flat)
+            with _DropoutAsNativeDropout():
+                gm = make_fx(self._pure_step, decomposition_table=decompositions(),
+                             tracing_mode="fake")(*flat)
         except RuntimeError as e:
             if "in-place" not in str(e):
                 raise

@@ -120,6 +120,12 @@ class CompiledGraphHandle {
 
   int num_kernels() const { return model_.program().num_kernels; }
 
+  // Whether the graph has random ops, and so takes a seed after the ATen graph's inputs.
+  bool takes_rng_seed() const {
+    const std::vector<Value*>& inputs = model_.graph().inputs();
+    return !inputs.empty() && inputs.back()->name() == kAtenRngSeedInput;
+  }
+
  private:
   CompiledModel model_;
 };
@@ -172,6 +178,9 @@ NB_MODULE(_kiln, m) {
            "place.")
       .def("explain", &CompiledGraphHandle::explain, "The fused kernels and why.")
       .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels)
+      .def_prop_ro("takes_rng_seed", &CompiledGraphHandle::takes_rng_seed,
+                   "Whether the graph has random ops (dropout): `run` then takes one more input "
+                   "after the ATen graph's, a new 0-d int64 seed below 2**53 at every run.")
       .def_prop_ro("from_cache", &CompiledGraphHandle::from_cache,
                    "Whether the compilation came from the compilation cache.");
 }

@@ -28,11 +28,18 @@ using Json = nlohmann::json;
 // results has one entry per result (null where it produced none).
 using ValueTable = std::map<std::string, std::vector<Value*>, std::less<>>;
 
+// The graph's random stream: the seed input, made by the first random op, and where the next
+// random op's counter starts, so that no two ops draw the same bits.
+struct RandomStream {
+  Value* seed = nullptr;
+  int64_t next_offset = 0;
+};
+
 class AtenNode {
  public:
-  AtenNode(GraphBuilder& builder, const ValueTable& values, const Json& node,
+  AtenNode(GraphBuilder& builder, const ValueTable& values, RandomStream& random, const Json& node,
            std::vector<std::optional<TensorType>> outputs)
-      : b(builder), values_(values), node_(node), outputs_(std::move(outputs)) {}
+      : b(builder), values_(values), random_(random), node_(node), outputs_(std::move(outputs)) {}
 
   GraphBuilder& b;
 
@@ -56,6 +63,7 @@ class AtenNode {
   // True when the Scalar argument was written as a float (it then promotes an integer tensor).
   Expected<bool> is_float_number(std::string_view name);
   Expected<bool> boolean(std::string_view name);
+  Expected<std::optional<bool>> optional_boolean(std::string_view name);
   Expected<std::vector<int64_t>> integers(std::string_view name);
   // A list of ints where null reads as the empty list (the reductions' dim=None).
   Expected<std::vector<int64_t>> integers_or_empty(std::string_view name);
@@ -64,6 +72,11 @@ class AtenNode {
   // Marks arguments that do not change the values computed (memory formats, layouts, devices,
   // pin_memory): read and dropped.
   void ignore(std::initializer_list<std::string_view> names);
+  // The graph's seed input (kAtenRngSeedInput, aten_import.h), and the counter where this
+  // node's `elements` random draws start.
+  Expected<Value*> rng_seed();
+  int64_t take_rng_offsets(int64_t elements);
+
   // The error for an argument value the converter does not support.
   Status unsupported(std::string_view name, std::string_view why) const;
 
@@ -76,6 +89,7 @@ class AtenNode {
   Expected<std::vector<int64_t>> read_integers(std::string_view name, bool null_is_empty);
 
   const ValueTable& values_;
+  RandomStream& random_;
   const Json& node_;
   std::vector<std::optional<TensorType>> outputs_;
   std::set<std::string, std::less<>> read_;

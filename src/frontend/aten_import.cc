@@ -90,6 +90,25 @@ const TensorType& AtenNode::output_type(int i) const {
   return *outputs_[static_cast<size_t>(i)];
 }
 
+Expected<Value*> AtenNode::rng_seed() {
+  if (random_.seed == nullptr) {
+    random_.seed = b.input(std::string(kAtenRngSeedInput), DType::i64, {});
+    if (random_.seed->name() != kAtenRngSeedInput) {
+      return Status::errorf(
+          "the graph has an input named '{}', the name of the seed input a "
+          "random op adds",
+          kAtenRngSeedInput);
+    }
+  }
+  return random_.seed;
+}
+
+int64_t AtenNode::take_rng_offsets(int64_t elements) {
+  const int64_t first = random_.next_offset;
+  random_.next_offset += elements;
+  return first;
+}
+
 Expected<const Json*> AtenNode::argument(std::string_view name) {
   const Json& args = node_.at("args");
   auto it = args.find(name);
@@ -192,11 +211,18 @@ Expected<bool> AtenNode::is_float_number(std::string_view name) {
 }
 
 Expected<bool> AtenNode::boolean(std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(std::optional<bool> value, optional_boolean(name));
+  if (!value) return Status::errorf("argument '{}' must be a bool, got null", name);
+  return *value;
+}
+
+Expected<std::optional<bool>> AtenNode::optional_boolean(std::string_view name) {
   KILN_ASSIGN_OR_RETURN(const Json* arg, argument(name));
+  if (arg->is_null()) return std::optional<bool>();
   if (!arg->is_boolean()) {
     return Status::errorf("argument '{}' must be a bool, got {}", name, kind_of(*arg));
   }
-  return arg->get<bool>();
+  return std::optional<bool>(arg->get<bool>());
 }
 
 Expected<std::vector<int64_t>> AtenNode::integers(std::string_view name) {
@@ -290,7 +316,7 @@ Status check_node_fields(const Json& node) {
 
 // Converts one node and checks its results against PyTorch's metadata.
 Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& values,
-                                           const Json& node) {
+                                           RandomStream& random, const Json& node) {
   KILN_RETURN_IF_ERROR(check_node_fields(node));
   std::vector<std::optional<TensorType>> outputs;
   for (const Json& meta : node.at("outputs")) {
@@ -306,7 +332,7 @@ Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& va
   if (converter == converters().end()) {
     return Status::errorf("Kiln has no converter for ATen op {}", target);
   }
-  AtenNode context(b, values, node, std::move(outputs));
+  AtenNode context(b, values, random, node, std::move(outputs));
   Expected<std::vector<Value*>> results = converter->second(context);
   if (!results) return results.status();
   if (!b.ok()) return b.status();
@@ -344,6 +370,7 @@ Expected<Graph> import_parsed(const Json& graph) {
   }
   GraphBuilder b(string_field(graph, "name", "aten"));
   ValueTable values;
+  RandomStream random;
   std::set<Value*> named;  // the values of earlier nodes and inputs, named already
   for (const Json& input : graph.at("inputs")) {
     if (!input.is_object() || !input.contains("name") || !input.at("name").is_string()) {
@@ -358,7 +385,7 @@ Expected<Graph> import_parsed(const Json& graph) {
   for (const Json& node : graph.at("nodes")) {
     const std::string name = string_field(node, "name", "?");
     const std::string target = string_field(node, "target", "?");
-    Expected<std::vector<Value*>> results = convert_node(b, values, node);
+    Expected<std::vector<Value*>> results = convert_node(b, values, random, node);
     if (!results) {
       return results.status().with_context(fmt::format("node '{}' ({})", name, target));
     }
@@ -378,7 +405,7 @@ Expected<Graph> import_parsed(const Json& graph) {
   std::set<Value*> returned;
   for (const Json& ref : graph.at("outputs")) {
     const Json holder = {{"target", "output"}, {"args", {{"output", ref}}}};
-    AtenNode reader(b, values, holder, {});
+    AtenNode reader(b, values, random, holder, {});
     Expected<Value*> output = reader.tensor("output");
     if (!output) return output.status().with_context("ATen graph outputs");
     Value* value = *output;

@@ -22,6 +22,13 @@
 //   op does not produce, as convolution_backward's masked gradients). Kiln's conversion must
 //   give exactly these, or the import fails: a converter bug cannot pass silently.
 //
+// Random ops (native_dropout) draw from Kiln's counter-based RNG (support/counter_rng.h), each
+// op from its own range of counters, all from one seed: the graph's input kAtenRngSeedInput, a
+// 0-d i64 tensor after the JSON's inputs, present only when the graph has a random op. The
+// caller gives a new seed at every run (the Python backend draws it from torch's generator, so
+// that torch.manual_seed repeats a run), below 2^53 (the reference interpreter's exact range).
+// The masks are not the ones PyTorch would draw, as no other backend's are.
+//
 // Each op has one converter (aten_ops.cc). A converter either reproduces ATen's semantics
 // exactly or fails naming the argument value it does not support; an argument that no
 // converter read is an error, so a new overload's extra argument is never dropped.
@@ -36,8 +43,11 @@
 
 namespace kiln {
 
+inline constexpr std::string_view kAtenRngSeedInput = "rng_seed";
+
 // The Kiln graph of an ATen graph in the JSON form above: one graph input per JSON input, in
-// order, and one graph output per JSON output. Errors name the node and its ATen op.
+// order (then the seed input, for a graph with random ops), and one graph output per JSON
+// output. Errors name the node and its ATen op.
 Expected<Graph> import_aten_graph(std::string_view json_text);
 
 // The ATen overloads the importer converts ("aten.addmm.default", ...), sorted. Whether a

@@ -1122,6 +1122,42 @@ Results native_batch_norm_functional(AtenNode& n) {
   return std::vector<Value*>{y, batch_mean, b.reshape(rstd, channels), new_mean, new_var};
 }
 
+// ---- Random ---------------------------------------------------------------------------------
+
+// (input * mask * 1/(1-p), mask), as ATen's CPU kernel computes it (a dropped NaN stays NaN),
+// with the mask from Kiln's counter-based RNG and the graph's seed input (aten_import.h): the
+// dropout of ones is 1/(1-p) where kept and 0 where dropped, so it is both the scaled mask and,
+// above 0, the mask. Outside training (train false) the input passes unchanged.
+Results native_dropout(AtenNode& n) {
+  GraphBuilder& b = n.b;
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(double p, n.number("p"));
+  KILN_ASSIGN_OR_RETURN(std::optional<bool> train, n.optional_boolean("train"));
+  if (!(p >= 0 && p <= 1)) return n.unsupported("p", fmt::format("{} is not a probability", p));
+  const Shape& shape = x->shape();
+  if ((train && !*train) || p == 0) {
+    return std::vector<Value*>{b.apply1(Op::identity, {x}), b.fill(shape, 1, DType::boolean)};
+  }
+  if (p == 1) {
+    return std::vector<Value*>{b.mul(x, b.fill(shape, 0, x->dtype())),
+                               b.fill(shape, 0, DType::boolean)};
+  }
+  KILN_ASSIGN_OR_RETURN(Value * seed, n.rng_seed());
+  const int64_t offset = n.take_rng_offsets(shape.num_elements());
+  Value* scaled_mask = b.dropout(b.fill(shape, 1, x->dtype()), p, seed, offset);
+  return std::vector<Value*>{b.mul(x, scaled_mask),
+                             b.greater(scaled_mask, b.fill(Shape{}, 0, x->dtype()))};
+}
+
+// grad * mask * scale, as ATen writes it.
+Results native_dropout_backward(AtenNode& n) {
+  GraphBuilder& b = n.b;
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Value * mask, n.tensor("mask"));
+  KILN_ASSIGN_OR_RETURN(double scale, n.number("scale"));
+  return one(b.mul_scalar(b.mul(grad, cast_to(b, mask, grad->dtype())), scale));
+}
+
 }  // namespace
 
 const std::map<std::string, Converter, std::less<>>& converters() {
@@ -1256,6 +1292,9 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten._scaled_dot_product_flash_attention_for_cpu.default", sdpa_flash_cpu},
       {"aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
        sdpa_flash_cpu_backward},
+      // Random
+      {"aten.native_dropout.default", native_dropout},
+      {"aten.native_dropout_backward.default", native_dropout_backward},
   };
   return table;
 }

@@ -215,6 +215,10 @@ Value* GraphBuilder::dropout(Value* x, double ratio, int64_t seed, int64_t offse
   return apply1(Op::dropout, {x}, {{"ratio", ratio}, {"seed", seed}, {"offset", offset}});
 }
 
+Value* GraphBuilder::dropout(Value* x, double ratio, Value* seed, int64_t offset) {
+  return apply1(Op::dropout, {x, seed}, {{"ratio", ratio}, {"offset", offset}});
+}
+
 Value* GraphBuilder::cross_entropy(Value* logits, Value* labels, std::string_view reduction) {
   return apply1(Op::cross_entropy, {logits, labels}, {{"reduction", std::string(reduction)}});
 }

@@ -135,6 +135,8 @@ class GraphBuilder {
   Value* layer_norm(Value* x, Value* scale, Value* bias, int64_t axis = -1,
                     double epsilon = 1e-5);
   Value* dropout(Value* x, double ratio, int64_t seed, int64_t offset = 0);
+  // With the seed an input (a 0-d i64 value), so that it can change from run to run.
+  Value* dropout(Value* x, double ratio, Value* seed, int64_t offset = 0);
   Value* cross_entropy(Value* logits, Value* labels, std::string_view reduction = "mean");
 
   // Renames a value the builder made (Graph::rename_value): importers name a result after the

@@ -384,6 +384,10 @@ inline std::vector<OpExample> attribute_examples() {
        [](GraphBuilder& b) {
          b.output(b.dropout(b.input("x", D::f16, {2, 3}), 0.1, 42, 7));
        }},
+      {Op::dropout, "seed_input",
+       [](GraphBuilder& b) {
+         b.output(b.dropout(b.input("x", D::f32, {4, 5}), 0.5, b.input("seed", D::i64, {}), 3));
+       }},
       {Op::cross_entropy, "",
        [](GraphBuilder& b) {
          b.output(b.cross_entropy(b.input("logits", D::f32, {4, 5}), b.input("labels", D::i64, {4}),

@@ -378,6 +378,18 @@ TEST(DropoutOp, KeptValuesAreScaledByOneOverKeepProbability) {
   EXPECT_LT(kept, x.size());
 }
 
+TEST(DropoutOp, ASeedInputReplacesTheSeedAttribute) {
+  const Array x(DType::f64, Shape{64}, std::vector<double>(64, 1.0));
+  for (int64_t seed : {int64_t{5}, int64_t{-5}, (int64_t{1} << 52) + 3}) {
+    const Array given = Array::scalar(DType::i64, static_cast<double>(seed));
+    EXPECT_EQ(eval_output(Op::dropout, {x, given}, {{"seed", 99}, {"offset", 4}}),
+              eval_output(Op::dropout, {x}, {{"seed", seed}, {"offset", 4}}))
+        << seed;
+  }
+  EXPECT_NE(eval_error(Op::dropout, {x, Array::scalar(DType::i32, 1)}), "");
+  EXPECT_NE(eval_error(Op::dropout, {x, Array(DType::i64, Shape{1})}), "");
+}
+
 TEST(DropoutOp, OffsetShiftsTheCounter) {
   // Element i of dropout(x, offset=k) is kept iff element i + k of dropout(x', offset=0) is.
   const Array ones(DType::f64, Shape{3, 10}, std::vector<double>(30, 1.0));

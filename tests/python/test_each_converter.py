@@ -146,6 +146,11 @@ DIRECT = {
         lambda x, w, b: aten.native_layer_norm(x, [4], w, b, 1e-5), [X, r(4), r(4)]),
     "aten.ne.Scalar": (lambda x: aten.ne.Scalar(x.round(), 0), [X]),
     "aten.ne.Tensor": (lambda x, y: aten.ne.Tensor(x.round(), y.round()), [X, r(3, 4)]),
+    # Outside training, and its mask's backward: what does not draw (test_dropout.py checks the
+    # draws).
+    "aten.native_dropout.default": (lambda x: aten.native_dropout(x, 0.5, False), [X]),
+    "aten.native_dropout_backward.default": (
+        lambda g, x: aten.native_dropout_backward(g, x > 0, 2.0), [r(3, 4), X]),
     "aten.neg.default": (lambda x: aten.neg(x), [X]),
     "aten.permute.default": (lambda x: aten.permute(x, [1, 0]) * 1, [X]),
     "aten.pow.Tensor_Scalar": (lambda x: aten.pow.Tensor_Scalar(x, 3), [X]),

@@ -72,3 +72,22 @@ def test_a_model_that_updates_buffers_in_place_is_refused():
 def test_an_unknown_optimizer_is_refused():
     with pytest.raises(ValueError, match="adamw"):
         kiln.compile_train_step(make_mlp(), F.cross_entropy, optimizer="lamb")
+
+
+def test_a_step_with_dropout_draws_new_masks_that_manual_seed_repeats():
+    def model():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 5))
+
+    x, y = torch.randn(8, 16), torch.randint(0, 5, (8,))
+    runs = []
+    for seed in (3, 3, 4):
+        m = model()
+        step = kiln.compile_train_step(m, F.cross_entropy, optimizer="sgd", lr=0.1)
+        torch.manual_seed(seed)
+        losses = [step(x, y).item() for _ in range(3)]
+        runs.append((losses, [p.detach().clone() for p in m.parameters()]))
+    assert len(set(runs[0][0])) == 3  # each step its own mask (and its own weights)
+    assert runs[0][0] == runs[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(runs[0][1], runs[1][1]))
+    assert runs[0][0][0] != runs[2][0][0]

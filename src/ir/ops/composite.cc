@@ -8,6 +8,8 @@
 // three-term formula; cross-entropy: softmax - one_hot), written in primitive ops, so that the
 // backward graph needs no composite of its own; batch_norm_train's mean and var outputs pass
 // gradients too. Dropout's gradient is dropout with the same seed and offset: the same mask.
+// Dropout's seed is an attribute, or an input (a 0-d i64 tensor) when it must change from run to
+// run without compiling again (a training step's masks differ at every step).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,8 +18,8 @@
 #include <vector>
 
 #include "ir/ops/op_family.h"
-#include "support/counter_rng.h"
 #include "support/check.h"
+#include "support/counter_rng.h"
 
 namespace kiln::ops {
 namespace {
@@ -240,8 +242,10 @@ Expected<std::vector<Array>> eval_batch_norm_infer(std::span<const Array> in, co
 // dropout
 
 // The dropout mask is support/counter_rng.h's: element i is kept when
-// dropout_bits(seed, offset, i) >= dropout_threshold(ratio). The int64 attributes seed and
-// offset enter as their two's-complement uint64 bits.
+// dropout_bits(seed, offset, i) >= dropout_threshold(ratio). The seed is the input `seed`
+// when given, the attribute otherwise; seed and offset enter as their two's-complement uint64
+// bits. (The interpreter holds an input seed in a double, exact up to 2^53: callers draw seeds
+// below that.)
 bool dropout_keep(uint64_t seed, uint64_t offset, uint64_t index, double ratio) {
   return dropout_bits(seed, offset, index) >= dropout_threshold(ratio);
 }
@@ -249,6 +253,9 @@ bool dropout_keep(uint64_t seed, uint64_t offset, uint64_t index, double ratio) 
 Expected<std::vector<TensorType>> infer_dropout(std::span<const TensorType> in,
                                                 const Attrs& attrs) {
   KILN_RETURN_IF_ERROR(require_floating(in[0], "x"));
+  if (in.size() == 2 && !(in[1].dtype == DType::i64 && in[1].shape.rank() == 0)) {
+    return Status::errorf("input 'seed' must be i64[], got {}", in[1].to_string());
+  }
   const double ratio = attrs.get_float("ratio");
   if (!(ratio >= 0 && ratio < 1)) {
     return Status::errorf("attribute 'ratio' must be in [0, 1), got {}", ratio);
@@ -260,7 +267,8 @@ Expected<std::vector<Array>> eval_dropout(std::span<const Array> in, const Attrs
                                           std::span<const TensorType> out) {
   const Array& x = in[0];
   const double ratio = attrs.get_float("ratio");
-  const auto seed = static_cast<uint64_t>(attrs.get_int("seed"));
+  const auto seed = static_cast<uint64_t>(in.size() == 2 ? static_cast<int64_t>(in[1][0])
+                                                         : attrs.get_int("seed"));
   const auto offset = static_cast<uint64_t>(attrs.get_int("offset"));
   Array y(out[0].dtype, out[0].shape);
   for (int64_t i = 0; i < x.size(); ++i) {
@@ -484,8 +492,8 @@ Value* centered_by_channel(GraphBuilder& b, Value* x, Value* mean) {
 }
 
 Value* rstd_by_channel(GraphBuilder& b, const Node& node, Value* var) {
-  return b.rsqrt(b.add_scalar(per_channel(b, var, node.input(0)->rank()),
-                              node.attrs().get_float("epsilon")));
+  return b.rsqrt(
+      b.add_scalar(per_channel(b, var, node.input(0)->rank()), node.attrs().get_float("epsilon")));
 }
 
 // y = xhat * scale + bias with the batch statistics; the mean and var outputs add
@@ -548,7 +556,8 @@ Value* position_weights(GraphBuilder& b, const Node& node, Value* dy, bool class
   switch (*reduction_attr(node.attrs())) {
     case Reduction::mean:
       return b.mul_scalar(dy, 1 / static_cast<double>(positions->shape().num_elements()));
-    case Reduction::sum: return dy;
+    case Reduction::sum:
+      return dy;
     case Reduction::none: {
       if (!class_axis) return dy;
       std::vector<int64_t> dims = positions->shape().dims();
@@ -583,8 +592,7 @@ std::vector<Value*> gradient_of_binary_cross_entropy(GraphBuilder& b, const Node
                                                      std::span<Value* const> grads) {
   Value* logits = node.input(0);
   Value* weights = position_weights(b, node, grads[0], /*class_axis=*/false);
-  return {b.mul(b.sub(b.sigmoid(logits), node.input(1)), weights),
-          b.mul(b.neg(logits), weights)};
+  return {b.mul(b.sub(b.sigmoid(logits), node.input(1)), weights), b.mul(b.neg(logits), weights)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,9 +602,12 @@ std::vector<Value*> gradient_of_binary_cross_entropy(GraphBuilder& b, const Node
 Value* reduce_positions(GraphBuilder& b, const Node& node, Value* per_position) {
   if (per_position->rank() == 0) return per_position;  // one position: nothing to reduce
   switch (*reduction_attr(node.attrs())) {
-    case Reduction::mean: return b.mean(per_position, {});
-    case Reduction::sum: return b.sum(per_position, {});
-    case Reduction::none: return per_position;
+    case Reduction::mean:
+      return b.mean(per_position, {});
+    case Reduction::sum:
+      return b.sum(per_position, {});
+    case Reduction::none:
+      return per_position;
   }
   KILN_UNREACHABLE("bad reduction");
 }
@@ -631,8 +642,8 @@ std::vector<Value*> decompose_batch_norm_train(GraphBuilder& b, const Node& node
   Value* centered = centered_by_channel(b, x, mean);
   Value* var = b.mean(b.mul(centered, centered), axes);
   Value* xhat = b.mul(centered, rstd_by_channel(b, node, var));
-  Value* y = b.add(b.mul(xhat, per_channel(b, node.input(1), rank)),
-                   per_channel(b, node.input(2), rank));
+  Value* y =
+      b.add(b.mul(xhat, per_channel(b, node.input(1), rank)), per_channel(b, node.input(2), rank));
   return {y, mean, var};
 }
 
@@ -740,17 +751,23 @@ void register_composite_ops(OpTable& table) {
   OpDef& dropout = table.define(Op::dropout);
   dropout.summary = "zero elements with probability `ratio`, scale the rest by 1/(1-ratio)";
   dropout.fusion_kind = FusionKind::elementwise;
-  dropout.input_names = {"x"};
-  dropout.min_inputs = dropout.max_inputs = 1;
+  dropout.input_names = {"x", "seed"};
+  dropout.min_inputs = 1;
+  dropout.max_inputs = 2;
   dropout.attrs = {
       {"ratio", AttrKind::floating, AttrValue(0.5), "probability of dropping; in [0, 1)"},
-      {"seed", AttrKind::integer, AttrValue(0), "RNG seed (see dropout_keep)"},
+      {"seed", AttrKind::integer, AttrValue(0),
+       "RNG seed (see dropout_keep), unless the input `seed` gives it"},
       {"offset", AttrKind::integer, AttrValue(0), "counter of element 0 (see dropout_keep)"}};
   dropout.infer = &infer_dropout;
   dropout.cost = per_element_cost(8);
   dropout.eval = &eval_dropout;
   dropout.gradient = [](GraphBuilder& b, const Node& node, std::span<Value* const> grads) {
-    return std::vector<Value*>{b.apply1(Op::dropout, {grads[0]}, node.attrs())};
+    if (node.num_inputs() == 1) {
+      return std::vector<Value*>{b.apply1(Op::dropout, {grads[0]}, node.attrs())};
+    }
+    return std::vector<Value*>{b.apply1(Op::dropout, {grads[0], node.input(1)}, node.attrs()),
+                               nullptr};
   };
 
   OpDef& cross_entropy = table.define(Op::cross_entropy);

@@ -46,10 +46,9 @@ Expr with_softmax_stats(const ComputeArgs& args, int input, int axis, std::vecto
   const Expr max_value = var(m, x.dtype);
   const Expr row_max = reduce_nest(ReduceOp::max, {n}, args.names,
                                    [&](const std::vector<Expr>& k) { return element(k[0]); });
-  const Expr row_sum =
-      reduce_nest(ReduceOp::sum, {n}, args.names, [&](const std::vector<Expr>& k) {
-        return call(Intrinsic::exp, {element(k[0]) - max_value});
-      });
+  const Expr row_sum = reduce_nest(ReduceOp::sum, {n}, args.names, [&](const std::vector<Expr>& k) {
+    return call(Intrinsic::exp, {element(k[0]) - max_value});
+  });
   return let(m, row_max, let(s, row_sum, body(max_value, var(s, x.dtype))));
 }
 
@@ -127,9 +126,9 @@ Expr normalize_by_channel(const ComputeArgs& args, const Expr& mean, const Expr&
                           const std::vector<Expr>& c) {
   const Expr epsilon = constant_of(args.inputs[0].dtype, args.attrs.get_float("epsilon"));
   const std::string factor = args.names.fresh("f");
-  return let(factor, call(Intrinsic::rsqrt, {variance + epsilon}) * args.input(1, c),
-             (args.input(0, args.index) - mean) * var(factor, args.inputs[0].dtype) +
-                 args.input(2, c));
+  return let(
+      factor, call(Intrinsic::rsqrt, {variance + epsilon}) * args.input(1, c),
+      (args.input(0, args.index) - mean) * var(factor, args.inputs[0].dtype) + args.input(2, c));
 }
 
 // batch_norm_train reduces x over every dim but the channels (1).
@@ -228,9 +227,9 @@ Expected<Expr> lower_dropout(const ComputeArgs& args) {
     linear = linear.defined() ? linear + term : term;
   }
   if (!linear.defined()) linear = Expr(int64_t{0});
-  const Expr bits = call(Intrinsic::dropout_bits,
-                         {Expr(args.attrs.get_int("seed")), Expr(args.attrs.get_int("offset")),
-                          linear});
+  const Expr seed = args.inputs.size() == 2 ? args.input(1, {}) : Expr(args.attrs.get_int("seed"));
+  const Expr bits =
+      call(Intrinsic::dropout_bits, {seed, Expr(args.attrs.get_int("offset")), linear});
   const Expr keep = bits >= Expr(dropout_threshold(ratio));
   const Expr x_value = args.input(0, args.index);
   return select(keep, x_value / constant_of(x.dtype, 1 - ratio), constant_of(x.dtype, 0));

@@ -131,6 +131,46 @@ TEST(AtenImport, MaskedGradientsOfAConvolutionAreNotBuilt) {
   for (const Node* node : graph->nodes()) EXPECT_NE(node->op(), Op::conv_grad_data);
 }
 
+// Two dropouts of x: (output, mask) each.
+std::string two_dropouts(const std::string& inputs) {
+  const std::string node = R"({"name": "NAME", "target": "aten.native_dropout.default",
+        "args": {"input": {"tensor": "x"}, "p": 0.5, "train": null},
+        "outputs": [{"dtype": "f32", "shape": [2, 3]}, {"dtype": "bool", "shape": [2, 3]}]})";
+  std::string first = node, second = node;
+  first.replace(first.find("NAME"), 4, "d1");
+  second.replace(second.find("NAME"), 4, "d2");
+  return graph_json(inputs, first + "," + second,
+                    R"({"tensor": "d1"}, {"tensor": "d1", "index": 1}, {"tensor": "d2"},
+                       {"tensor": "d2", "index": 1})");
+}
+
+TEST(AtenImport, DropoutDrawsFromASeedInputEachOpFromItsOwnCounters) {
+  Expected<Graph> graph = import_aten_graph(two_dropouts(kX));
+  ASSERT_TRUE(graph.has_value()) << graph.status().message();
+  ASSERT_EQ(graph->inputs().size(), 2u);
+  EXPECT_EQ(graph->inputs()[1]->name(), kAtenRngSeedInput);
+  const Array x = f32({2, 3}, {1, -2, 0.5, 3, 4, -1});
+  std::vector<std::vector<Array>> runs;
+  for (double seed : {1.0, 2.0, 1.0}) {
+    Expected<std::vector<Array>> y =
+        interpret(*graph, std::vector<Array>{x, Array::scalar(DType::i64, seed)});
+    ASSERT_TRUE(y.has_value()) << y.status().message();
+    for (int d = 0; d < 2; ++d) {
+      const Array& out = (*y)[static_cast<size_t>(2 * d)];
+      const Array& mask = (*y)[static_cast<size_t>(2 * d + 1)];
+      for (int64_t i = 0; i < x.size(); ++i) EXPECT_EQ(out[i], mask[i] != 0 ? x[i] * 2 : 0);
+    }
+    runs.push_back(std::move(*y));
+  }
+  EXPECT_EQ(runs[0], runs[2]);  // the same seed draws the same masks
+  EXPECT_NE(runs[0][1], runs[1][1]);
+  EXPECT_NE(runs[0][1], runs[0][3]);  // the two ops draw different masks
+  // An input of the seed input's name is refused, not confused with it.
+  const std::string taken = R"({"name": "x", "dtype": "f32", "shape": [2, 3]},
+                               {"name": "rng_seed", "dtype": "i64", "shape": []})";
+  EXPECT_TRUE(is_error_with(import_status(two_dropouts(taken)), {"'rng_seed'"}));
+}
+
 TEST(AtenImport, ErrorsNameTheNodeTheOpAndWhatIsWrong) {
   EXPECT_TRUE(is_error_with(import_status(one_node("aten.fancy.default", "{}")),
                             {"node 'n' (aten.fancy.default): Kiln has no converter"}));

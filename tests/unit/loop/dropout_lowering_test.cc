@@ -7,6 +7,7 @@
 namespace kiln::loop {
 namespace {
 
+using testing::fixed;
 using testing::in;
 using testing::op_matches_interpreter;
 
@@ -23,6 +24,10 @@ TEST(Lowering, DropoutKeepsTheReferenceMask) {
   }
   EXPECT_TRUE(op_matches_interpreter(Op::dropout, {in(DType::f32, {})}, {{"ratio", 0.3}}));
   EXPECT_TRUE(op_matches_interpreter(Op::dropout, {in(DType::f32, {1, 1, 9})}, {{"ratio", 0.3}}));
+  // The seed an input, read from memory at run time.
+  EXPECT_TRUE(op_matches_interpreter(
+      Op::dropout, {in(DType::f32, {3, 7, 5}), fixed(Array::scalar(DType::i64, 123456789))},
+      {{"ratio", 0.5}, {"offset", int64_t{11}}}));
 }
 
 }  // namespace
