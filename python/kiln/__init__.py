@@ -25,14 +25,27 @@ __all__ = ["CompileError", "Report", "TrainStep", "compile_graph", "compile_trai
            "explain", "kiln_backend", "make_backend", "supported_aten_ops"]
 
 
-def explain(model, *example_inputs) -> str:
-    """Compiles `model` for `example_inputs` (its forward, run once without gradients) and
-    returns Kiln's account of it: each Kiln graph's fused kernels and why, and each op left to
-    PyTorch with the reason."""
-    import torch
+def explain(model, *example_inputs, backward: bool = True) -> str:
+    """Compiles `model` for `example_inputs` and returns Kiln's account of it: each Kiln
+    graph's fused kernels and why, and each op left to PyTorch with the reason. With
+    `backward` (the default), the graphs of the backward pass too, when the outputs need
+    gradients: a training step's account.
 
+    A copy of the model runs, once forward (and backward), so its parameters, gradients and
+    buffers (batch norm's running statistics) are left as they were."""
+    import copy
+
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    if isinstance(model, torch.nn.Module):
+        model = copy.deepcopy(model)
     report = Report()
     compiled = torch.compile(model, backend=make_backend(report), dynamic=False)
-    with torch.no_grad():
-        compiled(*example_inputs)
+    with torch.set_grad_enabled(backward):
+        outputs = compiled(*example_inputs)
+        differentiable = [t for t in tree_leaves(outputs)
+                          if isinstance(t, torch.Tensor) and t.requires_grad]
+        if differentiable:
+            torch.autograd.backward(differentiable, [torch.ones_like(t) for t in differentiable])
     return report.text()

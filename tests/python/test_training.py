@@ -216,6 +216,17 @@ def test_explain_names_the_kernels_and_the_fallbacks():
     assert "cumsum" in text
 
 
+def test_explain_gives_the_backward_graphs_and_leaves_the_model_as_it_was():
+    model = SmallCNN()
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    x = torch.randn(2, 3, 8, 8)
+    text = kiln.explain(model, x)
+    assert "Kiln graph forward" in text and "Kiln graph backward" in text
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(t, before[name]) for name, t in model.state_dict().items())
+    assert "Kiln graph backward" not in kiln.explain(model, x, backward=False)
+
+
 def test_a_graph_compiled_again_comes_from_the_compilation_cache():
     def fn(x, w):
         return torch.tanh(x @ w).sum(dim=1)
