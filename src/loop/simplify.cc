@@ -1,6 +1,7 @@
 #include "loop/simplify.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -484,6 +485,9 @@ class Simplifier : public IRMutator {
       return rebuild(q);
     }
     Expr remainder_quotient = nested_div(rebuild(r), d);
+    if (std::optional<FactorSplit> split = split_by_common_factor(r, d)) {
+      remainder_quotient = simplify_div(rebuild(split->high), d / split->factor);
+    }
     if (q.terms.empty() && q.constant == 0) return remainder_quotient;
     q.add_atom(remainder_quotient, 1);
     return rebuild(q);
@@ -517,7 +521,45 @@ class Simplifier : public IRMutator {
       r.constant = r.wrap_add(r.constant, r.wrap_mul(floor_div(*rb.min, d), -d));
       return rebuild(r);
     }
+    if (std::optional<FactorSplit> split = split_by_common_factor(r, d)) {
+      LinearForm result = std::move(split->low);
+      result.add_atom(simplify_mod(rebuild(split->high), d / split->factor), split->factor);
+      return canonical_linear(rebuild(result));
+    }
     return nested_mod(rebuild(r), d);
+  }
+
+  // r = factor*high + low with 0 <= low < factor, for a factor of d > 0 (the largest that
+  // is a term's coefficient): then r / d = high / (d/factor) and r % d = factor*(high %
+  // (d/factor)) + low, exactly in floor division. An index into a reshaped tensor read back
+  // across the reshape, (k*256 + i) / 32768 for i in [0, 256), is k / 128 so.
+  struct FactorSplit {
+    int64_t factor;
+    LinearForm high, low;
+  };
+  std::optional<FactorSplit> split_by_common_factor(const LinearForm& r, int64_t d) const {
+    if (d <= 1) return std::nullopt;
+    std::vector<int64_t> factors;
+    for (const LinearTerm& term : r.terms) {
+      if (term.coefficient > 1 && term.coefficient < d && d % term.coefficient == 0) {
+        factors.push_back(term.coefficient);
+      }
+    }
+    std::ranges::sort(factors, std::greater<>());
+    for (const int64_t factor : factors) {
+      FactorSplit split{factor, {r.type, {}, floor_div(r.constant, factor)},
+                        {r.type, {}, floor_mod(r.constant, factor)}};
+      for (const LinearTerm& term : r.terms) {
+        if (term.coefficient % factor == 0) {
+          split.high.terms.push_back({term.atom, term.coefficient / factor});
+        } else {
+          split.low.terms.push_back(term);
+        }
+      }
+      const Interval low = linear_bounds(split.low);
+      if (low.is_bounded() && *low.min >= 0 && *low.max < factor) return split;
+    }
+    return std::nullopt;
   }
 
   // r % d, as one remainder when r is a remainder by a positive multiple of d.

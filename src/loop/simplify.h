@@ -20,7 +20,10 @@
 //    remains lie in one period [k*d, k*d + d) the division is k and the remainder is
 //    remainder - k*d ((i*4 + j) / 4 is i when 0 <= j < 4; likewise for d < 0). Also
 //    x / 1, x % 1, (x / a) / b = x / (a*b) and (x % a) % b = x % b when b divides a
-//    (a, b > 0).
+//    (a, b > 0). And through a common factor c of d: when what remains is c*h + l with
+//    0 <= l < c, its quotient is h / (d/c) and its remainder c*(h % (d/c)) + l
+//    ((k*256 + i) / 32768 is k / 128 for i in [0, 256): a reshaped tensor read across
+//    the reshape).
 //  - Bounds: min, max and comparisons of integers are decided when the interval of the
 //    difference of their operands (loop/bounds.h, with every enclosing loop and let
 //    variable's interval) has a sign: min(i*8 + 8, 64) is i*8 + 8 for i in [0, 7].

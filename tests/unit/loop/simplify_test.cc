@@ -53,7 +53,14 @@ TEST(LoopSimplify, DividesLinearIndicesUsingBounds) {
   EXPECT_EQ(simplified((i * 4 + 7) % 4, scope), "3");
   EXPECT_EQ(simplified((i * 8 + j * 4 + k) / 4, scope), "i*2 + j");
   EXPECT_EQ(simplified((i * 16 + j * 4 + k) % 16, scope), "j*4 + k");
-  EXPECT_EQ(simplified((i * 8 + j * 4 + k) % 8, scope), "(j*4 + k) % 8");
+  // Through a common factor of the divisor: j*4 + k is 4*j + k with k in [0, 4).
+  EXPECT_EQ(simplified((i * 8 + j * 4 + k) % 8, scope), "k + (j % 2)*4");
+  EXPECT_EQ(simplified((j * 4 + k) / 8, scope), "j/2");
+  // A [8, 128, 256] tensor read as [1024, 256]: row x, column i.
+  const BoundsScope column = {{"i", {0, 255}}};
+  EXPECT_EQ(simplified((x * 256 + i) / 32768, column), "x/128");
+  EXPECT_EQ(simplified((x * 256 + i) % 32768, column), "i + (x % 128)*256");
+  EXPECT_EQ(simplified((x * 256 + i + 300) / 32768, column), "(x*256 + i + 300)/32768");
   EXPECT_EQ(simplified(j / 4, scope), "0");
   EXPECT_EQ(simplified((j + 4) % 4, scope), "j");
   // Without bounds only the divisible terms come out.
