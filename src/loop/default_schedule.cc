@@ -14,6 +14,7 @@
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
 #include "loop/schedule_analysis.h"
+#include "loop/simplify.h"
 #include "loop/substitute.h"
 #include "loop/tuning.h"
 
@@ -40,13 +41,37 @@ int64_t saturating_add(int64_t a, int64_t b) {
 // The most iterations a loop of this extent runs: the constant, else the upper bound interval
 // analysis proves (a gemm block loop's min(R, M - r*R) runs at most R), else 1.
 int64_t extent_bound(const Expr& extent) {
-  if (const std::optional<int64_t> value = as_const_int(extent)) return std::max<int64_t>(*value, 0);
+  if (const std::optional<int64_t> value = as_const_int(extent))
+    return std::max<int64_t>(*value, 0);
   const Interval bounds = bounds_of(extent, {});
   return bounds.max ? std::max<int64_t>(*bounds.max, 1) : 1;
 }
 
 // Reduction steps an expression takes (a reduction's steps times its body's, plus one each)
 // and its math-library calls, kMathCallWork each.
+// The constants that conditions in a statement compare `var` with, as the points where their
+// value can change: `var < 256` and `var >= 256` change at 256, `var <= 255` and `var > 255`
+// at 256 too.
+class ComparisonPoints : public IRVisitor {
+ public:
+  explicit ComparisonPoints(std::string_view var) : var_(var) {}
+  std::set<int64_t> points;
+
+ protected:
+  void visit_binary(const Binary& node) override {
+    const Variable* variable = node.a.as<Variable>();
+    const std::optional<int64_t> constant = as_const_int(node.b);
+    if (variable != nullptr && variable->name == var_ && constant) {
+      if (node.op == BinaryOp::lt || node.op == BinaryOp::ge) points.insert(*constant);
+      if (node.op == BinaryOp::le || node.op == BinaryOp::gt) points.insert(*constant + 1);
+    }
+    IRVisitor::visit_binary(node);
+  }
+
+ private:
+  std::string_view var_;
+};
+
 class ExprWork : public IRVisitor {
  public:
   int64_t work = 0;
@@ -149,8 +174,8 @@ std::set<std::string, std::less<>> reduction_vars(const Stmt& body) {
       IRVisitor::visit_let(node);
     }
     void visit_reduce(const Reduce& node) override {
-      const Expr whole = reduce(node.op, node.var, node.min, node.extent, node.body,
-                                node.vectorized);
+      const Expr whole =
+          reduce(node.op, node.var, node.min, node.extent, node.body, node.vectorized);
       for (const std::string& name : free_vars(whole)) add(name);
     }
 
@@ -196,8 +221,8 @@ bool vectorizable_reduction_body(const Expr& body, const std::string& var, bool 
    protected:
     void visit_reduce(const Reduce&) override { ok = false; }
     void visit_call(const Call& node) override {
-      ok = ok && (!is_math_call(node.intrinsic) ||
-                  (vector_math_ && has_vector_variant(node.intrinsic)));
+      ok = ok &&
+           (!is_math_call(node.intrinsic) || (vector_math_ && has_vector_variant(node.intrinsic)));
       IRVisitor::visit_call(node);
     }
     void visit_let(const Let& node) override {
@@ -352,8 +377,7 @@ class Scheduler {
   bool touch_apart(const std::string& a, const std::string& b) const {
     const For* first = loop(a);
     const For* second = loop(b);
-    return first != nullptr && second != nullptr &&
-           statements_commute(first->body, second->body);
+    return first != nullptr && second != nullptr && statements_commute(first->body, second->body);
   }
 
   // The loops that are statements of the body of loop `var` (or of the block that is its body).
@@ -469,13 +493,18 @@ class Scheduler {
                       std::string& parallel_root, std::set<std::string>& vector_loops) {
     const For* leaf = loop(leaf_var);
     if (leaf == nullptr) return;
-    const std::optional<int64_t> extent = as_const_int(leaf->extent);
+    std::optional<int64_t> extent = as_const_int(leaf->extent);
     if (!extent) return;
-    const std::optional<int64_t> found_lanes = contiguous_lanes(*leaf);
-    if (!found_lanes) return;
+    const std::string var = leaf->var;  // `leaf` points into the kernel try_apply replaces
+    std::optional<int64_t> found_lanes = contiguous_lanes(*leaf);
+    if (!found_lanes) {
+      found_lanes = contiguous_in_pieces(var);
+      if (!found_lanes) return;
+      extent = as_const_int(loop(var)->extent);  // the first piece's
+      if (!extent) return;
+    }
     const int64_t lanes = *found_lanes;
     if (lanes < 2 || *extent < lanes) return;
-    const std::string var = leaf->var;  // `leaf` points into the kernel try_apply replaces
     if (reduces_columns(*leaf)) {
       accumulate_columns(var, *extent, lanes, root, parallel_root, vector_loops);
       return;
@@ -488,6 +517,55 @@ class Scheduler {
     if (!try_apply({Split{var, lanes, outer, inner}, Vectorize{inner}})) return;
     vector_loops.insert(inner);
     if (var == root) parallel_root = outer;
+  }
+
+  // Rule 2b: an innermost loop whose accesses are not contiguous in it may be in pieces: a
+  // concatenation's selects (`i7 < 256`) choose another input in each range of it, and an
+  // index read across a reshape or transpose (`i7 / 64 * 8192 + i7 % 64`) is contiguous in
+  // runs. The loop is partitioned at the points its conditions compare it with (so that the
+  // simplifier decides them in each piece) when that makes the first piece contiguous, split
+  // in vector lanes or as it is; the lanes, else nothing. The gradient of a fused Q, K and V
+  // projection, three heads-first tensors concatenated into rows, was a scalar loop of
+  // selects and divisions.
+  std::optional<int64_t> contiguous_in_pieces(const std::string& var) {
+    ComparisonPoints conditions(var);
+    conditions.visit(loop(var)->body);
+    const For* whole = loop(var);
+    const std::optional<int64_t> min = as_const_int(whole->min);
+    const std::optional<int64_t> extent = as_const_int(whole->extent);
+    if (!min || !extent) return std::nullopt;
+    Partition partition{var, {}};
+    for (const int64_t point : conditions.points) {
+      if (point > *min && point < *min + *extent) partition.points.push_back(point);
+    }
+    Kernel candidate = kernel_;
+    if (!partition.points.empty()) {
+      Expected<Kernel> pieces = apply_directive(kernel_, partition);
+      if (!pieces) return std::nullopt;
+      candidate = std::move(pieces).value();
+    }
+    const std::optional<int64_t> lanes = contiguous_when_simplified(candidate, var);
+    if (!lanes) return std::nullopt;
+    if (!partition.points.empty() && !try_apply({partition})) return std::nullopt;
+    return lanes;
+  }
+
+  // The lanes of loop `var` of `kernel` (its first, when there are several) once simplified,
+  // or of its inner loop once split in lanes: contiguous in runs of at least a vector.
+  std::optional<int64_t> contiguous_when_simplified(const Kernel& kernel,
+                                                    const std::string& var) const {
+    const Kernel simplified = simplify(kernel);
+    const For* piece = find_loop(simplified.body, var);
+    if (piece == nullptr) return std::nullopt;
+    if (std::optional<int64_t> lanes = contiguous_lanes(*piece)) return lanes;
+    const int64_t lanes = target_.vector_bytes / 4;  // f32's: the common case, checked below
+    Expected<Kernel> split = apply_directive(simplified, Split{var, lanes, var + ".o", var + ".i"});
+    if (!split) return std::nullopt;
+    const Kernel split_simplified = simplify(*split);
+    const For* inner = find_loop(split_simplified.body, var + ".i");
+    if (inner == nullptr) return std::nullopt;
+    const std::optional<int64_t> inner_lanes = contiguous_lanes(*inner);
+    return inner_lanes == lanes ? inner_lanes : std::nullopt;
   }
 
   // Rule 2a: an innermost loop that stores column reductions (t[i] = sum over rows r of

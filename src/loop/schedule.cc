@@ -63,15 +63,27 @@ class LineParser {
 
   Expected<Directive> parse() {
     const std::string_view kind = tokens_[0].text;
-    static constexpr std::string_view kKinds[] = {"split",  "reorder",  "fuse",
-                                                  "vectorize", "parallel", "unroll",
-                                                  "hoist",  "cache",    "merge",
-                                                  "accumulate"};
+    static constexpr std::string_view kKinds[] = {"split",    "reorder",    "fuse",     "vectorize",
+                                                  "parallel", "unroll",     "hoist",    "cache",
+                                                  "merge",    "accumulate", "partition"};
     if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
       return error(0, fmt::format("unknown directive '{}' (expected split, reorder, fuse, "
-                                  "vectorize, parallel, unroll, hoist, cache, merge or "
-                                  "accumulate)",
+                                  "vectorize, parallel, unroll, hoist, cache, merge, "
+                                  "accumulate or partition)",
                                   kind));
+    }
+    if (kind == "partition") {
+      if (tokens_.size() < 3)
+        return error(0, "partition takes a loop and points: partition VAR N...");
+      Partition partition{std::string(tokens_[1].text), {}};
+      if (!is_identifier(tokens_[1].text)) {
+        return error(1, fmt::format("'{}' is not a valid loop name", tokens_[1].text));
+      }
+      for (size_t i = 2; i < tokens_.size(); ++i) {
+        KILN_ASSIGN_OR_RETURN(const int64_t point, integer(i));
+        partition.points.push_back(point);
+      }
+      return Directive(std::move(partition));
     }
     KILN_RETURN_IF_ERROR(check_names());
     if (kind == "split") {
@@ -141,6 +153,16 @@ class LineParser {
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || end != text.data() + text.size() || value < 1) {
       return error(i, fmt::format("expected a positive integer factor, got '{}'", text));
+    }
+    return value;
+  }
+
+  Expected<int64_t> integer(size_t i) const {
+    const std::string_view text = tokens_[i].text;
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      return error(i, fmt::format("expected an integer, got '{}'", text));
     }
     return value;
   }
@@ -303,9 +325,10 @@ class ReductionVectorizer : public IRMutator {
     if (node.var != var_) return IRMutator::visit_reduce(node, self);
     ++found_;
     if (contains_reduce(node.body)) {
-      status_ = Status::errorf("reduction {} holds another reduction; only an innermost one is "
-                               "vectorized",
-                               var_);
+      status_ = Status::errorf(
+          "reduction {} holds another reduction; only an innermost one is "
+          "vectorized",
+          var_);
       return self;
     }
     return reduce(node.op, node.var, node.min, node.extent, node.body, /*vectorized=*/true);
@@ -361,6 +384,24 @@ Expected<Stmt> split_loop(const For& loop, const Split& d) {
   if (tail == 0) return nest;
   return block({std::move(nest),
                 for_loop(loop.var, bounds.min + main * d.factor, tail, loop.for_kind, loop.body)});
+}
+
+Expected<Stmt> partition_loop(const For& loop, const Partition& d) {
+  KILN_ASSIGN_OR_RETURN(const ConstantBounds bounds, constant_bounds(loop, "partition"));
+  std::vector<Stmt> pieces;
+  int64_t begin = bounds.min;
+  for (const int64_t point : d.points) {
+    if (point <= begin || point >= bounds.min + bounds.extent) {
+      return Status::errorf(
+          "the points must increase strictly inside loop {}'s range [{}, {}), got {}", loop.var,
+          bounds.min, bounds.min + bounds.extent, fmt::join(d.points, " "));
+    }
+    pieces.push_back(for_loop(loop.var, begin, point - begin, loop.for_kind, loop.body));
+    begin = point;
+  }
+  pieces.push_back(
+      for_loop(loop.var, begin, bounds.min + bounds.extent - begin, loop.for_kind, loop.body));
+  return block(std::move(pieces));
 }
 
 Expected<Stmt> reorder_band(const For& outermost, const Stmt& self, const BoundsScope& scope,
@@ -741,9 +782,10 @@ class LoopMerger : public IRMutator {
     } else if (commutes_with_between(node.stmts[a])) {
       at = b;
     } else {
-      return Status::errorf("neither loop {} nor loop {} can move past the statements between "
-                            "them",
-                            d_.first, d_.second);
+      return Status::errorf(
+          "neither loop {} nor loop {} can move past the statements between "
+          "them",
+          d_.first, d_.second);
     }
     const Stmt body = block({first.body, substitute(second.body, second.var, var(first.var))});
     const Stmt merged = for_loop(first.var, first.min, first.extent, ForKind::serial, body);
@@ -817,9 +859,9 @@ Expected<Stmt> accumulate_loop(const For& loop, const BoundsScope& scope, const 
     initial.push_back(store(store_stmt->buffer, store_stmt->index,
                             make_scalar(type, reduce_identity(reduction->op, type))));
     const Expr term = substitute(reduction->body, reduction->var, var(d.terms));
-    advance.push_back(store(store_stmt->buffer, store_stmt->index,
-                            binary(reduce_combiner(reduction->op),
-                                   load(store_stmt->buffer, store_stmt->index), term)));
+    advance.push_back(store(
+        store_stmt->buffer, store_stmt->index,
+        binary(reduce_combiner(reduction->op), load(store_stmt->buffer, store_stmt->index), term)));
   }
   const auto over_v = [&](std::vector<Stmt> body) {
     return for_loop(loop.var, loop.min, loop.extent, loop.for_kind, block(std::move(body)));
@@ -855,6 +897,12 @@ class Applier {
         kernel_.body, d.var,
         [&](const For& loop, const Stmt&, const BoundsScope&) { return split_loop(loop, d); });
   }
+  Expected<Stmt> operator()(const Partition& d) {
+    if (d.points.empty()) return Status::error("partition needs at least one point");
+    return rewrite_loops(
+        kernel_.body, d.var,
+        [&](const For& loop, const Stmt&, const BoundsScope&) { return partition_loop(loop, d); });
+  }
   Expected<Stmt> operator()(const Reorder& d) {
     if (d.vars.size() < 2) return Status::error("reorder needs at least two loops");
     const NameSet wanted(d.vars.begin(), d.vars.end());
@@ -872,7 +920,8 @@ class Applier {
         [&](const For& loop, const Stmt&, const BoundsScope&) { return fuse_loops(loop, d); });
   }
   Expected<Stmt> operator()(const Vectorize& d) {
-    if (find_loop(kernel_.body, d.var) == nullptr) return ReductionVectorizer(d.var).run(kernel_.body);
+    if (find_loop(kernel_.body, d.var) == nullptr)
+      return ReductionVectorizer(d.var).run(kernel_.body);
     return rewrite_loops(
         kernel_.body, d.var,
         [&](const For& loop, const Stmt&, const BoundsScope& scope) -> Expected<Stmt> {
@@ -946,6 +995,9 @@ std::string print(const Directive& directive) {
     }
     std::string operator()(const Reorder& d) const {
       return fmt::format("reorder {}", fmt::join(d.vars, " "));
+    }
+    std::string operator()(const Partition& d) const {
+      return fmt::format("partition {} {}", d.var, fmt::join(d.points, " "));
     }
     std::string operator()(const Fuse& d) const {
       return fmt::format("fuse {} {} {}", d.outer, d.inner, d.fused);

@@ -12,6 +12,12 @@
 //                          i1 = m + i1.o*8 + i1.i, then a tail `for (i1, m + n/8*8, n%8)`
 //                          when 8 does not divide n (a separate loop, not a guard in the
 //                          vector loop, so i1.i has a constant extent). Needs constant bounds.
+//   partition i1 256 512   for (i1, m, n) -> for (i1, m, 256 - m) body; for (i1, 256, 256) body;
+//                          for (i1, 512, m + n - 512) body: the same iterations in the same
+//                          order, in loops whose bounds let the simplifier decide conditions
+//                          on i1 in each (a concatenation's selects), so that each piece's
+//                          accesses can be contiguous. Needs constant bounds and increasing
+//                          points strictly inside them.
 //   reorder i1 i0          permutes a perfectly nested band to the order given.
 //   fuse i0 i1 i0_i1       for (i0) for (i1) -> for (i0_i1, 0, n0*n1), i0 = i0_i1 / n1 and
 //                          i1 = i0_i1 % n1 (constant bounds); the fused loop is serial.
@@ -55,11 +61,11 @@
 // loop, so that running the two bodies iteration by iteration equals running one loop after
 // the other); accumulate needs them too, reductions that read nothing the loop writes and
 // store into different buffers; hoist needs the hoisted value
-// to read no buffer the loop (or the statement it is bound before) writes, and only lifts values out of loops of positive constant
-// extent (so it never evaluates what the original would not); cache needs the staged region
-// provably inside the buffer. Statement kinds the scheduler does not know are opaque: loops
-// that contain one are not analysed, so hoist, cache, reorder, vectorize and parallel refuse
-// them. Split, fuse and unroll keep the order of iterations and need no proof.
+// to read no buffer the loop (or the statement it is bound before) writes, and only lifts values
+// out of loops of positive constant extent (so it never evaluates what the original would not);
+// cache needs the staged region provably inside the buffer. Statement kinds the scheduler does not
+// know are opaque: loops that contain one are not analysed, so hoist, cache, reorder, vectorize and
+// parallel refuse them. Split, fuse and unroll keep the order of iterations and need no proof.
 //
 // apply_directive returns the transformed kernel, verified but not simplified, so loop names
 // stay stable from one directive to the next; apply_schedule applies a whole schedule, then
@@ -82,6 +88,12 @@ struct Split {
   int64_t factor = 0;  // >= 1
   std::string outer = {}, inner = {};
   bool operator==(const Split&) const = default;
+};
+
+struct Partition {
+  std::string var;
+  std::vector<int64_t> points;  // where each loop but the first begins, increasing
+  bool operator==(const Partition&) const = default;
 };
 
 struct Reorder {
@@ -130,7 +142,7 @@ struct Accumulate {
 };
 
 using Directive = std::variant<Split, Reorder, Fuse, Vectorize, Parallel, Unroll, Hoist, Cache,
-                               Merge, Accumulate>;
+                               Merge, Accumulate, Partition>;
 
 struct Schedule {
   std::vector<Directive> directives;

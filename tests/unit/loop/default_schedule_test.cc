@@ -63,8 +63,8 @@ std::vector<LoopInfo> innermost_loops(const std::vector<LoopInfo>& loops) {
 
 // A 3x3 convolution's column rows and a 3x3 stride-2 max pool's first step are copies along
 // a row that load x contiguously: the lowering splits off the padded ends (loop/lower_conv.cc,
-// loop/lowering/pooling_nests.cc), so the rows run in vector lanes. With the padding clamped into every
-// load, neither vectorized, and each ran several times slower in ResNet-50.
+// loop/lowering/pooling_nests.cc), so the rows run in vector lanes. With the padding clamped into
+// every load, neither vectorized, and each ran several times slower in ResNet-50.
 TEST(DefaultSchedule, ConvolutionColumnsAndPoolingRowsRunInVectorLanes) {
   const Kernel conv = lower([](GraphBuilder& b) {
     return b.conv(b.input("x", DType::f32, {1, 2, 6, 20}), b.input("w", DType::f32, {3, 2, 3, 3}),
@@ -155,9 +155,11 @@ TEST(DefaultSchedule, ContiguousReductionsRunInVectorLanes) {
   const Kernel columns = schedule_and_check(column_sums, kAvx2);
   EXPECT_EQ(reductions_by_kind(columns), std::make_pair(0, 0)) << print(columns);
   // Eight terms leave most of 16 lanes idle: serial.
-  const Kernel short_rows = schedule_and_check(lower([](GraphBuilder& b) {
-    return b.sum(b.input("x", DType::f32, {300, 8}), {1});
-  }), kAvx2);
+  const Kernel short_rows =
+      schedule_and_check(lower([](GraphBuilder& b) {
+                           return b.sum(b.input("x", DType::f32, {300, 8}), {1});
+                         }),
+                         kAvx2);
   EXPECT_EQ(reductions_by_kind(short_rows), std::make_pair(0, 1)) << print(short_rows);
   // Softmax: the maximum is vectorized, the sum of exponentials calls libm and is not,
   // unless the target has vector math (glibc's libmvec), which gives exp a vector body.
@@ -168,9 +170,10 @@ TEST(DefaultSchedule, ContiguousReductionsRunInVectorLanes) {
   EXPECT_EQ(reductions_by_kind(soft_vector), std::make_pair(2, 0)) << print(soft_vector);
   // pow has no vector body: its sum stays serial either way.
   const Kernel powers = schedule_and_check(lower([](GraphBuilder& b) {
-    Value* x = b.input("x", DType::f32, {4, 100});
-    return b.sum(b.pow(x, x), {1});
-  }), vector_math);
+                                             Value* x = b.input("x", DType::f32, {4, 100});
+                                             return b.sum(b.pow(x, x), {1});
+                                           }),
+                                           vector_math);
   EXPECT_EQ(reductions_by_kind(powers), std::make_pair(0, 1)) << print(powers);
 }
 
@@ -189,8 +192,10 @@ TEST(DefaultSchedule, MathCallsCountTowardsParallelWork) {
   // 8K elements: an add is a few microseconds, serial; gelu calls erf per element, parallel.
   const Kernel add = schedule_and_check(add_broadcast(8, 1024), kAvx2);
   EXPECT_EQ(count_kind(loops_of(add.body), ForKind::parallel), 0) << print(add);
-  const Kernel gelu = schedule_and_check(
-      lower([](GraphBuilder& b) { return b.gelu(b.input("x", DType::f32, {8, 1024})); }), kAvx2);
+  const Kernel gelu = schedule_and_check(lower([](GraphBuilder& b) {
+                                           return b.gelu(b.input("x", DType::f32, {8, 1024}));
+                                         }),
+                                         kAvx2);
   EXPECT_EQ(count_kind(loops_of(gelu.body), ForKind::parallel), 1) << print(gelu);
 }
 
@@ -233,6 +238,26 @@ TEST(DefaultSchedule, FusesOuterLoopsUntilThereIsWorkForEveryCore) {
 
 // An innermost loop that is strided or holds a reduction is not vectorized; the row sum's
 // reduction itself is (contiguous loads).
+TEST(DefaultSchedule, ConcatenatedHeadsRunInVectorLanesPieceByPiece) {
+  // Three [batch, heads, tokens, 16] tensors as rows of [tokens, heads*16], side by side: the
+  // gradient of a fused Q, K and V projection. The column loop selects an input by range and
+  // reads each head's 16 columns contiguously: partitioned at 64 and 128, split in lanes.
+  const Kernel heads = lower([](GraphBuilder& b) {
+    std::vector<Value*> parts;
+    for (const char* name : {"q", "k", "v"}) {
+      Value* x = b.input(name, DType::f32, {2, 4, 8, 16});
+      parts.push_back(b.reshape(b.transpose(x, {0, 2, 1, 3}), {16, 64}));
+    }
+    return b.concat(parts, 1);
+  });
+  const std::string schedule = print(default_schedule(heads, kAvx2));
+  EXPECT_NE(schedule.find("partition i1 64 128\n"), std::string::npos) << schedule;
+  const Kernel scheduled = schedule_and_check(heads, kAvx2);
+  for (const LoopInfo& loop : innermost_loops(loops_of(scheduled.body))) {
+    EXPECT_EQ(loop.kind, ForKind::vectorized) << print(scheduled);
+  }
+}
+
 TEST(DefaultSchedule, StridedAndReducedInnerLoopsAreNotVectorized) {
   const Kernel transpose = lower([](GraphBuilder& b) {
     return b.transpose(b.input("x", DType::f32, {160, 130}), {1, 0});
@@ -297,8 +322,8 @@ TEST(DefaultSchedule, MergedNestsMergeLevelByLevelAboveTheirElementLoops) {
   // 1.7x slower with g++ 12).
   const Kernel kernel = testing::lower_outputs([](GraphBuilder& b) {
     Value* x = b.input("x", DType::f32, {4, 6, 10, 10});
-    Value* y = b.apply(Op::batch_norm_train, {x, b.input("scale", DType::f32, {6}),
-                                              b.input("bias", DType::f32, {6})})[0];
+    Value* y = b.apply(Op::batch_norm_train,
+                       {x, b.input("scale", DType::f32, {6}), b.input("bias", DType::f32, {6})})[0];
     Value* s = b.add(y, b.input("r", DType::f32, {4, 6, 10, 10}));
     return std::vector<Value*>{b.relu(s), b.greater(s, b.input("zero", DType::f32, {}))};
   });

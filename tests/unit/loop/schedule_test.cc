@@ -140,6 +140,31 @@ TEST(Split, DivisibleExtentMakesTwoLoopsWithoutTail) {
   EXPECT_TRUE(same_results(kernel, *split));
 }
 
+TEST(Partition, ALoopBecomesItsRangesInOrder) {
+  const Kernel kernel = scale_kernel(10);
+  Expected<Kernel> pieces = apply_text(kernel, "partition i 3 7");
+  ASSERT_TRUE(pieces.has_value()) << pieces.status().message();
+  const Block* parts = pieces->body.as<Block>();
+  ASSERT_NE(parts, nullptr) << print(*pieces);
+  ASSERT_EQ(parts->stmts.size(), 3u);
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 3}, {3, 4}, {7, 3}};
+  for (size_t p = 0; p < ranges.size(); ++p) {
+    const For* piece = parts->stmts[p].as<For>();
+    ASSERT_NE(piece, nullptr);
+    EXPECT_EQ(piece->var, "i");
+    EXPECT_EQ(as_const_int(piece->min), ranges[p].first);
+    EXPECT_EQ(as_const_int(piece->extent), ranges[p].second);
+  }
+  EXPECT_TRUE(same_results(kernel, *pieces));
+  EXPECT_TRUE(schedules_equivalently(kernel, "partition i 5\nsplit i 2 i.o i.i\nvectorize i.i"));
+  for (const char* wrong :
+       {"partition i 0", "partition i 10", "partition i 5 5", "partition i 7 3"}) {
+    EXPECT_TRUE(is_error_with(apply_text(kernel, wrong).status(), {"strictly inside"})) << wrong;
+  }
+  EXPECT_TRUE(is_error_with(parse_schedule("partition i").status(), {"partition VAR N..."}));
+  EXPECT_TRUE(is_error_with(parse_schedule("partition i x").status(), {"expected an integer"}));
+}
+
 TEST(Split, RemainderBecomesATailLoopNotAGuard) {
   const Kernel kernel = scale_kernel(7);
   Expected<Kernel> split = apply_directive(kernel, Split{"i", 3, "i.o", "i.i"});
@@ -298,10 +323,12 @@ TEST(Vectorize, MarksInnermostReductionsByTheirVariable) {
   EXPECT_TRUE(is_error_with(apply_directive(sums, Vectorize{"k7"}).status(),
                             {"no loop or reduction named k7"}));
   // A reduction holding another is not innermost.
-  const Buffer x = Buffer::param("x", DType::f32, {4, 6}), out = Buffer::param("out", DType::f32, {1});
-  const Kernel nested{"nested",
-                      {x, out},
-                      store(out, 0, sum("k0", 0, 4, sum("k1", 0, 6, load(x, var("k0") * 6 + var("k1")))))};
+  const Buffer x = Buffer::param("x", DType::f32, {4, 6}),
+               out = Buffer::param("out", DType::f32, {1});
+  const Kernel nested{
+      "nested",
+      {x, out},
+      store(out, 0, sum("k0", 0, 4, sum("k1", 0, 6, load(x, var("k0") * 6 + var("k1")))))};
   EXPECT_TRUE(is_error_with(apply_directive(nested, Vectorize{"k0"}).status(),
                             {"reduction k0 holds another reduction"}));
   EXPECT_TRUE(apply_directive(nested, Vectorize{"k1"}).has_value());
@@ -355,13 +382,15 @@ TEST(Parallel, ProvesATransposeAndAScatterRowIndependent) {
   // out[j][i] = x[i][j] for j inside i: j's stride 4 spans more than i's stride 1, but the
   // strides 1 (i, 4 values) and 4 (j) form a mixed radix, so no element is touched twice.
   const Kernel transpose{
-      "transpose", {x, out},
+      "transpose",
+      {x, out},
       for_loop("i", 0, 4, for_loop("j", 0, 8, store(out, j * 4 + i, load(x, i * 8 + j))))};
   EXPECT_TRUE(schedules_equivalently(transpose, "parallel i"));
   // With j's stride 3 the rows of i interleave: i = 3, j = 0 and i = 0, j = 1 meet.
   const Buffer wide = Buffer::param("wide", DType::f32, {40});
   const Kernel interleaved{
-      "interleaved", {x, wide},
+      "interleaved",
+      {x, wide},
       for_loop("i", 0, 4, for_loop("j", 0, 8, store(wide, j * 3 + i, load(x, i * 8 + j))))};
   EXPECT_FALSE(apply_directive(interleaved, Parallel{"i"}).has_value());
   // out[idx[u]][c] += x[u][c]: the row is loaded from indices the loop does not write, so it is
@@ -370,7 +399,8 @@ TEST(Parallel, ProvesATransposeAndAScatterRowIndependent) {
   const Expr u = var("u"), c = var("c");
   const Expr row = min(max(load(idx, u), 0), 7);
   const Kernel scatter{
-      "scatter", {idx, x, out},
+      "scatter",
+      {idx, x, out},
       for_loop("u", 0, 4,
                for_loop("c", 0, 4,
                         store(out, row * 4 + c, load(out, row * 4 + c) + load(x, u * 8 + c))))};
@@ -387,15 +417,16 @@ TEST(Parallel, ProvesImagesIndependentInsideRowsOfABatchedColumnBuffer) {
   const Expr n = var("n"), ch = var("ch"), p = var("p");
   const auto im2col = [&](int64_t positions) {
     return Kernel{
-        "im2col", {x, col},
-        for_loop("n", 0, 3,
-                 for_loop("ch", 0, 2,
-                          block({for_loop("p", 0, positions,
-                                          store(col, ch * 24 + n * 4 + p,
-                                                load(x, n * 10 + ch * 5 + p))),
-                                 for_loop("p", 0, 3,
-                                          store(col, ch * 24 + n * 4 + p + 13,
-                                                load(x, n * 10 + ch * 5 + p + 2)))})))};
+        "im2col",
+        {x, col},
+        for_loop(
+            "n", 0, 3,
+            for_loop("ch", 0, 2,
+                     block({for_loop("p", 0, positions,
+                                     store(col, ch * 24 + n * 4 + p, load(x, n * 10 + ch * 5 + p))),
+                            for_loop("p", 0, 3,
+                                     store(col, ch * 24 + n * 4 + p + 13,
+                                           load(x, n * 10 + ch * 5 + p + 2)))})))};
   };
   EXPECT_TRUE(schedules_equivalently(im2col(4), "parallel n"));
   // Five positions per image reach into the next image's columns.
@@ -494,22 +525,26 @@ TEST(Hoist, BindsValuesThatReadWhatTheLoopWritesBeforeTheirOwnLoop) {
                                            store(out, i * 4 + j, sum("k", 0, 4, load(t, k))))})))};
   Expected<Kernel> hoisted = apply_directive(writes, Hoist{"i"});
   ASSERT_TRUE(hoisted.has_value()) << hoisted.status().message();
-  EXPECT_EQ(print(hoisted->body), print(allocate(
-      t, for_loop("i", 0, 4,
-                  block({store(t, i, load(x, i) * 2.0),
-                         let_stmt("h0", sum("k", 0, 4, load(t, k)),
-                                  for_loop("j", 0, 4, store(out, i * 4 + j, var("h0", DType::f32))))})))));
+  EXPECT_EQ(
+      print(hoisted->body),
+      print(allocate(
+          t, for_loop("i", 0, 4,
+                      block({store(t, i, load(x, i) * 2.0),
+                             let_stmt("h0", sum("k", 0, 4, load(t, k)),
+                                      for_loop("j", 0, 4,
+                                               store(out, i * 4 + j, var("h0", DType::f32))))})))));
   EXPECT_TRUE(same_results(writes, *hoisted));
   // A value that reads what its own loop writes stays.
   const Kernel own{
       "own",
       {x, out},
-      allocate(t, for_loop("i", 0, 4,
-                           block({store(t, i, load(x, i) * 2.0),
-                                  for_loop("j", 0, 4,
-                                           block({store(t, j, load(x, j)),
-                                                  store(out, i * 4 + j,
-                                                        sum("k", 0, 4, load(t, k)))}))})))};
+      allocate(
+          t,
+          for_loop("i", 0, 4,
+                   block({store(t, i, load(x, i) * 2.0),
+                          for_loop("j", 0, 4,
+                                   block({store(t, j, load(x, j)),
+                                          store(out, i * 4 + j, sum("k", 0, 4, load(t, k)))}))})))};
   Expected<Kernel> kept = apply_directive(own, Hoist{"i"});
   ASSERT_TRUE(kept.has_value()) << kept.status().message();
   EXPECT_TRUE(kept->body.same_as(own.body)) << print(*kept);
@@ -549,15 +584,14 @@ TEST(Hoist, LiftsInvariantLetsOutOfReductionsThatAlwaysRun) {
   const Expr i = var("i"), j = var("j"), k = var("k");
   const auto window = [&](Expr extent) {
     const Expr f = var("f", DType::f32);
-    return Kernel{
-        "window",
-        {x, s, n, out},
-        for_loop("i", 0, 3,
-                 for_loop("j", 0, 6,
-                          store(out, i * 6 + j,
-                                reduce(ReduceOp::max, "k", 0, std::move(extent),
-                                       let("f", call(Intrinsic::sqrt, {load(s, i)}),
-                                           load(x, i * 8 + min(j + k, Expr(7))) * f)))))};
+    return Kernel{"window",
+                  {x, s, n, out},
+                  for_loop("i", 0, 3,
+                           for_loop("j", 0, 6,
+                                    store(out, i * 6 + j,
+                                          reduce(ReduceOp::max, "k", 0, std::move(extent),
+                                                 let("f", call(Intrinsic::sqrt, {load(s, i)}),
+                                                     load(x, i * 8 + min(j + k, Expr(7))) * f)))))};
   };
   const Kernel fixed = window(3);
   Expected<Kernel> hoisted = apply_text(fixed, "hoist i");
@@ -640,8 +674,8 @@ TEST(Merge, RefusesWhatWouldChangeResults) {
     return std::vector<Value*>{e, b.add(e, b.transpose(e, {1, 0}))};
   });
   EXPECT_FALSE(apply_text(cross, "merge i0 i2").has_value()) << print(cross);
-  EXPECT_TRUE(is_error_with(apply_text(kernel, "parallel i0\nmerge i0 i4").status(),
-                            {"serial loops"}));
+  EXPECT_TRUE(
+      is_error_with(apply_text(kernel, "parallel i0\nmerge i0 i4").status(), {"serial loops"}));
 }
 
 TEST(Accumulate, ColumnReductionsAdvanceRowByRow) {
@@ -656,8 +690,7 @@ TEST(Accumulate, ColumnReductionsAdvanceRowByRow) {
   Expected<Kernel> merged = apply_text(kernel, "merge i0 i2\nmerge i0 i4");
   ASSERT_TRUE(merged.has_value()) << merged.status().message() << "\n" << print(kernel);
   Expected<Kernel> accumulated = apply_text(*merged, "accumulate i0 r\nvectorize i0");
-  ASSERT_TRUE(accumulated.has_value()) << accumulated.status().message() << "\n"
-                                       << print(*merged);
+  ASSERT_TRUE(accumulated.has_value()) << accumulated.status().message() << "\n" << print(*merged);
   // The accumulators' start, the loop over rows around the columns, the rest: no reduction
   // expression is left.
   const std::vector<testing::LoopInfo> loops = loops_of(accumulated->body);
@@ -700,8 +733,8 @@ TEST(Accumulate, RefusesWhatWouldChangeResults) {
   EXPECT_TRUE(schedules_equivalently(fine, "accumulate i r\nvectorize i"));
   // A reduction over a range that depends on the loop.
   const Kernel triangle = kernel({store(a, i, sum("k0", 0, i, load(x, var("k0") * 4 + i)))});
-  EXPECT_TRUE(is_error_with(apply_text(triangle, "accumulate i r").status(),
-                            {"range depends on loop i"}));
+  EXPECT_TRUE(
+      is_error_with(apply_text(triangle, "accumulate i r").status(), {"range depends on loop i"}));
 }
 
 // --- Statements the scheduler does not know ----------------------------------------------
@@ -775,7 +808,7 @@ Directive random_directive(const Kernel& kernel, std::mt19937_64& rng, int& fres
   vars.push_back("nowhere");
   auto pick = [&] { return vars[rng() % vars.size()]; };
   auto name = [&] { return "n" + std::to_string(fresh++); };
-  switch (rng() % 10) {
+  switch (rng() % 11) {
     case 7: {  // usually two top-level nests, in order
       std::vector<std::string> outer;
       const std::function<void(const Stmt&)> collect = [&](const Stmt& s) {
@@ -810,6 +843,8 @@ Directive random_directive(const Kernel& kernel, std::mt19937_64& rng, int& fres
       return Hoist{pick()};
     case 8:
       return Accumulate{pick(), name()};
+    case 9:
+      return Partition{pick(), {static_cast<int64_t>(rng() % 4 + 1)}};
     default: {
       const Buffer& param = kernel.params[rng() % kernel.params.size()];
       return Cache{param.name(), pick(), name()};
