@@ -128,12 +128,11 @@ def node_json(node: torch.fx.Node, encoder: Encoder) -> dict:
 
 @dataclass
 class OutputSpec:
-    """A Kiln graph output as PyTorch expects it."""
+    """A Kiln graph output as PyTorch expects it (Kiln writes it row-major: see
+    backend.with_traced_strides)."""
 
     shape: tuple
     dtype: torch.dtype
-    # The strides PyTorch gives the output where they are not row-major (Kiln's), else None.
-    strides: tuple | None
 
 
 @dataclass
@@ -152,8 +151,7 @@ class GraphText:
 def output_spec(node: torch.fx.Node) -> OutputSpec:
     value = node.meta.get("val")
     tensor_meta(value)  # a dense tensor of static shape and a supported dtype, or Unsupported
-    strides = None if value.is_contiguous() else tuple(value.stride())
-    return OutputSpec(tuple(value.shape), value.dtype, strides)
+    return OutputSpec(tuple(value.shape), value.dtype)
 
 
 def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:

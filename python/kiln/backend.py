@@ -54,17 +54,39 @@ class KilnGraph(torch.nn.Module):
             inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64))
         outputs = [torch.empty(o.shape, dtype=o.dtype) for o in self.outputs]
         self.compiled.run(inputs, outputs)
-        # Kiln writes row-major outputs; one PyTorch made with other strides is copied into
-        # them, since some kernels read their inputs' memory in the layout their producer gives
-        # (the CPU flash attention's backward reads its logsumexp so).
-        outputs = [out if o.strides is None else
-                   torch.empty_strided(o.shape, o.strides, dtype=o.dtype).copy_(out)
-                   for out, o in zip(outputs, self.outputs)]
         results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
         return results[0] if self.single_output else results
 
     def explain(self) -> str:
         return self.compiled.explain()
+
+
+def with_traced_strides(tensor, strides):
+    """`tensor` with the strides PyTorch traced it with, copied when it has others. Kiln writes
+    its outputs row-major; the ATen kernels that run between Kiln graphs may read their inputs'
+    memory in the layout their producer gives (the CPU flash attention's backward reads its
+    logsumexp so)."""
+    if tensor.stride() == strides:
+        return tensor
+    return torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype).copy_(tensor)
+
+
+def _restride_pytorch_inputs(graph: torch.fx.Graph):
+    """Before each node left to PyTorch, its tensor inputs as PyTorch traced them: a Kiln
+    graph's output, or a tensor that a Kiln graph of the forward saved for the backward, is
+    row-major whatever its traced strides. A Kiln graph reads row-major anyway, so tensors
+    that pass from Kiln graph to Kiln graph are never copied."""
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        for arg in list(node.all_input_nodes):
+            value = arg.meta.get("val")
+            if not isinstance(value, torch.Tensor) or value.is_contiguous():
+                continue
+            with graph.inserting_before(node):
+                restrided = graph.call_function(with_traced_strides, (arg, tuple(value.stride())))
+            restrided.meta = dict(arg.meta)
+            node.replace_input_with(arg, restrided)
 
 
 def conversion_error(node: torch.fx.Node) -> str:
@@ -150,6 +172,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
         setattr(fused, node.target, kiln_graph)
         if report is not None:
             report.graphs.append(kiln_graph)
+    _restride_pytorch_inputs(fused.graph)
     fused.recompile()
     return fused
 

@@ -267,3 +267,21 @@ def test_a_graph_compiled_again_comes_from_the_compilation_cache():
         results.append(compiled(x, w))
     assert torch.equal(results[0], results[1])
     assert report.graphs[0].compiled.from_cache
+
+
+def test_a_kiln_output_that_pytorch_reads_has_the_strides_pytorch_traced():
+    """Kiln writes row-major; before an op left to PyTorch, an input traced with other strides
+    (a transpose Kiln computed) is copied into them, and only there."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from kiln.backend import compile_graph, with_traced_strides
+
+    def fn(x):
+        return torch.cumsum((x * 2).t(), dim=0), (x * 3).t() + 1
+
+    x = torch.randn(5, 7)
+    with pytest.warns(UserWarning, match="cumsum"):
+        fused = compile_graph(make_fx(fn, tracing_mode="fake")(x), [x], "strides")
+    restrided = [n for n in fused.graph.nodes if n.target is with_traced_strides]
+    assert len(restrided) == 1 and restrided[0].args[1] == (1, 7)
+    for actual, expected in zip(fused(x), fn(x)):
+        torch.testing.assert_close(actual, expected)
