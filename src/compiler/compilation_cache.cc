@@ -130,6 +130,7 @@ std::optional<CachedCompilation> load_compilation(const std::string& key) {
       parsed_kernels->size() != static_cast<size_t>(parsed_program->num_kernels)) {
     return std::nullopt;
   }
+  touch(path);
   return CachedCompilation{std::move(*parsed_program), std::move(*parsed_kernels),
                            std::string(*explanation)};
 }
@@ -157,7 +158,9 @@ Status store_compilation(const std::string& key, const Graph& graph,
   const std::filesystem::path path = entry_path(key);
   std::error_code error;
   std::filesystem::create_directories(path.parent_path(), error);
-  return write_file_atomically(path, entry);
+  KILN_RETURN_IF_ERROR(write_file_atomically(path, entry));
+  prune_least_recently_used(path.parent_path(), kMaxCompilationCacheBytes);
+  return Status::ok();
 }
 
 }  // namespace kiln

@@ -20,7 +20,9 @@
 // without the cache. Graphs holding more than kMaxCachedConstantElements constant elements
 // (frozen weights) are not cached: printing them for the key would cost more than it saves.
 // An entry that does not read back (damaged, or from another format) is compiled again and
-// replaced, never trusted.
+// replaced, never trusted. The entries are kept within kMaxCompilationCacheBytes: a store that
+// finds more removes the least recently loaded or stored (support/files.h:
+// prune_least_recently_used).
 #pragma once
 
 #include <optional>
@@ -37,6 +39,7 @@
 namespace kiln {
 
 inline constexpr int64_t kMaxCachedConstantElements = int64_t{1} << 20;
+inline constexpr int64_t kMaxCompilationCacheBytes = int64_t{1} << 30;
 
 // The options that shape a compilation's result, as text: a field added to CompileOptions
 // that changes what is compiled must be added here.

@@ -1,15 +1,16 @@
 #include "support/files.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
+#include <vector>
 
 namespace kiln {
 
@@ -56,6 +57,44 @@ Status write_file_atomically(const std::filesystem::path& path, std::string_view
     return Status::errorf("{}: cannot rename into place: {}", path.string(), ec.message());
   }
   return Status::ok();
+}
+
+int prune_least_recently_used(const std::filesystem::path& folder, int64_t max_bytes) {
+  struct Entry {
+    std::filesystem::file_time_type used;
+    std::filesystem::path path;
+    int64_t bytes;
+  };
+  std::vector<Entry> entries;
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& file : std::filesystem::directory_iterator(folder, ec)) {
+    std::error_code file_ec;
+    if (!file.is_regular_file(file_ec) ||
+        file.path().filename().string().find(".tmp-") != std::string::npos) {
+      continue;
+    }
+    const auto bytes = static_cast<int64_t>(file.file_size(file_ec));
+    const std::filesystem::file_time_type used = file.last_write_time(file_ec);
+    if (file_ec) continue;
+    entries.push_back({used, file.path(), bytes});
+    total += bytes;
+  }
+  if (ec || total <= max_bytes) return 0;
+  std::ranges::sort(entries, {}, &Entry::used);
+  int removed = 0;
+  for (const Entry& entry : entries) {
+    if (total <= max_bytes / 4 * 3) break;
+    std::error_code remove_ec;
+    if (std::filesystem::remove(entry.path, remove_ec)) ++removed;
+    if (!remove_ec) total -= entry.bytes;
+  }
+  return removed;
+}
+
+void touch(const std::filesystem::path& path) {
+  std::error_code ignored;
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ignored);
 }
 
 std::filesystem::path kiln_cache_root() {

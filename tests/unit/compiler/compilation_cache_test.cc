@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "codegen/cpu/compile_cache.h"
@@ -16,6 +18,7 @@
 #include "interp/random_inputs.h"
 #include "ir/builder.h"
 #include "kiln/kiln.h"
+#include "support/files.h"
 #include "unit/test_util.h"
 
 namespace kiln {
@@ -130,6 +133,29 @@ TEST_F(CompilationCacheTest, ADamagedEntryIsCompiledAgainNotTrusted) {
   Expected<CompiledModel> restored = Compiler(options()).compile(layer(0.05));
   ASSERT_TRUE(restored) << restored.status().message();
   EXPECT_TRUE(restored->compiled().cached_explanation);  // the recompile replaced the entry
+}
+
+TEST(CachePruning, RemovesTheLeastRecentlyUsedFilesDownToThreeQuarters) {
+  TempDir folder;
+  const auto file = [&](const std::string& name, int age_seconds) {
+    const std::filesystem::path path = folder.path() / name;
+    EXPECT_TRUE(write_file_atomically(path, std::string(100, 'x')).is_ok());
+    std::filesystem::last_write_time(
+        path, std::filesystem::file_time_type::clock::now() - std::chrono::seconds(age_seconds));
+    return path;
+  };
+  const std::filesystem::path oldest = file("a.bin", 50), old = file("b.bin", 40);
+  const std::filesystem::path used = file("c.bin", 60), newest = file("d.bin", 10);
+  const std::filesystem::path writing = file("e.bin.tmp-1-0", 90);
+  touch(used);  // loaded just now: the most recently used
+  EXPECT_EQ(prune_least_recently_used(folder.path(), 400), 0);  // 400 bytes: within
+  // Over 300 bytes: down to 225, the two least recently used go; a file being written stays.
+  EXPECT_EQ(prune_least_recently_used(folder.path(), 300), 2);
+  EXPECT_FALSE(std::filesystem::exists(oldest));
+  EXPECT_FALSE(std::filesystem::exists(old));
+  EXPECT_TRUE(std::filesystem::exists(used) && std::filesystem::exists(newest));
+  EXPECT_TRUE(std::filesystem::exists(writing));
+  EXPECT_EQ(prune_least_recently_used(folder.path() / "missing", 1), 0);
 }
 
 TEST(ProgramBytes, ReadBackAsWrittenAndRefuseDamage) {
