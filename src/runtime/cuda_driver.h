@@ -61,6 +61,7 @@ inline constexpr int kMinCudaDriverVersion = 12000;
   X(cuEventSynchronize)                  \
   X(cuEventElapsedTime)                  \
   X(cuEventDestroy)                      \
+  X(cuStreamWaitEvent)                   \
   X(cuStreamBeginCapture)                \
   X(cuStreamEndCapture)                  \
   X(cuGraphInstantiate)                  \

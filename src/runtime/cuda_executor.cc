@@ -85,6 +85,7 @@ struct CudaExecutor::Device {
   std::vector<CUdeviceptr> buffers;             // per program buffer: its device address
   std::vector<std::vector<ReadyLaunch>> steps;  // per program step; empty for a copy
   std::vector<CUevent> events;                  // the profile's: before the first step, after each
+  CUevent caller_ready = nullptr, run_done = nullptr;  // run_on_stream's, made by its first run
   CUgraphExec graph = nullptr;
   bool graphs = true;
   Status broken = Status::ok();  // why runs cannot go on (share_arena could not re-prepare)
@@ -111,6 +112,9 @@ struct CudaExecutor::Device {
     if (lt_workspace != 0) driver->cuMemFree(lt_workspace);
     if (graph != nullptr) driver->cuGraphExecDestroy(graph);
     for (CUevent event : events) driver->cuEventDestroy(event);
+    for (CUevent event : {caller_ready, run_done}) {
+      if (event != nullptr) driver->cuEventDestroy(event);
+    }
     if (stream != nullptr) driver->cuStreamDestroy(stream);
     if (module != nullptr) driver->cuModuleUnload(module);
     arena.reset();
@@ -159,8 +163,8 @@ struct CudaExecutor::Device {
     }
 #ifdef KILN_HAVE_CUBLASLT_HEADERS
     const CublasLt& library_lt = **library;
-    const Status created = library_lt.check(library_lt.cublasLtCreate(&lt_handle),
-                                            "creating a cuBLASLt handle");
+    const Status created =
+        library_lt.check(library_lt.cublasLtCreate(&lt_handle), "creating a cuBLASLt handle");
     if (!created) {
       lt_handle = nullptr;
       gemm_library = fmt::format("template kernel ({})", created.message());
@@ -337,8 +341,8 @@ struct CudaExecutor::Device {
     for (ReadyLaunch& launch : steps[s]) {
 #ifdef KILN_HAVE_CUBLASLT_HEADERS
       if (launch.matmul != nullptr) {
-        KILN_RETURN_IF_ERROR(
-            launch.matmul->run(lt_workspace, stream).with_context(fmt::format("kernel {}", step.label)));
+        KILN_RETURN_IF_ERROR(launch.matmul->run(lt_workspace, stream)
+                                 .with_context(fmt::format("kernel {}", step.label)));
         continue;
       }
 #endif
@@ -567,6 +571,45 @@ Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* co
   return device.synchronise();
 }
 
+Status CudaExecutor::run_on_stream(std::span<const uint64_t> inputs,
+                                   std::span<const uint64_t> outputs, void* caller_stream) {
+  const Program& program = *program_;
+  KILN_RETURN_IF_ERROR(check_run_arguments(program, inputs.size(), outputs.size()));
+  Device& device = *device_;
+  KILN_RETURN_IF_ERROR(device.broken);
+  const CudaDriver& driver = *device.driver;
+  KILN_RETURN_IF_ERROR(driver.check(driver.cuCtxSetCurrent(device.context), "cuCtxSetCurrent"));
+  for (CUevent* event : {&device.caller_ready, &device.run_done}) {
+    if (*event == nullptr) {
+      KILN_RETURN_IF_ERROR(
+          driver.check(driver.cuEventCreate(event, CU_EVENT_DISABLE_TIMING), "creating an event"));
+    }
+  }
+  const auto theirs = static_cast<CUstream>(caller_stream);
+  KILN_RETURN_IF_ERROR(driver.check(driver.cuEventRecord(device.caller_ready, theirs),
+                                    "recording the caller's stream"));
+  KILN_RETURN_IF_ERROR(driver.check(driver.cuStreamWaitEvent(device.stream, device.caller_ready, 0),
+                                    "waiting for the caller's stream"));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_RETURN_IF_ERROR(driver.check(
+        driver.cuMemcpyDtoDAsync(device.inputs[i], inputs[i],
+                                 static_cast<size_t>(program.input_bytes[i]), device.stream),
+        fmt::format("copying input {} on the GPU", i)));
+  }
+  device.inputs_loaded = true;
+  KILN_RETURN_IF_ERROR(device.graphs ? device.launch_graph(program) : device.launch_all(program));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    KILN_RETURN_IF_ERROR(driver.check(
+        driver.cuMemcpyDtoDAsync(outputs[o], device.outputs[o],
+                                 static_cast<size_t>(program.output_bytes[o]), device.stream),
+        fmt::format("copying output {} on the GPU", o)));
+  }
+  KILN_RETURN_IF_ERROR(
+      driver.check(driver.cuEventRecord(device.run_done, device.stream), "recording the run"));
+  return driver.check(driver.cuStreamWaitEvent(theirs, device.run_done, 0),
+                      "ordering the caller's stream after the run");
+}
+
 #else
 
 struct CudaExecutor::Device {};
@@ -590,6 +633,9 @@ std::string CudaExecutor::gemm_library() const { return ""; }
 std::string CudaExecutor::description() const { return ""; }
 void CudaExecutor::share_arena(ProgramExecutor&) {}
 Status CudaExecutor::run(std::span<const void* const>, std::span<void* const>, const RunHooks&) {
+  return load_cuda_driver().status();
+}
+Status CudaExecutor::run_on_stream(std::span<const uint64_t>, std::span<const uint64_t>, void*) {
   return load_cuda_driver().status();
 }
 

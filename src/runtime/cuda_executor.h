@@ -29,6 +29,7 @@
 // out of device memory (what the executor needed and what was free).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -69,6 +70,15 @@ class CudaExecutor final : public ProgramExecutor {
 
   Status run(std::span<const void* const> inputs, std::span<void* const> outputs,
              const RunHooks& hooks = {}) override;
+  // Runs on the caller's device memory, in order with the caller's stream (a CUstream; null is
+  // the legacy default stream), as a framework's tensors on the first GPU are: the run begins
+  // after the work queued on `stream` so far, work queued there later begins after the run
+  // (an event each way), and the call returns without waiting for the GPU. `inputs` and
+  // `outputs` are device addresses in the first GPU's primary context; they are copied device
+  // to device at the program's edge, so the captured CUDA graph, which holds this executor's
+  // own buffers, stays valid whatever addresses the caller gives.
+  Status run_on_stream(std::span<const uint64_t> inputs, std::span<const uint64_t> outputs,
+                       void* stream);
   const Program& program() const override { return *program_; }
   // "NVIDIA H100 80GB HBM3, gemms through cuBLASLt 13.0.2".
   std::string description() const override;
