@@ -500,7 +500,8 @@ class Scheduler {
     if (!found_lanes) {
       found_lanes = contiguous_in_pieces(var);
       if (!found_lanes) return;
-      extent = as_const_int(loop(var)->extent);  // the first piece's
+      leaf = loop(var);  // the first piece, when it partitioned the loop
+      extent = as_const_int(leaf->extent);
       if (!extent) return;
     }
     const int64_t lanes = *found_lanes;
