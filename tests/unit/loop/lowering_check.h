@@ -12,7 +12,9 @@
 //
 // Built with KILN_LOWERING_CHECK_ON_GPU defined (kiln_gpu_ops_tests, which the GPU bundle
 // carries), the whole case graph is compiled for CUDA as one group and run on the GPU by the
-// CUDA executor; on a machine without a GPU every test is skipped, saying why (or fails, where
+// CUDA executor, twice: from host memory (`run`), and from device memory in order with a
+// stream of the test's own (`run_on_stream`, as a framework's tensors run), which must agree;
+// on a machine without a GPU every test is skipped, saying why (or fails, where
 // KILN_REQUIRE_GPU is set).
 //
 // Inputs are drawn fresh per call from a generator seeded by KILN_LOOP_SEED (default fixed;
@@ -55,6 +57,7 @@
 #ifdef KILN_LOWERING_CHECK_ON_GPU
 #include "compiler/pipeline.h"
 #include "compiler/tensor_bytes.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/cuda_executor.h"
 #endif
 
@@ -192,6 +195,61 @@ class GpuPresent : public ::testing::Environment {
 inline ::testing::Environment* const kGpuPresent =
     ::testing::AddGlobalTestEnvironment(new GpuPresent);
 
+#ifdef KILN_HAVE_CUDA_HEADERS
+// Runs `executor` with run_on_stream on copies of `inputs` in device memory, ordered on a stream
+// of its own; the outputs copied back, each the size of its `outputs` entry.
+inline Expected<std::vector<std::vector<std::byte>>> run_from_device_memory(
+    runtime::CudaExecutor& executor, const std::vector<std::vector<std::byte>>& inputs,
+    const std::vector<std::vector<std::byte>>& outputs) {
+  KILN_ASSIGN_OR_RETURN(const runtime::CudaDriver* driver, runtime::load_cuda_driver());
+  // The executor left the first GPU's primary context current on this thread.
+  CUstream stream = nullptr;
+  KILN_RETURN_IF_ERROR(driver->check(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                                     "creating the caller's stream"));
+  std::vector<CUdeviceptr> memory;
+  const auto release = [&] {
+    for (CUdeviceptr address : memory) driver->cuMemFree(address);
+    driver->cuStreamDestroy(stream);
+  };
+  const auto allocate = [&](size_t bytes) -> Expected<CUdeviceptr> {
+    CUdeviceptr address = 0;
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuMemAlloc(&address, std::max<size_t>(bytes, 1)),
+                                       "allocating the caller's memory"));
+    memory.push_back(address);
+    return address;
+  };
+  std::vector<uint64_t> in, out;
+  Status status = Status::ok();
+  for (const std::vector<std::byte>& bytes : inputs) {
+    Expected<CUdeviceptr> address = allocate(bytes.size());
+    if (!address) status = address.status();
+    if (!status) break;
+    status = driver->check(driver->cuMemcpyHtoDAsync(*address, bytes.data(), bytes.size(), stream),
+                           "copying an input to the caller's memory");
+    in.push_back(*address);
+  }
+  for (size_t o = 0; status && o < outputs.size(); ++o) {
+    Expected<CUdeviceptr> address = allocate(outputs[o].size());
+    if (!address) status = address.status();
+    if (status) out.push_back(*address);
+  }
+  if (status) status = executor.run_on_stream(in, out, stream);
+  std::vector<std::vector<std::byte>> results(outputs.size());
+  for (size_t o = 0; status && o < outputs.size(); ++o) {
+    results[o].resize(outputs[o].size());
+    status = driver->check(
+        driver->cuMemcpyDtoHAsync(results[o].data(), out[o], results[o].size(), stream),
+        "copying an output from the caller's memory");
+  }
+  if (status) {
+    status = driver->check(driver->cuStreamSynchronize(stream), "waiting for the caller's stream");
+  }
+  release();
+  if (!status) return status;
+  return results;
+}
+#endif
+
 // Compiles the whole case graph (`group`, every node) for CUDA as one group and runs it on the
 // GPU; the outputs of `lowered` in its order, read from the program's outputs.
 inline Expected<std::vector<std::vector<double>>> run_group(const Graph& graph,
@@ -229,6 +287,23 @@ inline Expected<std::vector<std::vector<double>>> run_group(const Graph& graph,
   std::vector<void*> output_pointers;
   for (std::vector<std::byte>& bytes : output_bytes) output_pointers.push_back(bytes.data());
   KILN_RETURN_IF_ERROR(executor->run(input_pointers, output_pointers));
+#ifdef KILN_HAVE_CUDA_HEADERS
+  KILN_ASSIGN_OR_RETURN(const std::vector<std::vector<std::byte>> on_stream,
+                        run_from_device_memory(*executor, input_bytes, output_bytes));
+  for (size_t o = 0; o < output_bytes.size(); ++o) {
+    const Value* output = graph.outputs()[o];
+    const std::vector<double> host = decode_array(output->type(), output_bytes[o].data()).data;
+    const std::vector<double> device = decode_array(output->type(), on_stream[o].data()).data;
+    for (size_t i = 0; i < host.size(); ++i) {
+      // Atomic adds may sum in another order from one run to the next.
+      if (std::fabs(host[i] - device[i]) > 1e-5 * (1 + std::fabs(host[i])) &&
+          !(std::isnan(host[i]) && std::isnan(device[i]))) {
+        return Status::errorf("run_on_stream gave output {} element {} as {}, run as {}", o, i,
+                              device[i], host[i]);
+      }
+    }
+  }
+#endif
   std::vector<std::vector<double>> results;
   for (const Value* output : lowered.outputs) {
     const auto it = std::find(graph.outputs().begin(), graph.outputs().end(), output);
