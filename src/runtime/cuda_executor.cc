@@ -429,6 +429,12 @@ struct CudaExecutor::Device {
     return Status::ok();
   }
 
+  // Ready for a run: not broken, and the context current on this thread.
+  Status make_current() {
+    KILN_RETURN_IF_ERROR(broken);
+    return driver->check(driver->cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  }
+
   // Waits for the stream; an error of a kernel that ran since the last wait shows here.
   Status synchronise() {
     return driver->check(driver->cuStreamSynchronize(stream),
@@ -538,9 +544,8 @@ Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* co
   const Program& program = *program_;
   KILN_RETURN_IF_ERROR(check_run_arguments(program, inputs.size(), outputs.size()));
   Device& device = *device_;
-  KILN_RETURN_IF_ERROR(device.broken);
+  KILN_RETURN_IF_ERROR(device.make_current());
   const CudaDriver& driver = *device.driver;
-  KILN_RETURN_IF_ERROR(driver.check(driver.cuCtxSetCurrent(device.context), "cuCtxSetCurrent"));
   const bool copy_inputs = !hooks.io_on_device || !device.inputs_loaded;
   for (size_t i = 0; copy_inputs && i < inputs.size(); ++i) {
     KILN_RETURN_IF_ERROR(driver.check(
@@ -576,9 +581,8 @@ Status CudaExecutor::run_on_stream(std::span<const uint64_t> inputs,
   const Program& program = *program_;
   KILN_RETURN_IF_ERROR(check_run_arguments(program, inputs.size(), outputs.size()));
   Device& device = *device_;
-  KILN_RETURN_IF_ERROR(device.broken);
+  KILN_RETURN_IF_ERROR(device.make_current());
   const CudaDriver& driver = *device.driver;
-  KILN_RETURN_IF_ERROR(driver.check(driver.cuCtxSetCurrent(device.context), "cuCtxSetCurrent"));
   for (CUevent* event : {&device.caller_ready, &device.run_done}) {
     if (*event == nullptr) {
       KILN_RETURN_IF_ERROR(

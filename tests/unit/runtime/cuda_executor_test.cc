@@ -7,7 +7,6 @@
 // (out of memory, a failing launch). Without the driver, the real loader says why.
 #include "runtime/cuda_executor.h"
 
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -16,6 +15,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "runtime/cublaslt.h"
 #include "runtime/cuda_driver.h"
@@ -63,8 +64,8 @@ struct Fake {
   std::deque<std::vector<RecordedLaunch>> graphs;
   int launches = 0;  // kernels run
   int graph_launches = 0;
-  int uploads = 0;                        // host-to-device copies
-  int downloads = 0;                      // device-to-host copies
+  int uploads = 0;    // host-to-device copies
+  int downloads = 0;  // device-to-host copies
   std::vector<CUstream> waiting_streams;  // each cuStreamWaitEvent's stream, in order
 };
 Fake* fake = nullptr;
@@ -466,6 +467,7 @@ TEST_F(CudaExecutorTest, AFunctionMissingFromTheCubinIsAnErrorWhenMade) {
       << executor.status().message();
 }
 
+
 #ifdef KILN_HAVE_CUBLASLT_HEADERS
 
 // --- Gemms: through a stand-in cuBLASLt, or the template kernel -------------------------------
@@ -505,10 +507,8 @@ cublasStatus_t lt_desc_create(cublasLtMatmulDesc_t* desc, cublasComputeType_t, c
 cublasStatus_t lt_desc_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                            const void* value, size_t) {
   FakeDesc& d = *reinterpret_cast<FakeDesc*>(desc);
-  if (attribute == CUBLASLT_MATMUL_DESC_TRANSA)
-    d.op_a = *static_cast<const cublasOperation_t*>(value);
-  if (attribute == CUBLASLT_MATMUL_DESC_TRANSB)
-    d.op_b = *static_cast<const cublasOperation_t*>(value);
+  if (attribute == CUBLASLT_MATMUL_DESC_TRANSA) d.op_a = *static_cast<const cublasOperation_t*>(value);
+  if (attribute == CUBLASLT_MATMUL_DESC_TRANSB) d.op_b = *static_cast<const cublasOperation_t*>(value);
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t lt_layout_create(cublasLtMatrixLayout_t* layout, cudaDataType, uint64_t rows,
@@ -520,8 +520,7 @@ cublasStatus_t lt_layout_create(cublasLtMatrixLayout_t* layout, cudaDataType, ui
 cublasStatus_t lt_layout_set(cublasLtMatrixLayout_t layout,
                              cublasLtMatrixLayoutAttribute_t attribute, const void* value, size_t) {
   FakeLayout& l = *reinterpret_cast<FakeLayout*>(layout);
-  if (attribute == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT)
-    l.batch = *static_cast<const int32_t*>(value);
+  if (attribute == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT) l.batch = *static_cast<const int32_t*>(value);
   if (attribute == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET) {
     l.stride = *static_cast<const int64_t*>(value);
   }
@@ -533,9 +532,9 @@ cublasStatus_t lt_preference_create(cublasLtMatmulPreference_t* preference) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t lt_heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
-                            cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                            cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t*,
-                            int* found) {
+                            cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                            cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                            cublasLtMatmulHeuristicResult_t*, int* found) {
   *found = 1;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -644,26 +643,16 @@ CudaKernelLaunches gemm_launches(bool ta, bool tb) {
   using Arg = CudaLaunchArg;
   CudaKernelLaunches launches(1);
   for (const bool accumulate : {false, true}) {
-    const CudaGemm gemm{.type = CudaGemm::Type::f32,
-                        .m = kM,
-                        .n = kN,
-                        .k = kK,
-                        .lda = ta ? kM : kK,
-                        .ldb = tb ? kK : kN,
-                        .ldc = kN,
-                        .transpose_a = ta,
-                        .transpose_b = tb,
-                        .accumulate = accumulate};
-    CudaLaunch launch{.function = "kiln_gemm_f32",
-                      .grid = {1, 1, 1},
-                      .block = {16, 16, 1},
-                      .args = {{Arg::Kind::buffer, 0, 0, 0},
-                               {Arg::Kind::buffer, 1, 0, 0},
+    const CudaGemm gemm{.type = CudaGemm::Type::f32, .m = kM, .n = kN, .k = kK,
+                        .lda = ta ? kM : kK, .ldb = tb ? kK : kN, .ldc = kN,
+                        .transpose_a = ta, .transpose_b = tb, .accumulate = accumulate};
+    CudaLaunch launch{.function = "kiln_gemm_f32", .grid = {1, 1, 1}, .block = {16, 16, 1},
+                      .args = {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0},
                                {Arg::Kind::buffer, 2, 0, 0}},
                       .gemm = gemm};
-    for (const int64_t value :
-         {gemm.m, gemm.n, gemm.k, gemm.lda, gemm.ldb, gemm.ldc, int64_t{ta}, int64_t{tb},
-          int64_t{accumulate}, int64_t{0}, int64_t{0}, int64_t{0}}) {
+    for (const int64_t value : {gemm.m, gemm.n, gemm.k, gemm.lda, gemm.ldb, gemm.ldc,
+                                int64_t{ta}, int64_t{tb}, int64_t{accumulate}, int64_t{0},
+                                int64_t{0}, int64_t{0}}) {
       launch.args.push_back({Arg::Kind::i64, 0, 0, value});
     }
     launches[0].push_back(launch);
@@ -723,6 +712,7 @@ TEST_F(CudaExecutorTest, GemmsRunThroughCublasLtAsColumnMajorTransposes) {
   }
 }
 
+
 TEST_F(CudaExecutorTest, AStridedBatchOfGemmsIsOneLaunchEitherWay) {
   // Three products C_i = A_i B of 2 x 3 by 3 x 2: A's matrices 6 elements apart, B shared
   // (stride 0), C's 4 apart.
@@ -739,25 +729,14 @@ TEST_F(CudaExecutorTest, AStridedBatchOfGemmsIsOneLaunchEitherWay) {
                       {Storage::output, 0, 0, batch * m * n * 4}};
   program->steps = {{Step::Kind::kernel, 0, {0, 1, 2}, "matmul #1"}};
   using Arg = CudaLaunchArg;
-  CudaLaunch launch{.function = "kiln_gemm_f32",
-                    .grid = {1, 1, batch},
-                    .block = {16, 16, 1},
-                    .args = {{Arg::Kind::buffer, 0, 0, 0},
-                             {Arg::Kind::buffer, 1, 0, 0},
+  CudaLaunch launch{.function = "kiln_gemm_f32", .grid = {1, 1, batch}, .block = {16, 16, 1},
+                    .args = {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0},
                              {Arg::Kind::buffer, 2, 0, 0}},
-                    .gemm = CudaGemm{.type = CudaGemm::Type::f32,
-                                     .m = m,
-                                     .n = n,
-                                     .k = k,
-                                     .lda = k,
-                                     .ldb = n,
-                                     .ldc = n,
-                                     .batch = batch,
-                                     .stride_a = m * k,
-                                     .stride_b = 0,
-                                     .stride_c = m * n}};
-  for (const int64_t value :
-       {m, n, k, k, n, n, int64_t{0}, int64_t{0}, int64_t{0}, m * k, int64_t{0}, m * n}) {
+                    .gemm = CudaGemm{.type = CudaGemm::Type::f32, .m = m, .n = n, .k = k,
+                                     .lda = k, .ldb = n, .ldc = n, .batch = batch,
+                                     .stride_a = m * k, .stride_b = 0, .stride_c = m * n}};
+  for (const int64_t value : {m, n, k, k, n, n, int64_t{0}, int64_t{0}, int64_t{0}, m * k,
+                              int64_t{0}, m * n}) {
     launch.args.push_back({Arg::Kind::i64, 0, 0, value});
   }
   std::vector<float> a(batch * m * k), b(k * n);
@@ -776,8 +755,8 @@ TEST_F(CudaExecutorTest, AStridedBatchOfGemmsIsOneLaunchEitherWay) {
   }
   for (const bool with_lt : {true, false}) {
     SCOPED_TRACE(with_lt ? "cuBLASLt" : "template kernel");
-    Expected<std::unique_ptr<CudaExecutor>> executor =
-        CudaExecutor::create(program, "cubin", {{launch}}, &driver_, with_lt ? &lt : nullptr);
+    Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+        program, "cubin", {{launch}}, &driver_, with_lt ? &lt : nullptr);
     ASSERT_TRUE(executor) << executor.status().message();
     const int matmuls = fake_matmuls, launches = state_.launches;
     std::vector<float> c(batch * m * n, -1);
