@@ -525,13 +525,22 @@ class Scheduler {
   // index read across a reshape or transpose (`i7 / 64 * 8192 + i7 % 64`) is contiguous in
   // runs. The loop is partitioned at the points its conditions compare it with (so that the
   // simplifier decides them in each piece) when that makes the first piece contiguous, split
-  // in vector lanes or as it is; the lanes, else nothing. The gradient of a fused Q, K and V
+  // in vector lanes or as it is; the lanes, else nothing. Only a loop with an index that is
+  // not linear in it is tried. The gradient of a fused Q, K and V
   // projection, three heads-first tensors concatenated into rows, was a scalar loop of
   // selects and divisions.
   std::optional<int64_t> contiguous_in_pieces(const std::string& var) {
-    ComparisonPoints conditions(var);
-    conditions.visit(loop(var)->body);
     const For* whole = loop(var);
+    // Pieces help only an index that is not linear in the loop: a transpose's strided index
+    // stays strided in any piece, and is not simplified again for nothing.
+    const std::vector<Access> accesses = collect_accesses(whole->body, {}).list;
+    if (std::ranges::all_of(accesses, [&](const Access& access) {
+          return stride_of(access.index, var).has_value();
+        })) {
+      return std::nullopt;
+    }
+    ComparisonPoints conditions(var);
+    conditions.visit(whole->body);
     const std::optional<int64_t> min = as_const_int(whole->min);
     const std::optional<int64_t> extent = as_const_int(whole->extent);
     if (!min || !extent) return std::nullopt;
