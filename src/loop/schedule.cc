@@ -147,24 +147,26 @@ class LineParser {
                                  arguments == 1 ? "" : "s", usage));
   }
   std::string name(size_t i) const { return std::string(tokens_[i].text); }
-  Expected<int64_t> positive(size_t i) const {
+  // Token i as a whole integer, or nothing.
+  std::optional<int64_t> whole_integer(size_t i) const {
     const std::string_view text = tokens_[i].text;
     int64_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || value < 1) {
-      return error(i, fmt::format("expected a positive integer factor, got '{}'", text));
-    }
+    if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
     return value;
+  }
+  Expected<int64_t> positive(size_t i) const {
+    const std::optional<int64_t> value = whole_integer(i);
+    if (!value || *value < 1) {
+      return error(i, fmt::format("expected a positive integer factor, got '{}'", tokens_[i].text));
+    }
+    return *value;
   }
 
   Expected<int64_t> integer(size_t i) const {
-    const std::string_view text = tokens_[i].text;
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      return error(i, fmt::format("expected an integer, got '{}'", text));
-    }
-    return value;
+    const std::optional<int64_t> value = whole_integer(i);
+    if (!value) return error(i, fmt::format("expected an integer, got '{}'", tokens_[i].text));
+    return *value;
   }
 
   size_t line_;

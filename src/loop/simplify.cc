@@ -484,10 +484,9 @@ class Simplifier : public IRMutator {
       q.constant = q.wrap_add(q.constant, floor_div(*rb.min, d));
       return rebuild(q);
     }
-    Expr remainder_quotient = nested_div(rebuild(r), d);
-    if (std::optional<FactorSplit> split = split_by_common_factor(r, d)) {
-      remainder_quotient = simplify_div(rebuild(split->high), d / split->factor);
-    }
+    const std::optional<FactorSplit> split = split_by_common_factor(r, d);
+    Expr remainder_quotient = split ? simplify_div(rebuild(split->high), d / split->factor)
+                                    : nested_div(rebuild(r), d);
     if (q.terms.empty() && q.constant == 0) return remainder_quotient;
     q.add_atom(remainder_quotient, 1);
     return rebuild(q);

@@ -19,6 +19,14 @@
 namespace kiln::subst {
 namespace {
 
+// A constant of more elements than this is a weight, told apart by identity (the seen-set) or
+// by type (matches alike), never printed; smaller ones (a rule's 1 and 0) are told by value.
+constexpr int64_t kMaxSmallConstantElements = 16;
+
+bool is_large_constant(const AttrValue& value) {
+  return value.kind() == AttrKind::tensor && value.as_tensor().size() > kMaxSmallConstantElements;
+}
+
 // The graphs seen so far, told apart by what they compute rather than how they are written:
 // every node is interned by its op, its attributes (large constants by identity: frozen
 // weights would otherwise print in full for every graph) and its operands' interned ids,
@@ -54,8 +62,7 @@ class SeenGraphs {
   // Small constants (a rule's 1 and 0, made anew by each application) by value, large ones
   // (frozen weights) by identity.
   static std::string attribute_key(const AttrValue& value) {
-    const bool small = value.kind() != AttrKind::tensor || value.as_tensor().size() <= 16;
-    return print_attr_value(value, {.tensors_by_identity = !small});
+    return print_attr_value(value, {.tensors_by_identity = is_large_constant(value)});
   }
   std::map<std::string, size_t> nodes_;  // node key -> id, over every graph seen
   std::set<std::string> graphs_;
@@ -132,9 +139,9 @@ constexpr int kNeighbourhood = 2;
 std::string describe_node(const Node& node) {
   std::string text(node.op_name());
   for (const auto& [name, value] : node.attrs().entries()) {
-    const bool large = value.kind() == AttrKind::tensor && value.as_tensor().size() > 16;
-    text += fmt::format(" {}={}", name,
-                        large ? value.as_tensor().type().to_string() : print_attr_value(value));
+    text += fmt::format(
+        " {}={}", name,
+        is_large_constant(value) ? value.as_tensor().type().to_string() : print_attr_value(value));
   }
   return text;
 }

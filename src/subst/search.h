@@ -19,8 +19,8 @@
 //
 // Matches alike, whose neighbourhoods (the ops two nodes around them) are the same, are priced
 // once, and up to `max_matches_per_rule` unlike matches per rule: the same rewrite in each
-// layer of a 24-layer model is one pricing, not 24, and a search on a big model costs about
-// what it costs on one layer (each pricing still partitions the whole graph).
+// layer of a 24-layer model is one pricing, not 24, so the pricings a search needs stop
+// growing with a model's depth (each pricing still partitions the whole graph).
 //
 // Copies are told apart by what they compute, not by their text: two orders of the same
 // independent rewrites, and graphs that differ only in the order of an add's or mul's operands,
