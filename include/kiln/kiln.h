@@ -28,6 +28,7 @@
 // under src/.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -77,6 +78,13 @@ class CompiledModel {
   // (runtime/executor.h: RunHooks).
   Status run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
                  runtime::Profile* profile = nullptr, bool io_on_device = false);
+  // Whether it was compiled for the GPU (CompileOptions::device).
+  bool on_gpu() const { return compiled_->cuda.has_value(); }
+  // A GPU model's run on the caller's device memory, in order with the caller's CUstream,
+  // returning before the GPU finishes (runtime/cuda_executor.h: run_on_stream): one device
+  // address per graph input and output. An error for a model compiled for the CPU.
+  Status run_on_stream(std::span<const uint64_t> inputs, std::span<const uint64_t> outputs,
+                       void* stream);
   Expected<CheckReport> check(std::span<const Array> inputs);
 
   // The generated C++ of every kernel, in one translation unit.

@@ -3,15 +3,20 @@
 // the caller's tensors.
 //
 // Tensors cross by DLPack (nanobind's ndarray): `run` reads the inputs and writes the outputs
-// where the caller's tensors hold them, without copies, so the caller allocates the outputs
-// (it knows their types from the graph's metadata). Every tensor is checked against the
-// graph's type and must be dense and row-major on the CPU.
+// where the caller's tensors hold them, so the caller allocates the outputs (it knows their
+// types from the graph's metadata). Every tensor is checked against the graph's type and must
+// be dense and row-major, on the CPU for a graph compiled for it (nothing is copied), or on the
+// first GPU for a graph compiled for CUDA (the run is ordered on the caller's stream, and the
+// executor copies device to device at the graph's edge: runtime/cuda_executor.h).
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,15 +57,24 @@ nb::dlpack::dtype dlpack_dtype(DType dtype) {
   return {};
 }
 
-// Checks that `array` holds a dense row-major CPU tensor of `value`'s type; its data pointer.
-// Runs for every tensor of every run, so the message is only made for an error.
-void* checked_data(const nb::ndarray<>& array, const Value& value, std::string_view role) {
+// Checks that `array` holds a dense row-major tensor of `value`'s type, on the CPU or (`gpu`)
+// the first GPU; its data pointer. Runs for every tensor of every run, so the message is only
+// made for an error.
+void* checked_data(const nb::ndarray<>& array, const Value& value, std::string_view role,
+                   bool gpu) {
   const TensorType& type = value.type();
   const auto refuse = [&](std::string_view why) {
     throw std::invalid_argument(
         fmt::format("{} '{}' ({}): {}", role, value.name(), type.to_string(), why));
   };
-  if (array.device_type() != nb::device::cpu::value) refuse("the tensor is not on the CPU");
+  if (gpu) {
+    // The executor runs in the first GPU's primary context, as PyTorch's cuda:0 does.
+    if (array.device_type() != nb::device::cuda::value || array.device_id() != 0) {
+      refuse("the graph was compiled for the GPU, and the tensor is not on cuda:0");
+    }
+  } else if (array.device_type() != nb::device::cpu::value) {
+    refuse("the graph was compiled for the CPU, and the tensor is not on the CPU");
+  }
   if (array.dtype() != dlpack_dtype(type.dtype)) refuse("the tensor's dtype differs");
   if (static_cast<int>(array.ndim()) != type.shape.rank()) {
     refuse(fmt::format("the tensor has {} dims", array.ndim()));
@@ -84,29 +98,44 @@ class CompiledGraphHandle {
  public:
   explicit CompiledGraphHandle(CompiledModel model) : model_(std::move(model)) {}
 
-  // Runs the graph: one tensor per graph input and per output, in the graph's order.
-  void run(const std::vector<nb::ndarray<>>& inputs, const std::vector<nb::ndarray<>>& outputs) {
+  // Runs the graph: one tensor per graph input and per output, in the graph's order. On the
+  // GPU, in order with `stream` (a CUstream's address; 0 is the legacy default stream), and
+  // returning before the GPU finishes.
+  void run(const std::vector<nb::ndarray<>>& inputs, const std::vector<nb::ndarray<>>& outputs,
+           uintptr_t stream) {
     const Graph& graph = model_.graph();
     if (inputs.size() != graph.inputs().size() || outputs.size() != graph.outputs().size()) {
       throw std::invalid_argument(fmt::format(
           "run: the graph takes {} inputs and {} outputs, given {} and {}", graph.inputs().size(),
           graph.outputs().size(), inputs.size(), outputs.size()));
     }
+    const bool gpu = model_.on_gpu();
     std::vector<const void*> in;
     std::vector<void*> out;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      in.push_back(checked_data(inputs[i], *graph.inputs()[i], "input"));
+      in.push_back(checked_data(inputs[i], *graph.inputs()[i], "input", gpu));
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      out.push_back(checked_data(outputs[i], *graph.outputs()[i], "output"));
+      out.push_back(checked_data(outputs[i], *graph.outputs()[i], "output", gpu));
     }
     Status status;
     {
       nb::gil_scoped_release release;
-      status = model_.run_raw(in, out);
+      if (gpu) {
+        const auto address = [](const void* data) { return reinterpret_cast<uint64_t>(data); };
+        std::vector<uint64_t> in_device, out_device;
+        std::ranges::transform(in, std::back_inserter(in_device), address);
+        std::ranges::transform(out, std::back_inserter(out_device), address);
+        status = model_.run_on_stream(in_device, out_device, reinterpret_cast<void*>(stream));
+      } else {
+        status = model_.run_raw(in, out);
+      }
     }
     if (!status) throw std::runtime_error(status.message());
   }
+
+  // "cpu" or "cuda", as compile_aten_graph was asked.
+  std::string device() const { return model_.on_gpu() ? "cuda" : "cpu"; }
 
   // The fused kernels and why (fusion/partition.h: explain_partition).
   std::string explain() const {
@@ -131,8 +160,14 @@ class CompiledGraphHandle {
 };
 
 CompiledGraphHandle compile_aten_graph(const std::string& text, bool substitution,
-                                       bool reuse_compilations) {
+                                       bool reuse_compilations, const std::string& device) {
   CompileOptions options;
+  if (device == "cuda") {
+    options.device = Device::cuda;
+  } else if (device != "cpu") {
+    throw std::invalid_argument(
+        fmt::format("compile_aten_graph: device '{}': Kiln compiles for 'cpu' or 'cuda'", device));
+  }
   options.substitution.enabled = substitution;
   options.reuse_compilations = reuse_compilations;
   Expected<CompiledModel> model = Status::error("not compiled");
@@ -168,14 +203,20 @@ NB_MODULE(_kiln, m) {
         "Why an ATen graph (JSON text) does not import into Kiln, or '' when it does.");
   m.def("compile_aten_graph", &compile_aten_graph, nb::arg("graph_json"),
         nb::arg("substitution") = true, nb::arg("reuse_compilations") = true,
-        "Compiles an ATen graph (JSON text) for this CPU, or loads it from Kiln's compilation "
-        "cache when this build compiled it before with the same options; raises CompileError "
-        "naming the node and op that failed.");
+        nb::arg("device") = "cpu",
+        "Compiles an ATen graph (JSON text) for this CPU ('cpu'), or loads it from Kiln's "
+        "compilation cache when this build compiled it before with the same options; or for "
+        "the first NVIDIA GPU ('cuda'). Raises CompileError naming the node and op that "
+        "failed, or saying why the GPU cannot run it.");
 
   nb::class_<CompiledGraphHandle>(m, "CompiledGraph")
       .def("run", &CompiledGraphHandle::run, nb::arg("inputs"), nb::arg("outputs"),
-           "Runs the graph on dense CPU tensors (any DLPack producer), writing the outputs in "
-           "place.")
+           nb::arg("stream") = 0,
+           "Runs the graph on dense tensors (any DLPack producer) on its device, writing the "
+           "outputs in place. On the GPU (tensors on cuda:0), in order with `stream`, a "
+           "CUstream's address (torch.cuda.current_stream().cuda_stream), and without waiting "
+           "for the GPU to finish.")
+      .def_prop_ro("device", &CompiledGraphHandle::device, "'cpu' or 'cuda'.")
       .def("explain", &CompiledGraphHandle::explain, "The fused kernels and why.")
       .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels)
       .def_prop_ro("takes_rng_seed", &CompiledGraphHandle::takes_rng_seed,

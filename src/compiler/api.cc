@@ -113,6 +113,13 @@ Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<voi
   return executor_->run(inputs, outputs, {.profile = profile, .io_on_device = io_on_device});
 }
 
+Status CompiledModel::run_on_stream(std::span<const uint64_t> inputs,
+                                    std::span<const uint64_t> outputs, void* stream) {
+  auto* gpu = dynamic_cast<runtime::CudaExecutor*>(executor_.get());
+  if (!gpu) return Status::error("run_on_stream: the model was compiled for the CPU");
+  return gpu->run_on_stream(inputs, outputs, stream);
+}
+
 Expected<CheckReport> CompiledModel::check(std::span<const Array> inputs) {
   if (compiled_->cached_explanation) {
     return Status::error(

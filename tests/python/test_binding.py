@@ -41,3 +41,40 @@ def test_an_unconvertible_graph_raises_compile_error_naming_the_node():
     bad = RELU.replace("aten.relu.default", "aten.fancy.default")
     with pytest.raises(kiln.CompileError, match="node 'r' \\(aten.fancy.default\\)"):
         _kiln.compile_aten_graph(bad)
+
+
+def test_a_device_kiln_does_not_compile_for_is_refused():
+    with pytest.raises(ValueError, match="device 'tpu'"):
+        _kiln.compile_aten_graph(RELU, device="tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_compiling_for_a_gpu_on_a_machine_without_one_says_why():
+    with pytest.raises(kiln.CompileError, match="(?i)driver|GPU|CUDA"):
+        _kiln.compile_aten_graph(RELU, device="cuda")
+
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+
+
+@needs_gpu
+def test_a_gpu_graph_runs_on_cuda_tensors_in_order_with_the_callers_stream():
+    graph = _kiln.compile_aten_graph(RELU, device="cuda")
+    assert graph.device == "cuda"
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # fresh inputs each run: the outputs must follow them
+            x = torch.randn(2, 3, device="cuda")
+            out = torch.full((2, 3), float("nan"), device="cuda")
+            graph.run([x], [out], stream.cuda_stream)
+            assert torch.equal(out, x.relu())  # read on the same stream, after the run
+
+
+@needs_gpu
+def test_a_gpu_graph_refuses_cpu_tensors_and_a_cpu_graph_gpu_ones():
+    on_gpu = _kiln.compile_aten_graph(RELU, device="cuda")
+    with pytest.raises(ValueError, match="not on cuda:0"):
+        on_gpu.run([torch.randn(2, 3)], [torch.empty(2, 3, device="cuda")])
+    on_cpu = _kiln.compile_aten_graph(RELU)
+    with pytest.raises(ValueError, match="not on the CPU"):
+        on_cpu.run([torch.randn(2, 3, device="cuda")], [torch.empty(2, 3)])
