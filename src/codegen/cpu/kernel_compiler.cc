@@ -1,5 +1,7 @@
 #include "codegen/cpu/kernel_compiler.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -77,12 +79,22 @@ std::vector<std::string_view> split_list(std::string_view list) {
 }  // namespace
 
 std::optional<std::filesystem::path> bundle_root() {
+  std::vector<std::filesystem::path> places;
   std::error_code error;
   const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) return std::nullopt;
-  const std::filesystem::path root = binary.parent_path().parent_path();
-  if (!std::filesystem::exists(root / "share" / "kiln" / "bundle", error)) return std::nullopt;
-  return root;
+  if (!error) places.push_back(binary);
+  // Kiln's code may be a library loaded into another program: Python's, for the extension.
+  Dl_info library;
+  if (dladdr(reinterpret_cast<const void*>(&bundle_root), &library) != 0 && library.dli_fname) {
+    places.push_back(std::filesystem::absolute(library.dli_fname, error));
+  }
+  for (const std::filesystem::path& place : places) {
+    for (std::filesystem::path folder = place.parent_path(); folder != folder.parent_path();
+         folder = folder.parent_path()) {
+      if (std::filesystem::exists(folder / "share" / "kiln" / "bundle", error)) return folder;
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> default_compile_flags() {

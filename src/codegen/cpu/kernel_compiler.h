@@ -18,9 +18,10 @@
 //    --no-as-needed keeps it even where the toolchain defaults to --as-needed (the flags come
 //    before the source file on the command line). Kiln's kernels and the OpenMP build of
 //    OpenBLAS share libgomp's one thread pool. oneDNN likewise, for the f32 gemm.
-//  - in a bundle (scripts/gpu-bundle: a binary in bin/ beside include/ and lib/, marked by
-//    share/kiln/bundle), the bundle's include/ and lib/ instead of the build's folders, so the
-//    kernels compile on a machine without Kiln's packages.
+//  - in a bundle (scripts/gpu-bundle: a binary in bin/, or the Python extension in
+//    python/kiln/, beside include/ and lib/, marked by share/kiln/bundle), the bundle's
+//    include/ and lib/ instead of the build's folders, so the kernels compile on a machine
+//    without Kiln's packages.
 #pragma once
 
 #include <chrono>
@@ -39,7 +40,8 @@ namespace kiln::codegen::cpu {
 
 std::vector<std::string> default_compile_flags();
 
-// The bundle this process's binary runs from (see above), if it does.
+// The bundle this process's binary, or the library holding Kiln's code, runs from (see above):
+// the nearest folder above either that holds share/kiln/bundle.
 std::optional<std::filesystem::path> bundle_root();
 
 struct CpuCompileOptions {
