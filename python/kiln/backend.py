@@ -3,12 +3,14 @@
 AOTAutograd traces the model's forward and backward into two graphs of Core ATen ops, with
 FakeTensor metadata on every node, and hands each to ``compile_graph``. Kiln takes the parts
 of a graph it converts (asking its ATen importer about each node) and compiles each part with
-its whole pipeline; the nodes it does not convert stay with PyTorch, between the Kiln parts,
-and are reported once with the reason.
+its whole pipeline, for the CPU or, when the graph's tensors are on cuda:0, for that GPU; the
+nodes it does not convert stay with PyTorch, between the Kiln parts, and are reported once
+with the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import operator
 import os
@@ -21,6 +23,7 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from functorch.compile import make_boxed_func
 
 from . import _aten
@@ -30,7 +33,8 @@ class KilnGraph(torch.nn.Module):
     """A graph of ATen ops compiled by Kiln, called with the graph's tensors, returning its
     outputs (a tuple, or the one value when the graph returns one)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, name: str):
+    def __init__(self, gm: torch.fx.GraphModule, name: str,
+                 device: torch.device = torch.device("cpu")):
         super().__init__()
         graph = _aten.graph_to_json(gm, name)
         self.name = name
@@ -40,7 +44,8 @@ class KilnGraph(torch.nn.Module):
             os.makedirs(dump_dir, exist_ok=True)
             with open(os.path.join(dump_dir, f"{name}.json"), "w") as f:
                 f.write(graph.text)
-        self.compiled = compile_aten_graph(graph.text)
+        self.device = device
+        self.compiled = compile_aten_graph(graph.text, device=device.type)
         self.output_slots = graph.output_slots
         self.outputs = graph.outputs
         self.single_output = graph.single_output
@@ -51,9 +56,13 @@ class KilnGraph(torch.nn.Module):
         if self.compiled.takes_rng_seed:
             # Dropout's masks: a new seed for each run, from torch's generator, so that
             # torch.manual_seed repeats a run (below 2**53, the range Kiln's reference keeps).
-            inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64))
-        outputs = [torch.empty(o.shape, dtype=o.dtype) for o in self.outputs]
-        self.compiled.run(inputs, outputs)
+            inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64, device=self.device))
+        outputs = [torch.empty(o.shape, dtype=o.dtype, device=self.device) for o in self.outputs]
+        if self.device.type == "cuda":
+            # In order with PyTorch's work on the current stream, without waiting for the GPU.
+            self.compiled.run(inputs, outputs, torch.cuda.current_stream(self.device).cuda_stream)
+        else:
+            self.compiled.run(inputs, outputs)
         results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
         return results[0] if self.single_output else results
 
@@ -68,7 +77,8 @@ def with_traced_strides(tensor, strides):
     logsumexp so)."""
     if tensor.stride() == strides:
         return tensor
-    return torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype).copy_(tensor)
+    return torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype,
+                               device=tensor.device).copy_(tensor)
 
 
 def _restride_pytorch_inputs(graph: torch.fx.Graph):
@@ -97,11 +107,19 @@ def conversion_error(node: torch.fx.Node) -> str:
         return str(e)
 
 
+def _tensor_devices(value) -> set:
+    """The devices of the tensors in a node's value (a tensor, or a tuple of them)."""
+    from torch.utils._pytree import tree_leaves
+    return {t.device for t in tree_leaves(value) if isinstance(t, torch.Tensor)}
+
+
 class KilnSupport(OperatorSupportBase):
     """Which nodes Kiln takes: those its ATen importer converts, asked one node at a time, and
-    why not for the others."""
+    why not for the others. A Kiln graph runs on one device, so a node whose result is on
+    another (a copy to or from the CPU) stays with PyTorch."""
 
-    def __init__(self):
+    def __init__(self, device: torch.device):
+        self.device = device
         self.reasons = {}  # node name -> why Kiln does not take it
 
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
@@ -111,7 +129,11 @@ class KilnSupport(OperatorSupportBase):
             return self.is_node_supported(submodules, node.args[0])
         if node.name in self.reasons:
             return False
-        error = conversion_error(node)
+        devices = _tensor_devices(node.meta.get("val"))
+        error = "" if devices <= {self.device} else (
+            f"its result is on {', '.join(sorted(map(str, devices)))}, and the graph runs on "
+            f"{self.device}")
+        error = error or conversion_error(node)
         if error:
             self.reasons[node.name] = f"{node.target}: {error}"
         return not error
@@ -136,20 +158,29 @@ class Report:
         return "\n".join(lines) + "\n"
 
 
-def _on_cpu(example_inputs) -> bool:
-    return all(not isinstance(x, torch.Tensor) or x.device.type == "cpu" for x in example_inputs)
+def graph_device(example_inputs) -> torch.device | None:
+    """Where Kiln compiles a graph for: the CPU, or the first GPU (cuda:0, the one Kiln's CUDA
+    runtime uses), when every tensor input is there; None for other devices or a mix."""
+    devices = {x.device for x in example_inputs if isinstance(x, torch.Tensor)}
+    if devices <= {torch.device("cpu")}:
+        return torch.device("cpu")
+    if devices == {torch.device("cuda", 0)}:
+        return devices.pop()
+    return None
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
                   report: Report | None = None):
     """Kiln's compilation of one ATen graph: a callable of the graph's inputs. Nodes Kiln does
-    not convert run in PyTorch; a graph Kiln cannot take at all (on a GPU, with symbolic
-    shapes) runs as it is, with a warning."""
-    if not _on_cpu(example_inputs):
-        warnings.warn("kiln: tensors on a GPU run in PyTorch (the Python package compiles for "
-                      "the CPU only so far)")
+    not convert run in PyTorch; a graph Kiln cannot take at all (tensors on several devices, or
+    on a GPU other than cuda:0) runs as it is, with a warning."""
+    device = graph_device(example_inputs)
+    if device is None:
+        devices = sorted({str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)})
+        warnings.warn(f"kiln: {name} runs in PyTorch: its tensors are on {', '.join(devices)}; "
+                      "Kiln compiles a graph whose tensors are all on the CPU or all on cuda:0")
         return gm
-    support = KilnSupport()
+    support = KilnSupport(device)
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     if support.reasons:
@@ -163,7 +194,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
             continue
         part = f"{name}.{node.target}"
         try:
-            kiln_graph = KilnGraph(getattr(fused, node.target), part)
+            kiln_graph = KilnGraph(getattr(fused, node.target), part, device)
         except (_aten.Unsupported, CompileError) as e:
             warnings.warn(f"kiln: {part} runs in PyTorch: {e}")
             if report is not None:
@@ -202,8 +233,23 @@ def make_backend(report: Report | None = None):
             return make_boxed_func(module)
         return compile_fn
 
-    return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                        decompositions=decompositions())
+    traced = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                          decompositions=decompositions())
+
+    def backend(gm, example_inputs):
+        with attention_kernels_for(graph_device(example_inputs)):
+            return traced(gm, example_inputs)
+    return backend
+
+
+def attention_kernels_for(device: torch.device | None):
+    """The scaled-dot-product attention that AOTAutograd traces, for a graph on `device`: on
+    the CPU, PyTorch's choice (its flash attention for the CPU, whose forward and backward Kiln
+    converts); on a GPU, the math form (matmuls and a softmax, which Kiln fuses), since Kiln
+    converts none of PyTorch's fused CUDA attention kernels (flash, memory-efficient, cuDNN)."""
+    if device is not None and device.type == "cuda":
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
 
 
 def kiln_backend(gm: torch.fx.GraphModule, example_inputs):

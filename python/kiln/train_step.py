@@ -24,7 +24,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.overrides import TorchFunctionMode
 
 from ._kiln import CompileError
-from .backend import KilnGraph, conversion_error, decompositions
+from .backend import (KilnGraph, attention_kernels_for, conversion_error, decompositions,
+                      graph_device)
 
 aten = torch.ops.aten
 
@@ -108,7 +109,9 @@ class TrainStep:
         if self.optimizer != "adamw":
             return []
         beta1, beta2 = self.betas
-        return [torch.tensor(1 - beta1 ** self.steps), torch.tensor(1 - beta2 ** self.steps)]
+        device = self.params[self.names[0]].device
+        return [torch.tensor(1 - beta1 ** self.steps, device=device),
+                torch.tensor(1 - beta2 ** self.steps, device=device)]
 
     def _flat_inputs(self, inputs, targets):
         return ([self.params[n].detach() for n in self.names]
@@ -116,8 +119,14 @@ class TrainStep:
                 + self._scalars() + [inputs, targets])
 
     def _compile(self, flat):
+        device = graph_device(flat)
+        if device is None:
+            raise CompileError(
+                "the step's tensors (parameters, optimizer state, inputs and targets) must all "
+                "be on the CPU or all on cuda:0, and are on " + ", ".join(
+                    sorted({str(t.device) for t in flat if isinstance(t, torch.Tensor)})))
         try:
-            with _DropoutAsNativeDropout():
+            with _DropoutAsNativeDropout(), attention_kernels_for(device):
                 gm = make_fx(self._pure_step, decomposition_table=decompositions(),
                              tracing_mode="fake")(*flat)
         except RuntimeError as e:
@@ -139,7 +148,7 @@ class TrainStep:
                 "the training step has ops Kiln does not convert, so it cannot be one Kiln "
                 "graph (torch.compile(model, backend='kiln') runs such models, leaving these to "
                 "PyTorch): " + "; ".join(f"{op}: {why}" for op, why in unsupported.items()))
-        return KilnGraph(gm, "train_step")
+        return KilnGraph(gm, "train_step", device)
 
     def __call__(self, inputs, targets):
         self.steps += 1

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 import kiln
 
 STEPS = 4
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no GPU"))]
 
 
 def make_mlp():
@@ -22,8 +24,9 @@ def make_mlp():
     ("adamw", dict(lr=1e-2, weight_decay=0.01), torch.optim.AdamW),
     ("sgd", dict(lr=0.1, momentum=0.9, weight_decay=0.01), torch.optim.SGD),
 ])
-def test_whole_step_matches_torch_optim(optimizer, kwargs, eager_optimizer):
-    start = make_mlp()
+@pytest.mark.parametrize("device", DEVICES)
+def test_whole_step_matches_torch_optim(optimizer, kwargs, eager_optimizer, device):
+    start = make_mlp().to(device)
     mine, eager = copy.deepcopy(start), copy.deepcopy(start)
     step = kiln.compile_train_step(mine, F.cross_entropy, optimizer=optimizer, **kwargs)
     parameters_before = [id(p) for p in mine.parameters()]
@@ -31,6 +34,7 @@ def test_whole_step_matches_torch_optim(optimizer, kwargs, eager_optimizer):
     g = torch.Generator().manual_seed(1)
     for i in range(STEPS):
         x, y = torch.randn(8, 16, generator=g), torch.randint(0, 5, (8,), generator=g)
+        x, y = x.to(device), y.to(device)
         loss = step(x, y)
         reference.zero_grad()
         expected = F.cross_entropy(eager(x), y)
@@ -45,6 +49,7 @@ def test_whole_step_matches_torch_optim(optimizer, kwargs, eager_optimizer):
         error = (updated[name].detach() - p.detach()).abs().max().item()
         assert error <= 5e-4 * change.abs().max().item() + 1e-7, f"{name}: off by {error}"
     assert "kernel" in step.explain()
+    assert step.graph.compiled.device == device
 
 
 def test_a_step_with_unconverted_ops_is_refused_naming_them():

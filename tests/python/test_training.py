@@ -1,6 +1,7 @@
 """Models written as ordinary nn.Modules train under torch.compile(backend="kiln") as they do
 eagerly: from the same weights, on the same batches, the losses agree within 1e-4 relative and
-each parameter's change within 5e-4 relative (of its largest change)."""
+each parameter's change within 5e-4 relative (of its largest change). On the CPU, and on the
+GPU where the machine has one (Kiln's CUDA kernels against PyTorch's, both in strict fp32)."""
 
 import copy
 
@@ -13,6 +14,8 @@ import kiln
 from conftest import kiln_compile
 
 STEPS = 4
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no GPU"))]
 
 
 class MLP(nn.Module):
@@ -117,8 +120,8 @@ class MessagePassingGCN(nn.Module):
     def __init__(self, features=16, hidden=16, classes=5):
         super().__init__()
         g = torch.Generator().manual_seed(2)
-        self.sources = torch.randint(0, 48, (96,), generator=g)
-        self.targets = torch.randint(0, 48, (96,), generator=g)
+        self.register_buffer("sources", torch.randint(0, 48, (96,), generator=g), False)
+        self.register_buffer("targets", torch.randint(0, 48, (96,), generator=g), False)
         self.w1 = nn.Linear(features, hidden)
         self.w2 = nn.Linear(hidden, classes)
 
@@ -147,12 +150,12 @@ def batches(model_name, count):
             yield torch.randn(8, 3, 12, 12, generator=g), labels
 
 
-def train(model, forward, model_name):
+def train(model, forward, model_name, device="cpu"):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     losses = []
     for inputs, labels in batches(model_name, STEPS):
         optimizer.zero_grad()
-        loss = F.cross_entropy(forward(inputs), labels)
+        loss = F.cross_entropy(forward(inputs.to(device)), labels.to(device))
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
@@ -162,15 +165,18 @@ def train(model, forward, model_name):
 @pytest.mark.parametrize("model_name,make", [
     ("mlp", MLP), ("encoder", TinyEncoder), ("vit", TinyViT), ("cnn", SmallCNN),
     ("xml-cnn", XmlCnn), ("gcn", MessagePassingGCN)])
-def test_training_matches_eager(model_name, make):
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_matches_eager(model_name, make, device, monkeypatch):
+    # cuDNN's convolutions would otherwise round their operands to TF32.
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     torch.manual_seed(0)
-    eager = make()
+    eager = make().to(device)
     under_kiln = copy.deepcopy(eager)
     start = {name: p.detach().clone() for name, p in eager.named_parameters()}
     compiled, report = kiln_compile(under_kiln)
 
-    eager_losses = train(eager, eager, model_name)
-    kiln_losses = train(under_kiln, compiled, model_name)
+    eager_losses = train(eager, eager, model_name, device)
+    kiln_losses = train(under_kiln, compiled, model_name, device)
 
     for step, (k, e) in enumerate(zip(kiln_losses, eager_losses)):
         assert abs(k - e) <= 1e-4 * abs(e), f"step {step}: loss {k} under Kiln, {e} eager"
@@ -186,6 +192,7 @@ def test_training_matches_eager(model_name, make):
                               atol=1e-6), f"buffer {name} differs"
     assert len(report.graphs) >= 2, "Kiln compiled neither the forward nor the backward"
     assert not report.fallbacks, f"left to PyTorch: {report.fallbacks}"
+    assert {graph.compiled.device for graph in report.graphs} == {device}
 
 
 def test_an_unsupported_op_falls_back_with_a_warning_and_stays_right():
@@ -285,3 +292,30 @@ def test_a_kiln_output_that_pytorch_reads_has_the_strides_pytorch_traced():
     assert len(restrided) == 1 and restrided[0].args[1] == (1, 7)
     for actual, expected in zip(fused(x), fn(x)):
         torch.testing.assert_close(actual, expected)
+
+
+def test_attention_on_a_gpu_is_traced_in_the_math_form_kiln_converts():
+    """PyTorch's fused CUDA attention kernels are ops Kiln does not convert; for a GPU graph the
+    backend traces the math form instead. Under that choice on the CPU, the same attention
+    trains with nothing left to PyTorch."""
+    from kiln.backend import attention_kernels_for
+
+    def fn(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    q, k, v = (torch.randn(2, 3, 8, 4, requires_grad=True) for _ in range(3))
+    compiled, report = kiln_compile(fn)
+    with attention_kernels_for(torch.device("cuda")):
+        out = compiled(q, k, v)
+        out.backward(torch.ones_like(out))
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    expected = fn(q, k, v)
+    expected.backward(torch.ones_like(expected))
+    torch.testing.assert_close(out, expected)
+    for grad, t in zip(grads, (q, k, v)):
+        torch.testing.assert_close(grad, t.grad)
+    assert not report.fallbacks, f"left to PyTorch: {report.fallbacks}"
+    assert len(report.graphs) == 2
+    assert not any("attention" in graph.graph_json for graph in report.graphs)
