@@ -4,13 +4,18 @@
     model = torch.compile(model, backend="kiln")   # forward and backward compiled by Kiln
 
 Kiln compiles the Core ATen graphs that torch.compile's AOTAutograd traces (forward and
-backward) for this machine's CPU; the ops it does not convert run in PyTorch between its
-kernels. ``kiln.explain(model, *inputs)`` tells what was fused and what was left to PyTorch.
+backward) for this machine's CPU, or for its GPU when the tensors are on cuda:0; the ops it
+does not convert run in PyTorch between its kernels. ``kiln.explain(model, *inputs)`` tells
+what was fused and what was left to PyTorch.
 ``kiln.compile_train_step(model, loss_fn, optimizer="adamw")`` compiles forward, backward and
 the optimizer update as one Kiln graph.
 """
 
 from importlib.metadata import PackageNotFoundError, version as _version
+
+# PyTorch loads before the extension: loaded first, the libraries the extension brings (a GPU
+# bundle's copies, scripts/gpu-bundle) made PyTorch's import abort ("free(): invalid pointer").
+import torch  # noqa: F401
 
 from ._kiln import CompileError, supported_aten_ops
 from .backend import Report, compile_graph, kiln_backend, make_backend

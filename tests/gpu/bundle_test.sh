@@ -2,7 +2,10 @@
 # The GPU bundle (scripts/gpu-bundle) on this machine: it builds within its size, and unpacked,
 # with LD_LIBRARY_PATH cleared, its kiln runs, finds every library but the system's in the
 # bundle, compiles and checks a model on the CPU against the bundle's headers and libraries,
-# and runs gpu-check to its report (whose GPU checks fail here when there is no GPU).
+# and runs gpu-check to its report (whose GPU checks fail here when there is no GPU). Where
+# `make python` has built the package (build/python, .venv), the bundle's Python package builds
+# its extension for .venv's Python and compiles a function under torch.compile against the
+# bundle's headers.
 # Usage: bundle_test.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 source_dir=$1
@@ -42,6 +45,20 @@ grep -q '^| cpu compile | pass |' "$work/gpu-check.log" || fail "gpu-check's CPU
 grep -q '^gpu-check: [0-9]* of [0-9]* passed' "$work/gpu-check.log" || fail "gpu-check's summary"
 python3 -m json.tool "$work/report/gpu-check.json" >/dev/null || fail "gpu-check.json"
 [[ -s $work/report/gpu-check.md ]] || fail "gpu-check.md"
+
+venv_python=$source_dir/.venv/bin/python
+if [[ -f $work/kiln/python/CMakeLists.txt && -x $venv_python ]]; then
+  pythonpath=$(PYTHON=$venv_python "$work/kiln/bin/build-python" 2>"$work/build-python.log") ||
+    fail "build-python: $(tail -20 "$work/build-python.log")"
+  out=$(cd "$work" && PYTHONPATH=$pythonpath "$venv_python" -c "
+import kiln, torch
+assert kiln.__file__.startswith('$work/kiln/python/'), kiln.__file__
+f = torch.compile(lambda x: (x * 2).relu(), backend=kiln.make_backend(), dynamic=False)
+x = torch.randn(4, 5)
+assert torch.equal(f(x), (x * 2).relu())
+print('python: ok')" 2>&1)
+  grep -q '^python: ok' <<<"$out" || fail "the bundle's Python package: $out"
+fi
 
 if ((failures)); then
   echo "$failures failure(s)"
