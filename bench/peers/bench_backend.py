@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Kiln's torch.compile backend against PyTorch eager and Inductor: training steps of the five
-architectures written as ordinary nn.Modules, on this CPU.
+architectures written as ordinary nn.Modules, on this CPU or (--device cuda) on cuda:0.
 
 Each model trains from the same weights on the same batches three ways: eagerly, under
 torch.compile's default backend (Inductor) and under backend="kiln". A step is forward, loss,
 backward and an SGD update (the optimizer runs eagerly in all three). The first step's time,
 which holds the compilation, is reported apart; the others are timed in rounds of turns (one
 step of each way per turn), so that a slower moment slows all three, and medians are given.
-Before timing, the three ways' first losses must agree within 1e-4 relative.
+Before timing, the three ways' first losses must agree within 1e-4 relative. On the GPU every
+way computes in strict fp32 (cuDNN's TF32 off), as Kiln does, and a step ends when its loss is
+read back.
 
 Run from the Python package's environment (make python):
-  .venv/bin/python bench/peers/bench_backend.py [--models bert,resnet] [--steps 20]
-Writes bench/results/backend.md (and prints it).
+  .venv/bin/python bench/peers/bench_backend.py [--models bert,resnet] [--steps 20] [--device cuda]
+Writes bench/results/backend.md, or backend-gpu.md for the GPU (and prints it).
 """
 
 import argparse
@@ -132,7 +134,9 @@ class Gcn(nn.Module):
 
     def __init__(self, sources, targets, norm, features=256, hidden=64, classes=8):
         super().__init__()
-        self.sources, self.targets, self.norm = sources, targets, norm
+        self.register_buffer("sources", sources, False)
+        self.register_buffer("targets", targets, False)
+        self.register_buffer("norm", norm, False)
         self.w1 = nn.Linear(features, hidden)
         self.w2 = nn.Linear(hidden, classes)
 
@@ -209,11 +213,12 @@ class Runner:
         return loss.item(), time.perf_counter() - start
 
 
-def bench_model(name, steps, rounds):
+def bench_model(name, steps, rounds, device):
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     model, batch, loss_fn = make_case(name, generator)
-    batches = [batch(i) for i in range(steps)]
+    model.to(device)
+    batches = [tuple(t.to(device) for t in batch(i)) for i in range(steps)]
     torch._dynamo.reset()
     ways = {}
     for way in ["eager", "inductor", "kiln"]:
@@ -249,15 +254,23 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--steps", type=int, default=6, help="batches per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--output", default=os.path.join(os.path.dirname(__file__), "..",
-                                                         "results", "backend.md"))
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--output", help="default: bench/results/backend.md, or backend-gpu.md")
     args = parser.parse_args()
+    results = os.path.join(os.path.dirname(__file__), "..", "results")
+    output = args.output or os.path.join(
+        results, "backend-gpu.md" if args.device == "cuda" else "backend.md")
     warnings.simplefilter("ignore")
-    threads = torch.get_num_threads()
+    if args.device == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        machine = f"GPU {torch.cuda.get_device_name(0)}, strict fp32"
+    else:
+        machine = f"CPU, {torch.get_num_threads()} threads"
     lines = [
         "# Kiln's torch.compile backend against eager and Inductor: training steps",
         "",
-        f"CPU, {threads} threads, torch {torch.__version__}, kiln {kiln.__version__}; "
+        f"{machine}, torch {torch.__version__}, kiln {kiln.__version__}; "
         f"medians of {args.rounds} rounds x {args.steps - 1} steps after a first step "
         "(which compiles); ms per step (forward, loss, backward, SGD update).",
         "",
@@ -266,7 +279,13 @@ def main():
         "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
     ]
     for name in args.models.split(","):
-        medians, first, graphs, fallbacks = bench_model(name, args.steps, args.rounds)
+        try:
+            medians, first, graphs, fallbacks = bench_model(name, args.steps, args.rounds,
+                                                            args.device)
+        except AssertionError as disagreement:  # not timed: the other models still are
+            lines.append(f"| {name} | not timed: {disagreement} |")
+            print(lines[-1], flush=True)
+            continue
         lines.append(
             f"| {name} | {medians['eager']:.2f} | {medians['inductor']:.2f} | "
             f"{medians['kiln']:.2f} | {medians['eager'] / medians['kiln']:.2f}x | "
@@ -275,8 +294,8 @@ def main():
             f"{', '.join(fallbacks) or 'nothing'} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, "w") as f:
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    with open(output, "w") as f:
         f.write(text)
     print(text)
 
