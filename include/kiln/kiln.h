@@ -134,7 +134,8 @@ class Compiler {
   // Compiles `graph` through every stage of the pipeline: verifies it, applies the graph
   // rewrites the options enable (the model's graph() is the rewritten graph, with the same
   // inputs and outputs), fuses it as the options say (by default, the partition of least
-  // estimated time on this machine), and loads the code for this CPU. With
+  // estimated time on this machine), and loads the code for this CPU (or, with
+  // options.device, for the GPU). With
   // options.reuse_compilations, a graph compiled before comes from the compilation cache
   // (compiler/compilation_cache.h): its graph() is then the graph as given, and its compiled()
   // holds the program and kernels but no records (so check() needs a fresh compile).

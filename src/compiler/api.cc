@@ -6,14 +6,22 @@
 namespace kiln {
 namespace {
 
-Expected<std::unique_ptr<runtime::Executor>> cpu_executor(const CompiledGraph& compiled) {
+// The executor of a complete compilation: on the GPU it was compiled for, or on this CPU.
+Expected<std::unique_ptr<runtime::ProgramExecutor>> make_executor(const CompiledGraph& compiled) {
+  if (const std::optional<CudaCompiled>& cuda = compiled.cuda) {
+    KILN_ASSIGN_OR_RETURN(
+        std::unique_ptr<runtime::CudaExecutor> executor,
+        runtime::CudaExecutor::create(compiled.program, cuda->cubin, cuda->launches));
+    return std::unique_ptr<runtime::ProgramExecutor>(std::move(executor));
+  }
   std::vector<runtime::KernelFunction> functions;
   for (size_t k = 0; k < compiled.kernels.size(); ++k) {
     functions.push_back(compiled.kernels.function(k));
   }
   KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
                         runtime::Executor::create(compiled.program, std::move(functions)));
-  return std::make_unique<runtime::Executor>(std::move(executor));
+  return std::unique_ptr<runtime::ProgramExecutor>(
+      std::make_unique<runtime::Executor>(std::move(executor)));
 }
 
 }  // namespace
@@ -26,13 +34,18 @@ Expected<std::optional<CompiledModel>> Compiler::load_cached(const std::string& 
   if (!cached) return std::optional<CompiledModel>();
   auto compiled = std::make_unique<CompiledGraph>();
   compiled->program = std::make_shared<const runtime::Program>(std::move(cached->program));
-  KILN_ASSIGN_OR_RETURN(compiled->kernels,
-                        codegen::cpu::compile_kernels(cached->kernels, options_.cpu));
-  compiled->stats.units = compiled->kernels.units();
-  compiled->stats.units_compiled = compiled->kernels.units_compiled();
+  if (cached->cuda) {
+    compiled->cuda = std::move(cached->cuda);
+  } else {
+    KILN_ASSIGN_OR_RETURN(compiled->kernels,
+                          codegen::cpu::compile_kernels(cached->kernels, options_.cpu));
+    compiled->stats.units = compiled->kernels.units();
+    compiled->stats.units_compiled = compiled->kernels.units_compiled();
+  }
   compiled->last_stage = Stage::codegen;
   compiled->cached_explanation = std::move(cached->explanation);
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor, cpu_executor(*compiled));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ProgramExecutor> executor,
+                        make_executor(*compiled));
   return std::optional<CompiledModel>(CompiledModel(std::make_unique<Graph>(std::move(graph)),
                                                     std::move(compiled), std::move(executor)));
 }
@@ -63,17 +76,12 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
         "program to run",
         stage_name(*compiled_graph->last_stage));
   }
-  if (compiled_graph->cuda) {
-    const CudaCompiled& cuda = *compiled_graph->cuda;
-    KILN_ASSIGN_OR_RETURN(
-        std::unique_ptr<runtime::CudaExecutor> executor,
-        runtime::CudaExecutor::create(compiled_graph->program, cuda.cubin, cuda.launches));
-    return CompiledModel(std::move(compilation.graph_), std::move(compiled_graph),
-                         std::move(executor));
-  }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor, cpu_executor(*compiled_graph));
-  // A cache that cannot be written (a read-only disk) costs only the next compile its time.
+  // A cache that cannot be written (a read-only disk) costs only the next compile its time. The
+  // compilation is complete before its executor is made, so it is stored first: a GPU
+  // compilation made where no GPU runs it is stored too, for a later run where one does.
   if (key) (void)store_compilation(*key, *compilation.graph_, *compiled_graph);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ProgramExecutor> executor,
+                        make_executor(*compiled_graph));
   return CompiledModel(std::move(compilation.graph_), std::move(compiled_graph),
                        std::move(executor));
 }

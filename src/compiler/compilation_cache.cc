@@ -20,6 +20,7 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kEntryTag = "kiln-compilation 1\n";
+constexpr std::string_view kCudaEntryTag = "kiln-cuda-compilation 1\n";
 
 // The SHA-256 of the file that holds this code: the executable, or the shared object (the
 // Python extension) Kiln was linked into. Computed once per process.
@@ -73,6 +74,22 @@ std::optional<std::string_view> next_part(std::string_view& rest) {
   return part;
 }
 
+// The loop IR of every program kernel of a CPU compilation, in order: program kernel k is the
+// kernel of the records that share it.
+Expected<std::string> program_kernels_text(const CompiledGraph& compiled) {
+  std::vector<const loop::Kernel*> kernels(static_cast<size_t>(compiled.program->num_kernels));
+  for (const KernelRecord& record : compiled.records) {
+    const auto k = static_cast<size_t>(record.program_kernel);
+    if (k < kernels.size() && kernels[k] == nullptr) kernels[k] = &record.kernel;
+  }
+  std::string text;
+  for (const loop::Kernel* kernel : kernels) {
+    if (kernel == nullptr) return Status::error("a program kernel has no record");
+    text += loop::print(*kernel);
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string compile_options_fingerprint(const CompileOptions& o) {
@@ -80,12 +97,13 @@ std::string compile_options_fingerprint(const CompileOptions& o) {
   std::string text = fmt::format(
       "device {}; deterministic {}; schedule {}; pack_weights {}\n"
       "cpu compiler '{}' flags [{}]\n"
+      "cuda architecture '{}'\n"
       "rewrites {} disabled [{}]\n"
       "substitution {} max_expansions {} max_priced {} max_seconds {}\n"
       "fusion {} disabled [{}] max_candidates {} max_group_nodes {} ilp_seconds {} "
       "max_local_bytes {}\n",
       static_cast<int>(o.device), o.deterministic, o.schedule, o.pack_weights, o.cpu.compiler,
-      fmt::join(o.cpu.flags, " "), o.rewrites.enabled, fmt::join(o.rewrites.disabled, ","),
+      fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled, fmt::join(o.rewrites.disabled, ","),
       o.substitution.enabled, o.substitution.max_expansions,
       o.substitution.max_priced, o.substitution.max_seconds,
       fusion::fusion_mode_name(f.mode), fmt::join(f.disabled_rules, ","), f.max_candidates,
@@ -95,7 +113,8 @@ std::string compile_options_fingerprint(const CompileOptions& o) {
 
 Expected<std::optional<std::string>> compilation_key(const Graph& graph,
                                                      const CompileOptions& options) {
-  if (options.device != Device::cpu || constant_elements(graph) > kMaxCachedConstantElements) {
+  const bool cached_device = options.device == Device::cpu || options.device == Device::cuda;
+  if (!cached_device || constant_elements(graph) > kMaxCachedConstantElements) {
     return std::optional<std::string>();
   }
   KILN_ASSIGN_OR_RETURN(std::string identity, binary_identity());
@@ -118,42 +137,53 @@ std::optional<CachedCompilation> load_compilation(const std::string& key) {
   Expected<std::string> bytes = read_file(path.string(), int64_t{1} << 40);
   if (!bytes) return std::nullopt;
   std::string_view rest = *bytes;
-  if (!rest.starts_with(kEntryTag)) return std::nullopt;
-  rest.remove_prefix(kEntryTag.size());
-  const std::optional<std::string_view> program = next_part(rest);
-  const std::optional<std::string_view> kernels = next_part(rest);
-  const std::optional<std::string_view> explanation = next_part(rest);
-  if (!program || !kernels || !explanation || !rest.empty()) return std::nullopt;
-  Expected<runtime::Program> parsed_program = runtime::deserialize_program(*program);
-  Expected<std::vector<loop::Kernel>> parsed_kernels = loop::parse_kernels(*kernels, path.string());
-  if (!parsed_program || !parsed_kernels ||
-      parsed_kernels->size() != static_cast<size_t>(parsed_program->num_kernels)) {
-    return std::nullopt;
+  const bool cuda = rest.starts_with(kCudaEntryTag);
+  if (!cuda && !rest.starts_with(kEntryTag)) return std::nullopt;
+  rest.remove_prefix(cuda ? kCudaEntryTag.size() : kEntryTag.size());
+  std::vector<std::string_view> parts;
+  while (std::optional<std::string_view> part = next_part(rest)) parts.push_back(*part);
+  // CPU: program, loop IR, explanation; GPU: program, source, architecture, cubin, launches,
+  // explanation.
+  if (!rest.empty() || parts.size() != (cuda ? 6u : 3u)) return std::nullopt;
+  Expected<runtime::Program> program = runtime::deserialize_program(parts[0]);
+  if (!program) return std::nullopt;
+  const auto num_kernels = static_cast<size_t>(program->num_kernels);
+  CachedCompilation cached;
+  cached.explanation = std::string(parts.back());
+  if (cuda) {
+    Expected<runtime::CudaKernelLaunches> launches = runtime::deserialize_launches(parts[4]);
+    if (!launches || launches->size() != num_kernels) return std::nullopt;
+    cached.cuda = CudaCompiled{std::string(parts[1]), std::string(parts[3]),
+                               std::string(parts[2]), std::move(*launches)};
+  } else {
+    Expected<std::vector<loop::Kernel>> kernels = loop::parse_kernels(parts[1], path.string());
+    if (!kernels || kernels->size() != num_kernels) return std::nullopt;
+    cached.kernels = std::move(*kernels);
   }
+  cached.program = std::move(*program);
   touch(path);
-  return CachedCompilation{std::move(*parsed_program), std::move(*parsed_kernels),
-                           std::string(*explanation)};
+  return cached;
 }
 
 Status store_compilation(const std::string& key, const Graph& graph,
                          const CompiledGraph& compiled) {
-  if (!compiled.program || compiled.last_stage != Stage::codegen || compiled.cuda) {
-    return Status::error("only a complete CPU compilation is cached");
+  if (!compiled.program || compiled.last_stage != Stage::codegen) {
+    return Status::error("only a complete compilation is cached");
   }
-  // Program kernel k is the loop IR of the records that share it.
-  std::vector<const loop::Kernel*> kernels(static_cast<size_t>(compiled.program->num_kernels));
-  for (const KernelRecord& record : compiled.records) {
-    const auto k = static_cast<size_t>(record.program_kernel);
-    if (k < kernels.size() && kernels[k] == nullptr) kernels[k] = &record.kernel;
+  std::string entry;
+  if (const std::optional<CudaCompiled>& cuda = compiled.cuda) {
+    entry = kCudaEntryTag;
+    append_part(entry, runtime::serialize_program(*compiled.program));
+    append_part(entry, cuda->source);
+    append_part(entry, cuda->architecture);
+    append_part(entry, cuda->cubin);
+    append_part(entry, runtime::serialize_launches(cuda->launches));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::string kernels_text, program_kernels_text(compiled));
+    entry = kEntryTag;
+    append_part(entry, runtime::serialize_program(*compiled.program));
+    append_part(entry, kernels_text);
   }
-  std::string kernels_text;
-  for (const loop::Kernel* kernel : kernels) {
-    if (kernel == nullptr) return Status::error("a program kernel has no record");
-    kernels_text += loop::print(*kernel);
-  }
-  std::string entry(kEntryTag);
-  append_part(entry, runtime::serialize_program(*compiled.program));
-  append_part(entry, kernels_text);
   append_part(entry, fusion::explain_partition(graph, compiled.partition));
   const std::filesystem::path path = entry_path(key);
   std::error_code error;

@@ -108,7 +108,7 @@ struct CompileOptions {
   // library's layout from the first run on (compiler/stages.h: pack_weights_stage).
   bool pack_weights = true;
   // Compiler::compile loads a graph compiled before with the same options from the compilation
-  // cache, and stores what it compiles there (compiler/compilation_cache.h; CPU only).
+  // cache, and stores what it compiles there (compiler/compilation_cache.h; CPU and GPU).
   bool reuse_compilations = false;
   PipelineOptions pipeline;
 };

@@ -6,13 +6,21 @@
 // arguments: a parameter buffer of the program kernel (its base address plus an element
 // offset, in bytes), or a 64-bit integer. A matrix product also says so, for the runtime to
 // run it through NVIDIA's library.
+//
+// serialize_launches writes the launches as text, one line per launch, argument and gemm, for
+// the compilation cache (compiler/compilation_cache.h); deserialize_launches reads it back and
+// refuses anything else (an unknown line, a number that does not read, an argument before any
+// launch) rather than guess.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "support/status.h"
 
 namespace kiln::runtime {
 
@@ -52,5 +60,8 @@ struct CudaLaunch {
 
 // Per program kernel, its launches in order.
 using CudaKernelLaunches = std::vector<std::vector<CudaLaunch>>;
+
+std::string serialize_launches(const CudaKernelLaunches& launches);
+Expected<CudaKernelLaunches> deserialize_launches(std::string_view text);
 
 }  // namespace kiln::runtime

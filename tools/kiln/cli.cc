@@ -190,8 +190,8 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
       "--reuse-compilations", flags.reuse_compilations,
       "Load the model from the compilation cache when this Kiln compiled it before with the "
       "same options (the summary then lists no graph stages or partition), and store the "
-      "compilation there otherwise (compiler/compilation_cache.h; CPU only; run --check "
-      "compiles afresh, since it needs what the cache does not keep)");
+      "compilation there otherwise (compiler/compilation_cache.h; for the CPU and the GPU; "
+      "run --check compiles afresh, since it needs what the cache does not keep)");
   add_device_flag(command, flags);
   add_rewrite_flags(command, flags);
   add_pipeline_flags(command, flags);

@@ -1,7 +1,8 @@
 // The compilation cache (compiler/compilation_cache.h) and the program's bytes it stores
 // (runtime/program.h: serialize_program): a graph compiled a second time with the same options
 // comes from the cache and computes the same bits; other options, another graph or a damaged
-// entry compile afresh; damaged program bytes are refused.
+// entry compile afresh; damaged program bytes are refused. A GPU compilation is stored whole
+// (source, cubin, launches), also where no GPU runs it, and its launches read back as written.
 #include "compiler/compilation_cache.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "codegen/cpu/compile_cache.h"
+#include "codegen/cuda/nvrtc_compiler.h"
 #include "cost/device_profile.h"
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
@@ -133,6 +135,87 @@ TEST_F(CompilationCacheTest, ADamagedEntryIsCompiledAgainNotTrusted) {
   Expected<CompiledModel> restored = Compiler(options()).compile(layer(0.05));
   ASSERT_TRUE(restored) << restored.status().message();
   EXPECT_TRUE(restored->compiled().cached_explanation);  // the recompile replaced the entry
+}
+
+TEST_F(CompilationCacheTest, AGpuCompilationIsStoredWholeAndLoadsAsCompiled) {
+  if (!codegen::cuda::nvrtc_available()) GTEST_SKIP() << "no NVRTC";
+  CompileOptions gpu = options();
+  gpu.device = Device::cuda;
+  Expected<std::optional<std::string>> key = compilation_key(layer(0.05), gpu);
+  ASSERT_TRUE(key && *key) << key.status().message();
+  Expected<std::optional<std::string>> cpu_key = compilation_key(layer(0.05), options());
+  ASSERT_TRUE(cpu_key && *cpu_key);
+  EXPECT_NE(**key, **cpu_key);
+  // Without a GPU the executor cannot be made, but the compilation is complete and stored.
+  Expected<CompiledModel> first = Compiler(gpu).compile(layer(0.05));
+  std::optional<CachedCompilation> cached = load_compilation(**key);
+  ASSERT_TRUE(cached);
+  ASSERT_TRUE(cached->cuda);
+  EXPECT_TRUE(cached->kernels.empty());
+  Expected<Compilation> fresh = Compiler(gpu).run_pipeline(layer(0.05));
+  ASSERT_TRUE(fresh) << fresh.status().message();
+  const CudaCompiled& expected = *fresh->compiled().cuda;
+  EXPECT_EQ(cached->cuda->source, expected.source);
+  EXPECT_EQ(cached->cuda->cubin, expected.cubin);
+  EXPECT_EQ(cached->cuda->architecture, "sm_90");
+  EXPECT_EQ(runtime::serialize_launches(cached->cuda->launches),
+            runtime::serialize_launches(expected.launches));
+  EXPECT_EQ(runtime::print_program(cached->program),
+            runtime::print_program(*fresh->compiled().program));
+  // Another architecture is another compilation.
+  CompileOptions other = gpu;
+  other.cuda.architecture = "sm_80";
+  Expected<std::optional<std::string>> other_key = compilation_key(layer(0.05), other);
+  ASSERT_TRUE(other_key && *other_key);
+  EXPECT_NE(**other_key, **key);
+  if (first) {  // a machine with a GPU: the second compile comes from the cache, same bits
+    const Array x = random_array(TensorType{DType::f32, Shape{64, 512}}, 7);
+    Expected<CompiledModel> second = Compiler(gpu).compile(layer(0.05));
+    ASSERT_TRUE(second) << second.status().message();
+    EXPECT_TRUE(second->compiled().cached_explanation);
+    EXPECT_EQ(run(*second, x), run(*first, x));
+  }
+}
+
+TEST(CudaLaunches, ReadBackAsWrittenAndRefuseAnythingElse) {
+  runtime::CudaLaunch plain{"kiln_k0_0", {4, 2, 1}, {256, 1, 1}, {}, std::nullopt};
+  plain.args = {{runtime::CudaLaunchArg::Kind::buffer, 1, 64, 0},
+                {runtime::CudaLaunchArg::Kind::i64, 0, 0, -7}};
+  runtime::CudaLaunch gemm{"kiln_gemm_f32", {1, 1, 1}, {128, 1, 1}, {}, runtime::CudaGemm{}};
+  gemm.args = {{runtime::CudaLaunchArg::Kind::buffer, 0, 0, 0},
+               {runtime::CudaLaunchArg::Kind::buffer, 2, 0, 0},
+               {runtime::CudaLaunchArg::Kind::buffer, 3, 4096, 0}};
+  *gemm.gemm = {runtime::CudaGemm::Type::f64, 64, 32, 16, 16, 32, 32, true, false, true,
+                12, 1024, 0, 2048};
+  const runtime::CudaKernelLaunches launches = {{plain, gemm}, {}, {plain}};
+  const std::string text = runtime::serialize_launches(launches);
+  Expected<runtime::CudaKernelLaunches> back = runtime::deserialize_launches(text);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(runtime::serialize_launches(*back), text);
+  ASSERT_EQ(back->size(), 3u);
+  ASSERT_EQ((*back)[0].size(), 2u);
+  EXPECT_TRUE((*back)[1].empty());
+  const runtime::CudaLaunch& g = (*back)[0][1];
+  ASSERT_TRUE(g.gemm);
+  EXPECT_EQ(g.gemm->type, runtime::CudaGemm::Type::f64);
+  EXPECT_TRUE(g.gemm->transpose_a && !g.gemm->transpose_b && g.gemm->accumulate);
+  EXPECT_EQ(g.gemm->batch, 12);
+  EXPECT_EQ(g.gemm->stride_c, 2048);
+  EXPECT_EQ(g.args[2].byte_offset, 4096);
+  EXPECT_EQ((*back)[0][0].args[1].value, -7);
+  EXPECT_EQ((*back)[0][0].grid[0], 4);
+  for (const std::string& bad :
+       {text.substr(0, text.size() - 1), std::string("buffer 0 0\n"),
+        std::string("kernel\nbuffer 0 0\n"), std::string("kernel\nlaunch f 1 1 1 1 1\n"),
+        std::string("kernel\nlaunch f 1 1 1 1 1 x\n"), std::string("kernel\nfunction f\n"),
+        std::string("kernel\nlaunch f 1 1 1 1 1 1\ngemm f16 1 1 1 1 1 1 0 0 0 1 0 0 0\n"),
+        std::string("kernel\nlaunch f 1 1 1 1 1 1\ngemm f32 1 1 1 1 1 1 2 0 0 1 0 0 0\n"),
+        std::string("kernel\nlaunch f 1 1 1 1 1 1\nbuffer -1 0\n")}) {
+    EXPECT_FALSE(runtime::deserialize_launches(bad)) << bad;
+  }
+  Expected<runtime::CudaKernelLaunches> none = runtime::deserialize_launches("");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
 }
 
 TEST(CachePruning, RemovesTheLeastRecentlyUsedFilesDownToThreeQuarters) {
