@@ -132,7 +132,11 @@ Expected<CachedLibrary> CompileCache::load_or_compile(const std::string& source,
   const std::filesystem::path library_path = directory_ / (key + ".so");
   if (std::filesystem::exists(library_path)) {
     Expected<CachedLibrary> cached = load_with_symbols(library_path, symbols);
-    if (cached) return cached;
+    if (cached) {
+      touch(library_path);
+      touch(directory_ / (key + ".cc"));
+      return cached;
+    }
     // A damaged entry: compiled again below and replaced.
   }
 
@@ -164,6 +168,7 @@ Expected<CachedLibrary> CompileCache::load_or_compile(const std::string& source,
   compiled.compiled = true;
   KILN_RETURN_IF_ERROR(temp_source.rename_to(directory_ / (key + ".cc")));
   KILN_RETURN_IF_ERROR(temp_library.rename_to(library_path));
+  prune_least_recently_used(directory_, max_bytes_);
   return compiled;
 }
 

@@ -16,9 +16,16 @@
 // both succeed (the second rename replaces an identical library; the first process's mapping
 // stays valid). An entry that is damaged anyway (truncated, not loadable, missing a symbol)
 // is compiled again and replaced, never trusted.
+//
+// Size: a hit marks its entry used (support/files.h: touch), and publishing an entry keeps the
+// folder within the cache's byte budget (kMaxKernelCacheBytes by default) by removing the
+// least recently used files (prune_least_recently_used). A library removed while a process
+// has it loaded stays mapped in that process; one removed between another process's check
+// and load is a miss there, compiled again.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -28,6 +35,8 @@
 #include "support/status.h"
 
 namespace kiln::codegen::cpu {
+
+inline constexpr int64_t kMaxKernelCacheBytes = int64_t{2} << 30;
 
 // How sources are compiled: the compiler program (a name searched in PATH or a path; never a
 // command line: it is run without a shell), its flags (which must make a shared library) and
@@ -58,7 +67,9 @@ std::string cache_key(std::string_view compiler_identity, std::span<const std::s
 
 class CompileCache {
  public:
-  explicit CompileCache(std::filesystem::path directory) : directory_(std::move(directory)) {}
+  explicit CompileCache(std::filesystem::path directory,
+                        int64_t max_bytes = kMaxKernelCacheBytes)
+      : directory_(std::move(directory)), max_bytes_(max_bytes) {}
 
   // `source` compiled with `config` and loaded, with `symbols` looked up: the cache entry
   // when a sound one exists, else a fresh compilation that is then published. Safe to call
@@ -70,6 +81,7 @@ class CompileCache {
 
  private:
   std::filesystem::path directory_;
+  int64_t max_bytes_;
 };
 
 }  // namespace kiln::codegen::cpu

@@ -136,7 +136,10 @@ Expected<Cubin> compile_cuda(const std::string& source, const NvrtcOptions& opti
   const std::filesystem::path cubin_path = dir / (key + ".cubin");
   if (std::filesystem::exists(cubin_path)) {
     Expected<std::string> cached = read_file(cubin_path.string());
-    if (cached && !cached->empty()) return Cubin{std::move(*cached), false};
+    if (cached && !cached->empty()) {
+      touch(cubin_path);
+      return Cubin{std::move(*cached), false};
+    }
   }
   KILN_ASSIGN_OR_RETURN(std::string cubin, run_nvrtc(*nvrtc, source, flags));
   std::error_code ignored;
@@ -144,6 +147,7 @@ Expected<Cubin> compile_cuda(const std::string& source, const NvrtcOptions& opti
   // A cache that cannot be written costs a compilation next time, nothing else.
   if (write_file_atomically(dir / (key + ".cu"), source)) {
     (void)write_file_atomically(cubin_path, cubin);
+    prune_least_recently_used(dir, kMaxCubinCacheBytes);
   }
   return Cubin{std::move(cubin), true};
 }

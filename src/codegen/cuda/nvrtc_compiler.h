@@ -12,8 +12,11 @@
 // rounds after every operation). Key: SHA-256 (codegen/cpu/compile_cache.h: cache_key) of
 // NVRTC's version, the options and the source. Layout: `<dir>/<key>.cubin` and `<key>.cu`,
 // written atomically (support/files.h); a source NVRTC rejects is an error carrying its log.
+// A hit marks its cubin used, and a store keeps the folder within kMaxCubinCacheBytes by
+// removing the least recently used files (support/files.h: prune_least_recently_used).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -21,6 +24,8 @@
 #include "support/status.h"
 
 namespace kiln::codegen::cuda {
+
+inline constexpr int64_t kMaxCubinCacheBytes = int64_t{1} << 30;
 
 bool nvrtc_available();
 

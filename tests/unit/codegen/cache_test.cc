@@ -1,6 +1,7 @@
 // The compile cache and the compiler driver: hits without running the compiler, keys that
-// change with flags, concurrent compilation of one source, recovery from damaged entries,
-// compiler errors and time limits, and running programs without a shell.
+// change with flags, concurrent compilation of one source, recovery from damaged entries, the
+// byte budget kept by dropping the least recently used entries, compiler errors and time
+// limits, and running programs without a shell.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -141,6 +142,55 @@ TEST(CpuCompileCache, DamagedEntriesAreCompiledAgain) {
   Expected<CompiledKernels> repaired = compile_kernels(kernels, options_in(dir));
   ASSERT_TRUE(repaired.has_value()) << repaired.status().message();
   EXPECT_EQ(repaired->units_compiled(), 0);
+}
+
+// The files of the entry whose source defines `function`.
+std::vector<std::filesystem::path> entry_files(const std::filesystem::path& dir,
+                                               const std::string& function) {
+  for (const std::filesystem::path& source : files_ending(dir, ".cc")) {
+    std::ifstream in(source);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text.find(function) == std::string::npos) continue;
+    std::filesystem::path library = source;
+    library.replace_extension(".so");
+    return {source, library};
+  }
+  return {};
+}
+
+TEST(CpuCompileCache, KeepsWithinItsBudgetDroppingTheLeastRecentlyUsed) {
+  testing::TempDir dir;
+  const CompilerConfig config{.compiler = "c++", .flags = default_compile_flags(),
+                              .timeout = std::chrono::seconds(60)};
+  const auto compile = [&](const std::string& function, int64_t budget) {
+    const std::string source = "extern \"C\" int " + function + "() { return 1; }\n";
+    const std::vector<std::string> symbols = {function};
+    return CompileCache(dir.path(), budget).load_or_compile(source, config, symbols);
+  };
+  ASSERT_TRUE(compile("f_a", kMaxKernelCacheBytes));
+  int64_t one_entry = 0;
+  for (const std::filesystem::path& file : entry_files(dir.path(), "f_a")) {
+    one_entry += static_cast<int64_t>(std::filesystem::file_size(file));
+  }
+  ASSERT_GT(one_entry, 0);
+  ASSERT_TRUE(compile("f_b", kMaxKernelCacheBytes));
+  const auto age = [&](const std::string& function, int seconds) {
+    for (const std::filesystem::path& file : entry_files(dir.path(), function)) {
+      std::filesystem::last_write_time(
+          file, std::filesystem::file_time_type::clock::now() - std::chrono::seconds(seconds));
+    }
+  };
+  age("f_a", 100);
+  age("f_b", 50);
+  Expected<CachedLibrary> hit = compile("f_a", kMaxKernelCacheBytes);  // marks f_a used now
+  ASSERT_TRUE(hit) << hit.status().message();
+  EXPECT_FALSE(hit->compiled);
+  // Three entries over a budget of 2.9: the least recently used one goes, f_b.
+  ASSERT_TRUE(compile("f_c", one_entry * 29 / 10));
+  EXPECT_EQ(entry_files(dir.path(), "f_a").size(), 2u);
+  EXPECT_EQ(entry_files(dir.path(), "f_b").size(), 0u);
+  EXPECT_EQ(entry_files(dir.path(), "f_c").size(), 2u);
+  EXPECT_EQ(files_ending(dir.path(), ".so").size(), 2u);
 }
 
 TEST(CpuCompileCache, CompilerErrorsCarryItsMessageAndKeepTheSource) {
