@@ -88,6 +88,14 @@ bool batches_columns(const ConvShape& s, DType dtype) {
          s.col_rows() * images * s.positions * dtype_size_bytes(dtype) <= kMaxBatchColumnBytes;
 }
 
+// Whether a conv runs one gemm per tap over its padded input (the header's third form): 1-D,
+// stride 1, more than one tap, enough channels per group for each tap's gemm to run well, and
+// not batched (one gemm per image and group).
+bool gemms_per_tap(const Node& node, const ConvShape& s, bool batched) {
+  return node.op() == Op::conv && !batched && s.spatial == 1 && s.taps > 1 &&
+         s.params.strides[0] == 1 && s.cg >= kTapGemmsFromChannels;
+}
+
 class ConvLowerer {
  public:
   ConvLowerer(const Node& node, NameGenerator& names, const ConvEpilogue& epilogue)
@@ -95,10 +103,16 @@ class ConvLowerer {
         s_(conv_shape(node)),
         names_(names),
         batched_(batches_columns(s_, node.output(0)->dtype())),
+        per_tap_(gemms_per_tap(node, s_, batched_)),
         epilogue_(epilogue) {}
 
   Stmt lower(const Buffer& in0, const Buffer& in1, const Buffer& out) {
     const DType dtype = node_.output(0)->dtype();
+    if (per_tap_) {
+      col_ = Buffer::local(names_.fresh("xpad"), dtype, s_.cg * padded_length());
+      const Buffer wt = Buffer::local(names_.fresh("wt"), dtype, s_.w.num_elements());
+      return allocate(wt, block({weights_by_tap(in1, wt), conv_by_taps(in0, wt, out)}));
+    }
     col_ = Buffer::local(names_.fresh("col"), dtype,
                          std::max<int64_t>(s_.col_rows() * col_length(), 1));
     if (batched_) {
@@ -303,6 +317,59 @@ class ConvLowerer {
     });
   }
 
+  // The padded input's length per channel when gemms_per_tap: what the last tap reads.
+  int64_t padded_length() const {
+    return s_.positions + (s_.taps - 1) * s_.params.dilations[0];
+  }
+
+  // wt[tap, o, c] = w[o, c, tap].
+  Stmt weights_by_tap(const Buffer& w, const Buffer& wt) {
+    const int64_t channels = s_.w.dim(0);
+    return loop_nest(names_, {s_.taps, channels, s_.cg}, [&](const std::vector<Expr>& i) {
+      return store(wt, (i[0] * channels + i[1]) * s_.cg + i[2],
+                   load(w, (i[1] * s_.cg + i[2]) * s_.taps + i[0]));
+    });
+  }
+
+  // xpad[c, p] = x[n, g*Cg + c, p - pad], zero outside x: three loops per channel (the
+  // leading padding, x's row, the trailing padding), so that the middle one is a plain copy.
+  Stmt pad_input(const Buffer& x, const Expr& n, const Expr& g) {
+    const int64_t length = padded_length(), pad = s_.params.pads_begin[0];
+    const int64_t lo = std::min(pad, length), hi = std::min(pad + s_.inputs, length);
+    return loop_nest(names_, {s_.cg}, [&](const std::vector<Expr>& c) {
+      const Expr row = c[0] * length;
+      const auto segment = [&](int64_t begin, int64_t end, bool reads_x) {
+        const std::string p = names_.fresh("i");
+        const Expr value = reads_x ? load(x, x_block(n, g) + c[0] * s_.inputs + var(p) - pad)
+                                   : make_zero(x.dtype());
+        return for_loop(p, begin, end - begin, store(col_, row + var(p), value));
+      };
+      std::vector<Stmt> parts;
+      if (lo > 0) parts.push_back(segment(0, lo, false));
+      if (hi > lo) parts.push_back(segment(lo, hi, true));
+      if (length > hi) parts.push_back(segment(std::max(hi, lo), length, false));
+      return block(std::move(parts));
+    });
+  }
+
+  // y[n, g] = the sum over taps of wt[tap]'s group-g rows x xpad shifted by the tap.
+  Stmt conv_by_taps(const Buffer& x, const Buffer& wt, const Buffer& y) {
+    const int64_t channels = s_.w.dim(0);
+    return per_image_and_group([&](const Expr& n, const Expr& g) {
+      std::vector<Stmt> parts = {pad_input(x, n, g)};
+      for (int64_t tap = 0; tap < s_.taps; ++tap) {
+        parts.push_back(gemm({.a = {wt, (tap * channels + g * s_.og) * s_.cg, ld(s_.cg)},
+                              .b = {col_, tap * s_.params.dilations[0], ld(padded_length())},
+                              .c = {y, y_block(n, g), ld(s_.positions)},
+                              .m = s_.og,
+                              .n = s_.positions,
+                              .k = s_.cg,
+                              .accumulate = tap > 0}));
+      }
+      return then_epilogue(block(std::move(parts)), n, g);
+    });
+  }
+
   Stmt conv(const Buffer& x, const Buffer& w, const Buffer& y) {
     return per_image_and_group([&](const Expr& n, const Expr& g) {
       return then_epilogue(block({im2col(x, n, g),
@@ -429,6 +496,7 @@ class ConvLowerer {
   const ConvShape s_;
   NameGenerator& names_;
   const bool batched_;
+  const bool per_tap_;
   const ConvEpilogue& epilogue_;
   Buffer col_;
   Buffer rows_;

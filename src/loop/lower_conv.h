@@ -22,6 +22,17 @@
 // by side, [Cg*K, N*Y], and each op is one gemm over the batch; y, or dy, is copied between
 // [N, Og, Y] and [Og, N*Y] around it (ResNet-50's last two stages gained most).
 //
+// A 1-D conv at stride 1 with many channels per group (kTapGemmsFromChannels, loop/tuning.h;
+// XML-CNN's text convolutions) needs no column buffer: its column matrix is K copies of x
+// shifted by a tap each. It runs one gemm per tap, accumulated, each reading x padded once:
+//
+//   xpad [Cg, P]     xpad[c, p] = x[n, g*Cg + c, p - pad] or 0   (P = Y + (K-1) * dilation)
+//   wt   [K, O, Cg]  wt[tap, o, c] = w[o, c, tap], once per call
+//   y[n, g] [Og, Y]  = sum over taps of wt[tap, g*Og..] [Og, Cg] x xpad[:, tap * dilation..]
+//
+// so x is copied once per image instead of K times (the column buffer of XML-CNN's width-8
+// convolution was 4.8 MB per image), and the products read it from cache.
+//
 // A conv or conv_grad_data may carry an *epilogue*: statements that run as soon as one image
 // and group of its output is complete (after that image's gemm, col2im or copy out of the
 // batch's matrix), while the block is in cache. lower_group stores its elementwise consumers

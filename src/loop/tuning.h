@@ -21,6 +21,10 @@ inline constexpr int64_t kMinGemmBlockRows = 256;
 inline constexpr int64_t kBatchColumnsBelow = 256;
 // The largest column buffer, in bytes, of such a batched convolution.
 inline constexpr int64_t kMaxBatchColumnBytes = int64_t{64} << 20;
+// A 1-D convolution at stride 1 with at least this many input channels per group runs one
+// gemm per kernel tap over its padded input instead of one over a column buffer: each tap's
+// gemm then has this many as its depth.
+inline constexpr int64_t kTapGemmsFromChannels = 64;
 
 // --- Packed weights (compiler/stages.h: pack_weights_stage) ------------------------------
 

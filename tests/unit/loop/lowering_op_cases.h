@@ -293,6 +293,14 @@ inline void conv_and_its_gradients(const OpCheck& check) {
   EXPECT_TRUE(check(Op::conv,
                                      {in(f32, {1, 2, 3, 4, 3}), in(f32, {3, 2, 2, 1, 2})},
                                      {{"pads", {0, 1, 1, 1, 0, 0}}}, 8));
+  // 1-D with many channels per group: one gemm per tap over the padded input (padding on
+  // both sides, a dilation; two groups; more padding than a tap reads).
+  EXPECT_TRUE(check(Op::conv, {in(f32, {2, 64, 9}), in(f32, {5, 64, 3})},
+                    {{"pads", {2, 1}}, {"dilations", {2}}}, 8));
+  EXPECT_TRUE(check(Op::conv, {in(f32, {1, 128, 7}), in(f32, {4, 64, 4})},
+                    {{"groups", 2}, {"pads", {3, 0}}}, 8));
+  EXPECT_TRUE(check(Op::conv, {in(f32, {1, 64, 3}), in(f32, {2, 64, 2})},
+                    {{"pads", {4, 4}}}, 8));
 }
 
 inline void sparse_times_dense(const OpCheck& check) {
