@@ -103,7 +103,8 @@ std::string compile_options_fingerprint(const CompileOptions& o) {
       "fusion {} disabled [{}] max_candidates {} max_group_nodes {} ilp_seconds {} "
       "max_local_bytes {}\n",
       static_cast<int>(o.device), o.deterministic, o.schedule, o.pack_weights, o.cpu.compiler,
-      fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled, fmt::join(o.rewrites.disabled, ","),
+      fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled,
+      fmt::join(o.rewrites.disabled, ","),
       o.substitution.enabled, o.substitution.max_expansions,
       o.substitution.max_priced, o.substitution.max_seconds,
       fusion::fusion_mode_name(f.mode), fmt::join(f.disabled_rules, ","), f.max_candidates,
