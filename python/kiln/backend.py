@@ -24,6 +24,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._pytree import tree_leaves
 from functorch.compile import make_boxed_func
 
 from . import _aten
@@ -109,7 +110,6 @@ def conversion_error(node: torch.fx.Node) -> str:
 
 def _tensor_devices(value) -> set:
     """The devices of the tensors in a node's value (a tensor, or a tuple of them)."""
-    from torch.utils._pytree import tree_leaves
     return {t.device for t in tree_leaves(value) if isinstance(t, torch.Tensor)}
 
 
@@ -172,8 +172,9 @@ def graph_device(example_inputs) -> torch.device | None:
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
                   report: Report | None = None):
     """Kiln's compilation of one ATen graph: a callable of the graph's inputs. Nodes Kiln does
-    not convert run in PyTorch; a graph Kiln cannot take at all (tensors on several devices, or
-    on a GPU other than cuda:0) runs as it is, with a warning."""
+    not convert run in PyTorch, and so does a part Kiln cannot compile (symbolic shapes, say); a
+    graph whose tensors are on several devices, or on a GPU other than cuda:0, runs as it is.
+    Each with a warning."""
     device = graph_device(example_inputs)
     if device is None:
         devices = sorted({str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)})
