@@ -204,9 +204,9 @@ NB_MODULE(_kiln, m) {
   m.def("compile_aten_graph", &compile_aten_graph, nb::arg("graph_json"),
         nb::arg("substitution") = true, nb::arg("reuse_compilations") = true,
         nb::arg("device") = "cpu",
-        "Compiles an ATen graph (JSON text) for this CPU ('cpu'), or loads it from Kiln's "
-        "compilation cache when this build compiled it before with the same options; or for "
-        "the first NVIDIA GPU ('cuda'). Raises CompileError naming the node and op that "
+        "Compiles an ATen graph (JSON text) for this CPU ('cpu') or for the first NVIDIA GPU "
+        "('cuda'), or loads it from Kiln's compilation cache when this build compiled it "
+        "before with the same options. Raises CompileError naming the node and op that "
         "failed, or saying why the GPU cannot run it.");
 
   nb::class_<CompiledGraphHandle>(m, "CompiledGraph")
