@@ -168,8 +168,11 @@ Expected<CachedLibrary> CompileCache::load_or_compile(const std::string& source,
   compiled.compiled = true;
   KILN_RETURN_IF_ERROR(temp_source.rename_to(directory_ / (key + ".cc")));
   KILN_RETURN_IF_ERROR(temp_library.rename_to(library_path));
-  prune_least_recently_used(directory_, max_bytes_);
   return compiled;
+}
+
+void CompileCache::keep_within_budget() const {
+  prune_least_recently_used(directory_, max_bytes_);
 }
 
 }  // namespace kiln::codegen::cpu

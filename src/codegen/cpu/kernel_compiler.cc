@@ -157,6 +157,7 @@ Expected<CompiledKernels> compile_kernels(std::span<const loop::Kernel> kernels,
     compiled.units_compiled_ += result->compiled ? 1 : 0;
     compiled.libraries_.push_back(std::move(result->library));
   }
+  if (compiled.units_compiled_ > 0) cache.keep_within_budget();
   return compiled;
 }
 
