@@ -1,129 +1,108 @@
 #include "runtime/cuda_launch.h"
 
-#include <fmt/format.h>
-
-#include <charconv>
 #include <limits>
+
+#include "runtime/byte_format.h"
 
 namespace kiln::runtime {
 namespace {
 
-// The line's words, split at spaces.
-std::vector<std::string_view> words_of(std::string_view line) {
-  std::vector<std::string_view> words;
-  while (!line.empty()) {
-    const size_t space = line.find(' ');
-    if (space != 0) words.push_back(line.substr(0, space));
-    if (space == std::string_view::npos) break;
-    line.remove_prefix(space + 1);
+constexpr std::string_view kLaunchesTag = "kiln-cuda-launches";
+constexpr int64_t kLaunchesFormat = 1;
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+constexpr int64_t kMinInt64 = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+Expected<CudaGemm> read_gemm(ByteReader& r) {
+  CudaGemm g;
+  KILN_ASSIGN_OR_RETURN(int64_t type, r.integer(0, int64_t(CudaGemm::Type::f64), "a gemm's type"));
+  g.type = static_cast<CudaGemm::Type>(type);
+  for (int64_t* size : {&g.m, &g.n, &g.k, &g.lda, &g.ldb, &g.ldc, &g.batch, &g.stride_a,
+                        &g.stride_b, &g.stride_c}) {
+    KILN_ASSIGN_OR_RETURN(*size, r.integer(0, kMaxSerializedBytes, "a gemm's size"));
   }
-  return words;
+  KILN_ASSIGN_OR_RETURN(g.transpose_a, r.flag("a gemm's transpose_a"));
+  KILN_ASSIGN_OR_RETURN(g.transpose_b, r.flag("a gemm's transpose_b"));
+  KILN_ASSIGN_OR_RETURN(g.accumulate, r.flag("a gemm's accumulate"));
+  return g;
 }
 
-// Reads words[first, first + values.size()) as integers into `values`.
-bool read_integers(const std::vector<std::string_view>& words, size_t first,
-                   std::initializer_list<int64_t*> values) {
-  if (words.size() != first + values.size()) return false;
-  size_t i = first;
-  for (int64_t* value : values) {
-    const std::string_view word = words[i++];
-    const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), *value);
-    if (error != std::errc() || end != word.data() + word.size()) return false;
+Expected<CudaLaunch> read_launch(ByteReader& r) {
+  CudaLaunch launch;
+  KILN_ASSIGN_OR_RETURN(std::string_view function, r.text("a launch's function"));
+  launch.function = std::string(function);
+  for (int64_t* dim : {&launch.grid[0], &launch.grid[1], &launch.grid[2], &launch.block[0],
+                       &launch.block[1], &launch.block[2]}) {
+    KILN_ASSIGN_OR_RETURN(*dim, r.integer(0, kMaxInt, "a launch's grid or block"));
   }
-  return true;
-}
-
-bool read_flag(int64_t value, bool& flag) {
-  flag = value != 0;
-  return value == 0 || value == 1;
+  KILN_ASSIGN_OR_RETURN(size_t args, r.count(32, "a launch's argument count"));
+  for (size_t i = 0; i < args; ++i) {
+    CudaLaunchArg& arg = launch.args.emplace_back();
+    KILN_ASSIGN_OR_RETURN(int64_t kind,
+                          r.integer(0, int64_t(CudaLaunchArg::Kind::i64), "an argument's kind"));
+    arg.kind = static_cast<CudaLaunchArg::Kind>(kind);
+    KILN_ASSIGN_OR_RETURN(int64_t param, r.integer(0, kMaxInt, "an argument's parameter"));
+    arg.param = static_cast<int>(param);
+    KILN_ASSIGN_OR_RETURN(arg.byte_offset,
+                          r.integer(0, kMaxSerializedBytes, "an argument's offset"));
+    KILN_ASSIGN_OR_RETURN(arg.value, r.integer(kMinInt64, kMaxInt64, "an argument's value"));
+  }
+  KILN_ASSIGN_OR_RETURN(bool gemm, r.flag("whether a launch is a gemm"));
+  if (gemm) {
+    KILN_ASSIGN_OR_RETURN(launch.gemm, read_gemm(r));
+  }
+  return launch;
 }
 
 }  // namespace
 
 std::string serialize_launches(const CudaKernelLaunches& launches) {
-  std::string text;
+  ByteWriter w;
+  w.header(kLaunchesTag, kLaunchesFormat);
+  w.integer(launches.size());
   for (const std::vector<CudaLaunch>& kernel : launches) {
-    text += "kernel\n";
+    w.integer(kernel.size());
     for (const CudaLaunch& launch : kernel) {
-      text += fmt::format("launch {} {} {} {} {} {} {}\n", launch.function, launch.grid[0],
-                          launch.grid[1], launch.grid[2], launch.block[0], launch.block[1],
-                          launch.block[2]);
+      w.text(launch.function);
+      for (int64_t dim : launch.grid) w.integer(dim);
+      for (int64_t dim : launch.block) w.integer(dim);
+      w.integer(launch.args.size());
       for (const CudaLaunchArg& arg : launch.args) {
-        text += arg.kind == CudaLaunchArg::Kind::buffer
-                    ? fmt::format("buffer {} {}\n", arg.param, arg.byte_offset)
-                    : fmt::format("i64 {}\n", arg.value);
+        w.integer(arg.kind);
+        w.integer(arg.param);
+        w.integer(arg.byte_offset);
+        w.integer(arg.value);
       }
+      w.integer(launch.gemm.has_value());
       if (const std::optional<CudaGemm>& g = launch.gemm) {
-        text += fmt::format("gemm {} {} {} {} {} {} {} {:d} {:d} {:d} {} {} {} {}\n",
-                            g->type == CudaGemm::Type::f32 ? "f32" : "f64", g->m, g->n, g->k,
-                            g->lda, g->ldb, g->ldc, g->transpose_a, g->transpose_b, g->accumulate,
-                            g->batch, g->stride_a, g->stride_b, g->stride_c);
+        w.integer(g->type);
+        for (int64_t size : {g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->batch, g->stride_a,
+                             g->stride_b, g->stride_c}) {
+          w.integer(size);
+        }
+        w.integer(g->transpose_a);
+        w.integer(g->transpose_b);
+        w.integer(g->accumulate);
       }
     }
   }
-  return text;
+  return w.take();
 }
 
-Expected<CudaKernelLaunches> deserialize_launches(std::string_view text) {
+Expected<CudaKernelLaunches> deserialize_launches(std::string_view bytes) {
+  ByteReader r(bytes, "launch bytes");
+  KILN_RETURN_IF_ERROR(r.header(kLaunchesTag, kLaunchesFormat, "serialized Kiln CUDA launches"));
   CudaKernelLaunches launches;
-  int line_number = 0;
-  while (!text.empty()) {
-    ++line_number;
-    const size_t newline = text.find('\n');
-    if (newline == std::string_view::npos) return Status::error("launches: the text is cut off");
-    const std::vector<std::string_view> words = words_of(text.substr(0, newline));
-    text.remove_prefix(newline + 1);
-    const auto refuse = [&] {
-      return Status::errorf("launches: line {} does not read as a launch", line_number);
-    };
-    if (words.empty()) return refuse();
-    const std::string_view what = words[0];
-    if (what == "kernel" && words.size() == 1) {
-      launches.emplace_back();
-      continue;
-    }
-    if (launches.empty()) return refuse();
-    std::vector<CudaLaunch>& kernel = launches.back();
-    if (what == "launch") {
-      if (words.size() != 8) return refuse();
-      CudaLaunch& launch = kernel.emplace_back();
-      launch.function = std::string(words[1]);
-      if (!read_integers(words, 2, {&launch.grid[0], &launch.grid[1], &launch.grid[2],
-                                    &launch.block[0], &launch.block[1], &launch.block[2]})) {
-        return refuse();
-      }
-      continue;
-    }
-    if (kernel.empty()) return refuse();
-    CudaLaunch& launch = kernel.back();
-    if (what == "buffer") {
-      int64_t param = 0;
-      CudaLaunchArg& arg = launch.args.emplace_back();
-      if (!read_integers(words, 1, {&param, &arg.byte_offset}) || param < 0 ||
-          param > std::numeric_limits<int>::max()) {
-        return refuse();
-      }
-      arg.param = static_cast<int>(param);
-    } else if (what == "i64") {
-      CudaLaunchArg& arg = launch.args.emplace_back();
-      arg.kind = CudaLaunchArg::Kind::i64;
-      if (!read_integers(words, 1, {&arg.value})) return refuse();
-    } else if (what == "gemm" && words.size() == 15 && !launch.gemm) {
-      CudaGemm& g = launch.gemm.emplace();
-      if (words[1] != "f32" && words[1] != "f64") return refuse();
-      g.type = words[1] == "f32" ? CudaGemm::Type::f32 : CudaGemm::Type::f64;
-      int64_t transpose_a = 0, transpose_b = 0, accumulate = 0;
-      if (!read_integers(words, 2, {&g.m, &g.n, &g.k, &g.lda, &g.ldb, &g.ldc, &transpose_a,
-                                    &transpose_b, &accumulate, &g.batch, &g.stride_a,
-                                    &g.stride_b, &g.stride_c}) ||
-          !read_flag(transpose_a, g.transpose_a) || !read_flag(transpose_b, g.transpose_b) ||
-          !read_flag(accumulate, g.accumulate)) {
-        return refuse();
-      }
-    } else {
-      return refuse();
+  KILN_ASSIGN_OR_RETURN(size_t kernels, r.count(8, "the kernel count"));
+  for (size_t k = 0; k < kernels; ++k) {
+    std::vector<CudaLaunch>& kernel = launches.emplace_back();
+    KILN_ASSIGN_OR_RETURN(size_t count, r.count(64, "a kernel's launch count"));
+    for (size_t i = 0; i < count; ++i) {
+      KILN_ASSIGN_OR_RETURN(CudaLaunch launch, read_launch(r));
+      kernel.push_back(std::move(launch));
     }
   }
+  if (!r.at_end()) return Status::error("launch bytes: more bytes after the launches");
   return launches;
 }
 

@@ -7,10 +7,10 @@
 // offset, in bytes), or a 64-bit integer. A matrix product also says so, for the runtime to
 // run it through NVIDIA's library.
 //
-// serialize_launches writes the launches as text, one line per launch, argument and gemm, for
-// the compilation cache (compiler/compilation_cache.h); deserialize_launches reads it back and
-// refuses anything else (an unknown line, a number that does not read, an argument before any
-// launch) rather than guess.
+// serialize_launches writes the launches as bytes (runtime/byte_format.h: a tag and format
+// version, then every field) for the compilation cache (compiler/compilation_cache.h);
+// deserialize_launches reads them back, checking every count against the bytes left and every
+// value against its range, so damaged bytes are an error.
 #pragma once
 
 #include <array>
@@ -62,6 +62,6 @@ struct CudaLaunch {
 using CudaKernelLaunches = std::vector<std::vector<CudaLaunch>>;
 
 std::string serialize_launches(const CudaKernelLaunches& launches);
-Expected<CudaKernelLaunches> deserialize_launches(std::string_view text);
+Expected<CudaKernelLaunches> deserialize_launches(std::string_view bytes);
 
 }  // namespace kiln::runtime

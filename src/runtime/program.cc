@@ -3,7 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <type_traits>
+
+#include "runtime/byte_format.h"
 
 namespace kiln::runtime {
 namespace {
@@ -52,70 +53,13 @@ std::string print_program(const Program& program) {
 namespace {
 
 constexpr std::string_view kProgramTag = "kiln-program";
-constexpr uint32_t kProgramFormat = 1;
-
-class Writer {
- public:
-  template <typename T>
-  void integer(T value) {
-    static_assert(std::is_integral_v<T> || std::is_enum_v<T>);
-    auto bits = static_cast<uint64_t>(static_cast<int64_t>(value));
-    for (int i = 0; i < 8; ++i) bytes_.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
-  }
-  void text(std::string_view text) {
-    integer(text.size());
-    bytes_.append(text);
-  }
-  std::string take() { return std::move(bytes_); }
-
- private:
-  std::string bytes_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
-
-  Expected<int64_t> integer(int64_t lo, int64_t hi, std::string_view what) {
-    if (bytes_.size() - position_ < 8) return Status::errorf("program bytes end in {}", what);
-    uint64_t bits = 0;
-    for (int i = 0; i < 8; ++i) {
-      bits |= static_cast<uint64_t>(static_cast<unsigned char>(bytes_[position_ + i])) << (8 * i);
-    }
-    position_ += 8;
-    const auto value = static_cast<int64_t>(bits);
-    if (value < lo || value > hi) {
-      return Status::errorf("program bytes: {} = {} is outside [{}, {}]", what, value, lo, hi);
-    }
-    return value;
-  }
-  // A count of items of at least `item_bytes` bytes each, checked against the bytes left.
-  Expected<size_t> count(int64_t item_bytes, std::string_view what) {
-    const auto left = static_cast<int64_t>(bytes_.size() - position_);
-    KILN_ASSIGN_OR_RETURN(int64_t n, integer(0, left / std::max<int64_t>(item_bytes, 1), what));
-    return static_cast<size_t>(n);
-  }
-  Expected<std::string_view> text(std::string_view what) {
-    KILN_ASSIGN_OR_RETURN(size_t size, count(1, what));
-    std::string_view text = bytes_.substr(position_, size);
-    position_ += size;
-    return text;
-  }
-  bool at_end() const { return position_ == bytes_.size(); }
-
- private:
-  std::string_view bytes_;
-  size_t position_ = 0;
-};
-
-constexpr int64_t kMaxBytes = int64_t{1} << 50;
+constexpr int64_t kProgramFormat = 1;
 
 }  // namespace
 
 std::string serialize_program(const Program& program) {
-  Writer w;
-  w.text(kProgramTag);
-  w.integer(kProgramFormat);
+  ByteWriter w;
+  w.header(kProgramTag, kProgramFormat);
   w.integer(program.buffers.size());
   for (const BufferSlot& slot : program.buffers) {
     w.integer(slot.storage);
@@ -144,22 +88,17 @@ std::string serialize_program(const Program& program) {
 }
 
 Expected<Program> deserialize_program(std::string_view bytes) {
-  Reader r(bytes);
-  Expected<std::string_view> tag = r.text("the tag");
-  if (!tag || *tag != kProgramTag) return Status::error("not a serialized Kiln program");
-  KILN_ASSIGN_OR_RETURN(int64_t format, r.integer(0, 1 << 30, "the format"));
-  if (format != kProgramFormat) {
-    return Status::errorf("program format {}, this Kiln reads {}", format, kProgramFormat);
-  }
+  ByteReader r(bytes, "program bytes");
+  KILN_RETURN_IF_ERROR(r.header(kProgramTag, kProgramFormat, "a serialized Kiln program"));
   Program p;
   KILN_ASSIGN_OR_RETURN(size_t buffers, r.count(32, "the buffer count"));
   for (size_t i = 0; i < buffers; ++i) {
     BufferSlot slot;
     KILN_ASSIGN_OR_RETURN(int64_t storage, r.integer(0, int64_t(Storage::state), "a storage"));
     slot.storage = static_cast<Storage>(storage);
-    KILN_ASSIGN_OR_RETURN(slot.index, r.integer(0, kMaxBytes, "a buffer index"));
-    KILN_ASSIGN_OR_RETURN(slot.offset, r.integer(0, kMaxBytes, "a buffer offset"));
-    KILN_ASSIGN_OR_RETURN(slot.bytes, r.integer(0, kMaxBytes, "a buffer size"));
+    KILN_ASSIGN_OR_RETURN(slot.index, r.integer(0, kMaxSerializedBytes, "a buffer index"));
+    KILN_ASSIGN_OR_RETURN(slot.offset, r.integer(0, kMaxSerializedBytes, "a buffer offset"));
+    KILN_ASSIGN_OR_RETURN(slot.bytes, r.integer(0, kMaxSerializedBytes, "a buffer size"));
     p.buffers.push_back(slot);
   }
   KILN_ASSIGN_OR_RETURN(size_t steps, r.count(32, "the step count"));
@@ -182,14 +121,15 @@ Expected<Program> deserialize_program(std::string_view bytes) {
   for (std::vector<int64_t>* sizes : {&p.input_bytes, &p.output_bytes}) {
     KILN_ASSIGN_OR_RETURN(size_t count, r.count(8, "an input or output count"));
     for (size_t j = 0; j < count; ++j) {
-      KILN_ASSIGN_OR_RETURN(int64_t size, r.integer(0, kMaxBytes, "an input or output size"));
+      KILN_ASSIGN_OR_RETURN(int64_t size,
+                            r.integer(0, kMaxSerializedBytes, "an input or output size"));
       sizes->push_back(size);
     }
   }
   KILN_ASSIGN_OR_RETURN(int64_t kernels, r.integer(0, 1 << 30, "the kernel count"));
   p.num_kernels = static_cast<int>(kernels);
-  KILN_ASSIGN_OR_RETURN(p.arena_bytes, r.integer(0, kMaxBytes, "the arena size"));
-  KILN_ASSIGN_OR_RETURN(p.state_bytes, r.integer(0, kMaxBytes, "the state size"));
+  KILN_ASSIGN_OR_RETURN(p.arena_bytes, r.integer(0, kMaxSerializedBytes, "the arena size"));
+  KILN_ASSIGN_OR_RETURN(p.state_bytes, r.integer(0, kMaxSerializedBytes, "the state size"));
   KILN_ASSIGN_OR_RETURN(std::string_view constants, r.text("the constants"));
   p.constants.resize(constants.size());
   if (!constants.empty()) std::memcpy(p.constants.data(), constants.data(), constants.size());
@@ -199,7 +139,7 @@ Expected<Program> deserialize_program(std::string_view bytes) {
     const int64_t limit = slot.storage == Storage::constant ? int64_t(p.constants.size())
                           : slot.storage == Storage::arena  ? p.arena_bytes
                           : slot.storage == Storage::state  ? p.state_bytes
-                                                            : kMaxBytes;
+                                                            : kMaxSerializedBytes;
     const auto& io = slot.storage == Storage::input ? p.input_bytes : p.output_bytes;
     if (slot.storage == Storage::input || slot.storage == Storage::output) {
       if (slot.index >= static_cast<int64_t>(io.size()) ||

@@ -2,7 +2,8 @@
 // (runtime/program.h: serialize_program): a graph compiled a second time with the same options
 // comes from the cache and computes the same bits; other options, another graph or a damaged
 // entry compile afresh; damaged program bytes are refused. A GPU compilation is stored whole
-// (source, cubin, launches), also where no GPU runs it, and its launches read back as written.
+// (source, cubin, launches), also where no GPU runs it, and its launches read back as written
+// and refuse damage.
 #include "compiler/compilation_cache.h"
 
 #include <gtest/gtest.h>
@@ -177,7 +178,7 @@ TEST_F(CompilationCacheTest, AGpuCompilationIsStoredWholeAndLoadsAsCompiled) {
   }
 }
 
-TEST(CudaLaunches, ReadBackAsWrittenAndRefuseAnythingElse) {
+TEST(CudaLaunches, ReadBackAsWrittenAndRefuseDamage) {
   runtime::CudaLaunch plain{"kiln_k0_0", {4, 2, 1}, {256, 1, 1}, {}, std::nullopt};
   plain.args = {{runtime::CudaLaunchArg::Kind::buffer, 1, 64, 0},
                 {runtime::CudaLaunchArg::Kind::i64, 0, 0, -7}};
@@ -188,10 +189,10 @@ TEST(CudaLaunches, ReadBackAsWrittenAndRefuseAnythingElse) {
   *gemm.gemm = {runtime::CudaGemm::Type::f64, 64, 32, 16, 16, 32, 32, true, false, true,
                 12, 1024, 0, 2048};
   const runtime::CudaKernelLaunches launches = {{plain, gemm}, {}, {plain}};
-  const std::string text = runtime::serialize_launches(launches);
-  Expected<runtime::CudaKernelLaunches> back = runtime::deserialize_launches(text);
+  const std::string bytes = runtime::serialize_launches(launches);
+  Expected<runtime::CudaKernelLaunches> back = runtime::deserialize_launches(bytes);
   ASSERT_TRUE(back) << back.status().message();
-  EXPECT_EQ(runtime::serialize_launches(*back), text);
+  EXPECT_EQ(runtime::serialize_launches(*back), bytes);
   ASSERT_EQ(back->size(), 3u);
   ASSERT_EQ((*back)[0].size(), 2u);
   EXPECT_TRUE((*back)[1].empty());
@@ -204,16 +205,21 @@ TEST(CudaLaunches, ReadBackAsWrittenAndRefuseAnythingElse) {
   EXPECT_EQ(g.args[2].byte_offset, 4096);
   EXPECT_EQ((*back)[0][0].args[1].value, -7);
   EXPECT_EQ((*back)[0][0].grid[0], 4);
+  // Damage: cut short, a byte more, not launches at all, and values out of their range (a
+  // negative parameter or grid, a flag of 2) that the writer does not check.
+  runtime::CudaLaunch negative_param = plain, negative_grid = plain;
+  negative_param.args[0].param = -1;
+  negative_grid.grid[1] = -2;
+  std::string flag_of_two = runtime::serialize_launches({{gemm}});
+  flag_of_two[flag_of_two.size() - 8] = 2;  // the last field: the gemm's accumulate flag
   for (const std::string& bad :
-       {text.substr(0, text.size() - 1), std::string("buffer 0 0\n"),
-        std::string("kernel\nbuffer 0 0\n"), std::string("kernel\nlaunch f 1 1 1 1 1\n"),
-        std::string("kernel\nlaunch f 1 1 1 1 1 x\n"), std::string("kernel\nfunction f\n"),
-        std::string("kernel\nlaunch f 1 1 1 1 1 1\ngemm f16 1 1 1 1 1 1 0 0 0 1 0 0 0\n"),
-        std::string("kernel\nlaunch f 1 1 1 1 1 1\ngemm f32 1 1 1 1 1 1 2 0 0 1 0 0 0\n"),
-        std::string("kernel\nlaunch f 1 1 1 1 1 1\nbuffer -1 0\n")}) {
-    EXPECT_FALSE(runtime::deserialize_launches(bad)) << bad;
+       {bytes.substr(0, bytes.size() - 1), bytes + "x", std::string("buffer 0 0\n"),
+        std::string(), runtime::serialize_launches({{negative_param}}),
+        runtime::serialize_launches({{negative_grid}}), flag_of_two}) {
+    EXPECT_FALSE(runtime::deserialize_launches(bad)) << bad.size() << " bytes";
   }
-  Expected<runtime::CudaKernelLaunches> none = runtime::deserialize_launches("");
+  Expected<runtime::CudaKernelLaunches> none =
+      runtime::deserialize_launches(runtime::serialize_launches({}));
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
 }
