@@ -347,7 +347,7 @@ class ConvLowerer {
       std::vector<Stmt> parts;
       if (lo > 0) parts.push_back(segment(0, lo, false));
       if (hi > lo) parts.push_back(segment(lo, hi, true));
-      if (length > hi) parts.push_back(segment(std::max(hi, lo), length, false));
+      if (length > hi) parts.push_back(segment(hi, length, false));
       return block(std::move(parts));
     });
   }
