@@ -95,14 +95,14 @@ Expected<std::string> program_kernels_text(const CompiledGraph& compiled) {
 std::string compile_options_fingerprint(const CompileOptions& o) {
   const fusion::FusionOptions& f = o.fusion;
   std::string text = fmt::format(
-      "device {}; deterministic {}; schedule {}; pack_weights {}\n"
+      "device {}; deterministic {}; schedule {}; pack_weights {}; channels_last {}\n"
       "cpu compiler '{}' flags [{}]\n"
       "cuda architecture '{}'\n"
       "rewrites {} disabled [{}]\n"
       "substitution {} max_expansions {} max_priced {} max_seconds {}\n"
       "fusion {} disabled [{}] max_candidates {} max_group_nodes {} ilp_seconds {} "
       "max_local_bytes {}\n",
-      static_cast<int>(o.device), o.deterministic, o.schedule, o.pack_weights, o.cpu.compiler,
+      static_cast<int>(o.device), o.deterministic, o.schedule, o.pack_weights, o.channels_last, o.cpu.compiler,
       fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled,
       fmt::join(o.rewrites.disabled, ","),
       o.substitution.enabled, o.substitution.max_expansions,

@@ -27,6 +27,7 @@
 #include "ir/graph.h"
 #include "loop/schedule.h"
 #include "loop/stmt.h"
+#include "passes/channels_last.h"
 #include "passes/rewrite_graph.h"
 #include "runtime/cuda_launch.h"
 #include "runtime/program.h"
@@ -71,7 +72,8 @@ struct GraphRewrites {
   RewriteReport passes;                               // the rewrite stage
   std::optional<SubstitutionSummary> substitution;    // the substitute stage, when it searched
   std::vector<DecompositionDecision> decompositions;  // the decompose stage
-  int nodes_after = 0;                                // after all three
+  ChannelsLastReport channels_last;                   // the layout stage
+  int nodes_after = 0;                                // after all four
 };
 
 // Per group: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of

@@ -45,6 +45,15 @@ Expected<std::vector<DecompositionDecision>> decompose_stage(Graph& graph,
   return decompose_by_cost(graph, options);
 }
 
+// Only where oneDNN computes the convolutions (a CPU) and nothing asked for the graph as it
+// is (rewrites off).
+Expected<ChannelsLastReport> layout_stage(Graph& graph, const CompileOptions& options) {
+  if (options.device != Device::cpu || !options.channels_last || !options.rewrites.enabled) {
+    return ChannelsLastReport();
+  }
+  return convert_to_channels_last(graph);
+}
+
 Expected<fusion::Partition> partition_stage(const Graph& graph, const CompileOptions& options,
                                             std::span<const std::vector<Node*>> given) {
   if (given.empty()) return fusion::partition_graph(graph, options.fusion);

@@ -134,6 +134,23 @@ class PackConstantWeights final : public loop::IRMutator {
     return loop::gemm(std::move(args));
   }
 
+  // A conv's constant weights stay reordered into oneDNN's layout (loop/stmt.h: packed_w).
+  loop::Stmt visit_conv(const loop::Conv& c, const loop::Stmt& self) override {
+    if (!reads_constant(c.w)) return self;
+    const loop::ConvGeometry& g = c.geometry;
+    int64_t taps = 1;
+    for (int64_t k : g.kernel) taps *= k;
+    const int64_t bytes = codegen::cpu::kept_weights_state_bytes(
+        g.out_channels, g.channels / g.groups, taps, g.groups);
+    const loop::Buffer kept = loop::Buffer::param(fmt::format("packed_w{}", added_.size()),
+                                                  DType::i64, {bytes / 8});
+    added_.push_back(kept);
+    record_.state_bytes.push_back(bytes);
+    loop::ConvArgs args = loop::conv_args(c);
+    args.packed_w = kept;
+    return loop::conv(std::move(args));
+  }
+
  private:
   // Whether `buffer` is a parameter that receives a compiled-in constant: parameters are the
   // record's inputs first, in order.

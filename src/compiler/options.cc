@@ -19,6 +19,8 @@ std::string_view stage_name(Stage stage) {
       return "substitute";
     case Stage::decompose:
       return "decompose";
+    case Stage::layout:
+      return "layout";
     case Stage::partition:
       return "partition";
     case Stage::lower:

@@ -36,13 +36,14 @@ enum class Device : uint8_t {
 // "cpu", "cuda", "cuda-mapping-on-cpu".
 Expected<Device> parse_device(std::string_view name);
 
-// The pipeline's stages, in the order they run. The first four work on the graph, the rest
+// The pipeline's stages, in the order they run. The first five work on the graph, the rest
 // turn its partition into a program.
 enum class Stage : uint8_t {
   verify,         // the graph as given is well formed (ir/verifier.h)
   rewrite,        // graph rewrites (passes/rewrite_graph.h)
   substitute,     // the search over proved rules (compiler/substitute_by_cost.h)
   decompose,      // composites as primitives if cheaper (compiler/decompose_by_cost.h)
+  layout,         // convolutions channels last on a CPU (passes/channels_last.h)
   partition,      // nodes into fused groups (fusion/partition.h)
   lower,          // each group to a loop-IR kernel (loop/lower_group.h)
   schedule,       // the default schedule (loop/default_schedule.h), or the GPU mapping
@@ -53,10 +54,11 @@ enum class Stage : uint8_t {
   codegen,        // C++ compiled and loaded, or CUDA compiled to a cubin
 };
 
-inline constexpr std::array<Stage, 12> kStages = {
-    Stage::verify,       Stage::rewrite,       Stage::substitute,  Stage::decompose,
-    Stage::partition,    Stage::lower,         Stage::schedule,    Stage::scratch,
-    Stage::pack_weights, Stage::share_kernels, Stage::plan_memory, Stage::codegen};
+inline constexpr std::array<Stage, 13> kStages = {
+    Stage::verify,        Stage::rewrite,     Stage::substitute, Stage::decompose,
+    Stage::layout,        Stage::partition,   Stage::lower,      Stage::schedule,
+    Stage::scratch,       Stage::pack_weights, Stage::share_kernels, Stage::plan_memory,
+    Stage::codegen};
 
 // "verify", "rewrite", ..., "share-kernels", "plan-memory", "codegen".
 std::string_view stage_name(Stage stage);
@@ -107,6 +109,9 @@ struct CompileOptions {
   // On a CPU, gemms whose B is a weight compiled in as a constant keep it packed in the
   // library's layout from the first run on (compiler/stages.h: pack_weights_stage).
   bool pack_weights = true;
+  // On a CPU, the convolutions of an inference graph compute channels last, through oneDNN's
+  // direct convolutions (compiler/stages.h: layout_stage); off keeps them im2col and gemm.
+  bool channels_last = true;
   // Compiler::compile loads a graph compiled before with the same options from the compilation
   // cache, and stores what it compiles there (compiler/compilation_cache.h; CPU and GPU).
   bool reuse_compilations = false;

@@ -95,6 +95,12 @@ Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
   out.rewrites.nodes_after = graph.num_nodes();
   if (log.done(Stage::decompose, graph_text)) return out;
 
+  KILN_ASSIGN_OR_RETURN(out.rewrites.channels_last, log.time(Stage::layout, [&] {
+    return graph_stage(rewritable, layout_stage, options);
+  }));
+  out.rewrites.nodes_after = graph.num_nodes();
+  if (log.done(Stage::layout, graph_text)) return out;
+
   KILN_ASSIGN_OR_RETURN(out.partition, log.time(Stage::partition, [&] {
     return partition_stage(graph, options, given);
   }));

@@ -5,6 +5,7 @@
 //   rewrite        graph rewrites: fold constants and layout ops, eliminate reductions
 //   substitute     TASO's search over the proved rules, priced after fusion
 //   decompose      composites as primitives where the estimate drops
+//   layout         convolutions channels last, through oneDNN (CPU, inference)
 //   partition      nodes into fused groups (greedy or the integer program over the cost model)
 //   lower          each group to a loop-IR kernel
 //   schedule       the default schedule for this CPU, or the mapping onto a GPU

@@ -32,6 +32,11 @@ Expected<std::optional<SubstitutionSummary>> substitute_stage(Graph& graph,
 Expected<std::vector<DecompositionDecision>> decompose_stage(Graph& graph,
                                                              const CompileOptions& options);
 
+// The layout stage: on a CPU, an inference graph's convolutions channels last
+// (passes/channels_last.h); an empty report when it does not run (another device, rewrites
+// or options.channels_last off, no convolutions).
+Expected<ChannelsLastReport> layout_stage(Graph& graph, const CompileOptions& options);
+
 // --- The partition. -------------------------------------------------------------------------
 
 // The fusion partitioner's groups, or, when `given` is not empty, those groups as they are
@@ -66,7 +71,8 @@ void scratch_stage(std::vector<KernelRecord>& records, const CompileOptions& opt
 // run, in a state parameter of its own (loop/stmt.h: packed_b). oneDNN's sgemm packs B on
 // every call, which costs a large share of the product when A has few rows (a batch of one
 // through BERT or ViT: 128 or 197 rows). Only f32 gemms outside loops that overwrite C, with
-// few rows and enough work to repay a primitive's setup, are packed.
+// few rows and enough work to repay a primitive's setup, are packed. A conv statement's
+// constant weights are likewise kept in oneDNN's layout (loop/stmt.h: packed_w).
 void pack_weights_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
 
 // Numbers the distinct kernels of `records` (by their printed loop IR) in order of first use,

@@ -767,6 +767,8 @@ constexpr ExportRule kRules[] = {
     exported(Op::conv, &export_conv),
     exported(Op::conv_grad_data, &export_conv_grad_data),
     not_exported(Op::conv_grad_weight, "ONNX has no convolution weight-gradient op"),
+    not_exported(Op::conv_channels_last,
+                 "ONNX's Conv takes channels first (Kiln's CPU layout stage makes this op)"),
     not_exported(Op::spmm, "ONNX has no sparse (CSR) matrix product"),
     // Pooling
     exported(Op::max_pool, &export_max_pool),

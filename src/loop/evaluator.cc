@@ -97,6 +97,7 @@ class Evaluator {
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(exec(child));
         return Status::ok();
       case StmtKind::gemm: return exec_gemm(*s.as<Gemm>());
+      case StmtKind::conv: return exec_conv(*s.as<Conv>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -226,6 +227,93 @@ class Evaluator {
       }
     }
     return Status::ok();
+  }
+
+  // The sum of loop/stmt.h's definition, over channels and then taps in increasing order, then
+  // the bias and the relu, every operation rounded to f32.
+  Status exec_conv(const Conv& c) {
+    const ConvGeometry& geo = c.geometry;
+    KILN_ASSIGN_OR_RETURN(std::vector<double>* x, storage(c.x));
+    KILN_ASSIGN_OR_RETURN(std::vector<double>* w, storage(c.w));
+    KILN_ASSIGN_OR_RETURN(std::vector<double>* y, storage(c.y));
+    std::vector<double>* bias = nullptr;
+    if (c.bias.defined()) {
+      KILN_ASSIGN_OR_RETURN(bias, storage(c.bias));
+      if (static_cast<int64_t>(bias->size()) < geo.out_channels) {
+        return Status::errorf("conv's bias '{}' has fewer than {} elements", c.bias.name(),
+                              geo.out_channels);
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(Scalar x_at, eval(c.x_offset));
+    KILN_ASSIGN_OR_RETURN(Scalar y_at, eval(c.y_offset));
+    const int64_t x_base = std::get<int64_t>(x_at), y_base = std::get<int64_t>(y_at);
+    if (x_base < 0 || x_base + geo.x_elements() > static_cast<int64_t>(x->size()) ||
+        y_base < 0 || y_base + geo.y_elements() > static_cast<int64_t>(y->size()) ||
+        geo.w_elements() > static_cast<int64_t>(w->size())) {
+      return Status::errorf("conv of '{}' into '{}' is out of bounds", c.x.name(), c.y.name());
+    }
+    const int spatial = geo.spatial();
+    const int64_t cg = geo.channels / geo.groups, og = geo.out_channels / geo.groups;
+    int64_t in_positions = 1, out_positions = 1, taps = 1;
+    for (int d = 0; d < spatial; ++d) {
+      in_positions *= geo.in_spatial[static_cast<size_t>(d)];
+      out_positions *= geo.out_spatial[static_cast<size_t>(d)];
+      taps *= geo.kernel[static_cast<size_t>(d)];
+    }
+    const DType dtype = DType::f32;
+    std::vector<int64_t> position(static_cast<size_t>(spatial)), tap(position.size());
+    for (int64_t n = 0; n < geo.images; ++n) {
+      for (int64_t p = 0; p < out_positions; ++p) {
+        unravel(p, geo.out_spatial, position);
+        for (int64_t o = 0; o < geo.out_channels; ++o) {
+          const int64_t g = o / og;
+          Scalar acc = 0.0;
+          for (int64_t ch = 0; ch < cg; ++ch) {
+            for (int64_t t = 0; t < taps; ++t) {
+              unravel(t, geo.kernel, tap);
+              int64_t x_position = 0;
+              bool inside = true;
+              for (int d = 0; d < spatial; ++d) {
+                const auto i = static_cast<size_t>(d);
+                const int64_t at = position[i] * geo.strides[i] - geo.pads_begin[i] +
+                                   tap[i] * geo.dilations[i];
+                inside = inside && at >= 0 && at < geo.in_spatial[i];
+                x_position = x_position * geo.in_spatial[i] + at;
+              }
+              if (!inside) continue;
+              const double xv = (*x)[static_cast<size_t>(
+                  x_base + (n * in_positions + x_position) * geo.channels + g * cg + ch)];
+              const double wv = (*w)[static_cast<size_t>((o * cg + ch) * taps + t)];
+              acc = apply_binary(BinaryOp::add, dtype, acc,
+                                 apply_binary(BinaryOp::mul, dtype, round_to_dtype(xv, dtype),
+                                              round_to_dtype(wv, dtype)));
+            }
+          }
+          if (bias != nullptr) {
+            acc = apply_binary(BinaryOp::add, dtype, acc,
+                               round_to_dtype((*bias)[static_cast<size_t>(o)], dtype));
+          }
+          if (c.relu && !(std::get<double>(acc) > 0)) acc = 0.0;
+          (*y)[static_cast<size_t>(y_base + (n * out_positions + p) * geo.out_channels + o)] =
+              std::get<double>(acc);
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  Expected<std::vector<double>*> storage(const Buffer& buffer) {
+    auto it = env_.buffers.find(buffer.name());
+    if (it == env_.buffers.end()) return Status::errorf("buffer '{}' has no storage", buffer.name());
+    return it->second;
+  }
+
+  // The row-major index of element `flat` of `dims`, into `index`.
+  static void unravel(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& index) {
+    for (size_t d = dims.size(); d-- > 0;) {
+      index[d] = flat % dims[d];
+      flat /= dims[d];
+    }
   }
 
   EvalEnvironment env_;

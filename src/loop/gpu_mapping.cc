@@ -104,7 +104,8 @@ int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
       }
       return total;
     }
-    case StmtKind::gemm: return kWorkCap;
+    case StmtKind::gemm:
+    case StmtKind::conv: return kWorkCap;
   }
   return 0;
 }
@@ -606,7 +607,8 @@ class GpuMapper {
         }
         return block(std::move(children));
       }
-      case StmtKind::gemm: break;
+      case StmtKind::gemm:
+      case StmtKind::conv: break;
     }
     return Status::errorf("internal compiler error: a gemm inside a GPU launch");
   }
@@ -729,6 +731,15 @@ class RecomputedReductionFinder : public IRVisitor {
 }  // namespace
 
 Expected<GpuMapping> map_to_gpu(const Kernel& lowered, const GpuMappingOptions& options) {
+  struct ConvFinder : IRVisitor {
+    bool found = false;
+    void visit_conv(const Conv&) override { found = true; }
+  } convs;
+  convs.visit(lowered.body);
+  if (convs.found) {
+    return Status::error(
+        "a channels-last convolution runs through oneDNN, on a CPU only; a GPU takes conv");
+  }
   return GpuMapper(lowered, options).run();
 }
 

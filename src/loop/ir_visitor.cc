@@ -30,6 +30,7 @@ void IRVisitor::visit(const Stmt& s) {
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>());
     case StmtKind::block: return visit_block(*s.as<Block>());
     case StmtKind::gemm: return visit_gemm(*s.as<Gemm>());
+    case StmtKind::conv: return visit_conv(*s.as<Conv>());
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }
@@ -91,6 +92,11 @@ void IRVisitor::visit_gemm(const Gemm& node) {
   visit(node.k);
 }
 
+void IRVisitor::visit_conv(const Conv& node) {
+  visit(node.x_offset);
+  visit(node.y_offset);
+}
+
 Expr IRMutator::mutate(const Expr& e) {
   switch (e.kind()) {
     case ExprKind::int_imm: return visit_int_imm(*e.as<IntImm>(), e);
@@ -117,6 +123,7 @@ Stmt IRMutator::mutate(const Stmt& s) {
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>(), s);
     case StmtKind::block: return visit_block(*s.as<Block>(), s);
     case StmtKind::gemm: return visit_gemm(*s.as<Gemm>(), s);
+    case StmtKind::conv: return visit_conv(*s.as<Conv>(), s);
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }
@@ -246,6 +253,15 @@ Stmt IRMutator::visit_gemm(const Gemm& node, const Stmt& self) {
                .k = std::move(k),
                .accumulate = node.accumulate,
                .packed_b = node.packed_b});
+}
+
+Stmt IRMutator::visit_conv(const Conv& node, const Stmt& self) {
+  Expr x = mutate(node.x_offset), y = mutate(node.y_offset);
+  if (x.same_as(node.x_offset) && y.same_as(node.y_offset)) return self;
+  ConvArgs args = conv_args(node);
+  args.x_offset = std::move(x);
+  args.y_offset = std::move(y);
+  return conv(std::move(args));
 }
 
 }  // namespace kiln::loop

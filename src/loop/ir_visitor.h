@@ -5,7 +5,7 @@
 // handler receives the node and its handle (`self`) and returns the replacement; the base
 // handlers mutate the children and return `self` unchanged when no child changed, so
 // untouched subtrees stay shared. A gemm's base handlers visit (or mutate) its expressions:
-// the three offsets, then m, n and k. Handlers have distinct names (visit_binary, visit_for, ...)
+// the three offsets, then m, n and k; a conv's, its two offsets (x's, then y's). Handlers have distinct names (visit_binary, visit_for, ...)
 // so that overriding one hides no other.
 #pragma once
 
@@ -40,6 +40,7 @@ class IRVisitor {
   virtual void visit_if_then_else(const IfThenElse& node);
   virtual void visit_block(const Block& node);
   virtual void visit_gemm(const Gemm& node);
+  virtual void visit_conv(const Conv& node);
 };
 
 class IRMutator {
@@ -68,6 +69,7 @@ class IRMutator {
   virtual Stmt visit_if_then_else(const IfThenElse& node, const Stmt& self);
   virtual Stmt visit_block(const Block& node, const Stmt& self);
   virtual Stmt visit_gemm(const Gemm& node, const Stmt& self);
+  virtual Stmt visit_conv(const Conv& node, const Stmt& self);
 };
 
 }  // namespace kiln::loop

@@ -546,6 +546,7 @@ class Parser {
     if (at("allocate") && name_at(1) && at(":", 2)) return parse_allocate();
     if (at("if") && at("(", 1)) return parse_if();
     if (at("gemm") && at("(", 1)) return parse_gemm();
+    if (at("conv") && at("(", 1)) return parse_conv();
     if (name_at(0) && at("[", 1)) return parse_store();
     if (at("atomic") && name_at(1) && at("[", 2)) {
       take();
@@ -630,6 +631,60 @@ class Parser {
       KILN_ASSIGN_OR_RETURN(args.packed_b, expect_buffer());
     }
     return checked(start, gemm(std::move(args)));
+  }
+
+  // 'conv' '(' 'images' int ',' 'channels' int 'to' int ',' 'groups' int ',' 'in' ints ','
+  // 'out' ints ',' 'kernel' ints ',' 'strides' ints ',' 'pads' ints ',' 'dilations' ints ')'
+  // y '[' offset ']' '=' x '[' offset ']' '*' w ['+' bias] ['relu'] ['packed' 'in' buffer]
+  Expected<Stmt> parse_conv() {
+    const Token& start = take();  // 'conv'
+    ConvArgs args;
+    ConvGeometry& g = args.geometry;
+    KILN_RETURN_IF_ERROR(expect("("));
+    KILN_RETURN_IF_ERROR(expect("images"));
+    KILN_ASSIGN_OR_RETURN(g.images, expect_int("a number of images"));
+    KILN_RETURN_IF_ERROR(expect(","));
+    KILN_RETURN_IF_ERROR(expect("channels"));
+    KILN_ASSIGN_OR_RETURN(g.channels, expect_int("a number of channels"));
+    KILN_RETURN_IF_ERROR(expect("to"));
+    KILN_ASSIGN_OR_RETURN(g.out_channels, expect_int("a number of channels"));
+    KILN_RETURN_IF_ERROR(expect(","));
+    KILN_RETURN_IF_ERROR(expect("groups"));
+    KILN_ASSIGN_OR_RETURN(g.groups, expect_int("a number of groups"));
+    const std::pair<std::string_view, std::vector<int64_t>*> lists[] = {
+        {"in", &g.in_spatial}, {"out", &g.out_spatial}, {"kernel", &g.kernel},
+        {"strides", &g.strides}, {"pads", &g.pads_begin}, {"dilations", &g.dilations}};
+    for (const auto& [keyword, list] : lists) {
+      KILN_RETURN_IF_ERROR(expect(","));
+      KILN_RETURN_IF_ERROR(expect(keyword));
+      KILN_ASSIGN_OR_RETURN(*list, parse_int_list("an extent"));
+    }
+    KILN_RETURN_IF_ERROR(expect(")"));
+    const auto operand = [&](Buffer& buffer, Expr& offset) -> Status {
+      KILN_ASSIGN_OR_RETURN(buffer, expect_buffer());
+      KILN_RETURN_IF_ERROR(expect("["));
+      KILN_ASSIGN_OR_RETURN(offset, parse_expr());
+      return expect("]");
+    };
+    KILN_RETURN_IF_ERROR(operand(args.y, args.y_offset));
+    KILN_RETURN_IF_ERROR(expect("="));
+    KILN_RETURN_IF_ERROR(operand(args.x, args.x_offset));
+    KILN_RETURN_IF_ERROR(expect("*"));
+    KILN_ASSIGN_OR_RETURN(args.w, expect_buffer());
+    if (accept("+")) {
+      KILN_ASSIGN_OR_RETURN(args.bias, expect_buffer());
+    }
+    // A next statement may store to a buffer named `relu` or `packed`; it is followed by '['.
+    if (at("relu") && !at("[", 1)) {
+      take();
+      args.relu = true;
+    }
+    if (at("packed") && at("in", 1)) {
+      take();
+      take();
+      KILN_ASSIGN_OR_RETURN(args.packed_w, expect_buffer());
+    }
+    return checked(start, conv(std::move(args)));
   }
 
   // name '[' offset ',' 'ld' int ']' ['^' 'T']

@@ -165,6 +165,7 @@ class StmtPrinter {
         for (const Stmt& child : s.as<Block>()->stmts) print(child);
         return;
       case StmtKind::gemm: return print_gemm(*s.as<Gemm>());
+      case StmtKind::conv: return print_conv(*s.as<Conv>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -189,6 +190,22 @@ class StmtPrinter {
                      region(g.c, false), g.accumulate ? "+=" : "=", region(g.a, g.transpose_a),
                      region(g.b, g.transpose_b),
                      g.packed_b.defined() ? " packed in " + g.packed_b.name() : ""));
+  }
+
+  // conv(images N, channels C to O, groups G, in [D], out [Y], kernel [K], strides [S],
+  // pads [P], dilations [L]) y[offset] = x[offset] * w, then ` + bias` with a bias, ` relu`
+  // with the relu and ` packed in NAME` when w is kept reordered.
+  void print_conv(const Conv& c) {
+    const ConvGeometry& g = c.geometry;
+    const auto ints = [](const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+    line(fmt::format(
+        "conv(images {}, channels {} to {}, groups {}, in [{}], out [{}], kernel [{}], "
+        "strides [{}], pads [{}], dilations [{}]) {}[{}] = {}[{}] * {}{}{}{}",
+        g.images, g.channels, g.out_channels, g.groups, ints(g.in_spatial), ints(g.out_spatial),
+        ints(g.kernel), ints(g.strides), ints(g.pads_begin), ints(g.dilations), c.y.name(),
+        expr(c.y_offset), c.x.name(), expr(c.x_offset), c.w.name(),
+        c.bias.defined() ? " + " + c.bias.name() : "", c.relu ? " relu" : "",
+        c.packed_w.defined() ? " packed in " + c.packed_w.name() : ""));
   }
 
   void print_if(const IfThenElse& s) {

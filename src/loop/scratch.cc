@@ -87,6 +87,25 @@ class ScratchPromoter : public IRMutator {
     return gemm(std::move(args));
   }
 
+  Stmt visit_conv(const Conv& node, const Stmt& self) override {
+    const Stmt mutated = IRMutator::visit_conv(node, self);
+    const Conv& c = *mutated.as<Conv>();
+    if (replaced(c.x) == nullptr && replaced(c.w) == nullptr && replaced(c.y) == nullptr &&
+        (!c.bias.defined() || replaced(c.bias) == nullptr)) {
+      return mutated;
+    }
+    const auto moved = [&](const Buffer& b) {
+      const Buffer* buffer = replaced(b);
+      return buffer != nullptr ? *buffer : b;
+    };
+    ConvArgs args = conv_args(c);
+    args.x = moved(c.x);
+    args.w = moved(c.w);
+    args.y = moved(c.y);
+    if (c.bias.defined()) args.bias = moved(c.bias);
+    return conv(std::move(args));
+  }
+
  private:
   // Buffer names are unique in a kernel (the verifier forbids shadowing), so a name
   // identifies the allocation.

@@ -118,6 +118,52 @@ GemmArgs gemm_args(const Gemm& g) {
           .packed_b = g.packed_b};
 }
 
+namespace {
+int64_t product(const std::vector<int64_t>& dims) {
+  int64_t result = 1;
+  for (int64_t d : dims) result *= d;
+  return result;
+}
+}  // namespace
+
+int64_t ConvGeometry::x_elements() const { return images * product(in_spatial) * channels; }
+int64_t ConvGeometry::y_elements() const { return images * product(out_spatial) * out_channels; }
+int64_t ConvGeometry::w_elements() const {
+  return out_channels * (groups > 0 ? channels / groups : 0) * product(kernel);
+}
+
+std::vector<int64_t> ConvGeometry::pads_end() const {
+  std::vector<int64_t> ends;
+  for (size_t d = 0; d < in_spatial.size(); ++d) {
+    const int64_t last_read = (out_spatial[d] - 1) * strides[d] - pads_begin[d] +
+                              (kernel[d] - 1) * dilations[d];
+    ends.push_back(last_read + 1 - in_spatial[d]);
+  }
+  return ends;
+}
+
+Stmt conv(ConvArgs args) {
+  KILN_CHECK(args.x.defined() && args.w.defined() && args.y.defined() &&
+                 args.x_offset.defined() && args.y_offset.defined(),
+             "conv with an undefined operand");
+  return Stmt(std::make_shared<const Conv>(
+      std::move(args.x), std::move(args.x_offset), std::move(args.w), std::move(args.bias),
+      std::move(args.y), std::move(args.y_offset), std::move(args.geometry), args.relu,
+      std::move(args.packed_w)));
+}
+
+ConvArgs conv_args(const Conv& c) {
+  return {.x = c.x,
+          .x_offset = c.x_offset,
+          .w = c.w,
+          .bias = c.bias,
+          .y = c.y,
+          .y_offset = c.y_offset,
+          .geometry = c.geometry,
+          .relu = c.relu,
+          .packed_w = c.packed_w};
+}
+
 Stmt no_op() { return block({}); }
 
 bool is_no_op(const Stmt& stmt) {

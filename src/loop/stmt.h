@@ -39,6 +39,18 @@
 //    holds the same values at every run of the kernel with that buffer (a weight compiled in
 //    as a constant), so the copy made once stays valid. It changes how B is read, never what
 //    the gemm computes, and the evaluator ignores it.
+//  - `conv` is a convolution of channels-last images run by a library (oneDNN on a CPU), for
+//    f32 only: x holds `images` images [D..., C] from x_offset on, y their outputs [Y..., O]
+//    from y_offset on, and w the weights [O, C/groups, K...] (ONNX's layout) from element 0:
+//        y[n, p..., o] = sum over c < C/groups and taps t of
+//                        x[n, p * stride - pad_begin + t * dilation..., g * C/groups + c]
+//                        * w[o, c, t...]        (g = o / (O/groups); x outside D is 0)
+//    with 1 to 3 spatial dims, plus bias[o] when it names a `bias` buffer (O elements), then
+//    (v > 0 ? v : 0) when it applies `relu`, as the relu op (so NaN gives 0). It overwrites y. As with gemm, the sum's order is the
+//    library's, so results agree with the evaluator's to rounding. It may name a `packed_w`
+//    buffer, an i64 parameter where the code generator keeps w reordered into the library's
+//    layout from the first run on: it promises that w holds the same values at every run (a
+//    constant weight), and the evaluator ignores it.
 // A Kernel is a name, its parameter buffers (scope global) and a body that reads and writes
 // them; it is what lowering produces, scheduling transforms and code generators consume.
 #pragma once
@@ -53,7 +65,16 @@
 
 namespace kiln::loop {
 
-enum class StmtKind : uint8_t { for_loop, store, let_stmt, allocate, if_then_else, block, gemm };
+enum class StmtKind : uint8_t {
+  for_loop,
+  store,
+  let_stmt,
+  allocate,
+  if_then_else,
+  block,
+  gemm,
+  conv
+};
 enum class ForKind : uint8_t { serial, parallel, vectorized, unrolled, gpu_block, gpu_thread };
 
 std::string_view for_kind_name(ForKind kind);
@@ -171,6 +192,55 @@ struct GemmArgs {
   Buffer packed_b = {};
 };
 
+// The sizes of a `conv` statement (above); spatial vectors have one entry per spatial dim.
+struct ConvGeometry {
+  int64_t images = 0;
+  int64_t channels = 0, out_channels = 0, groups = 1;  // C, O
+  std::vector<int64_t> in_spatial, out_spatial, kernel;  // D, Y, K
+  std::vector<int64_t> strides, pads_begin, dilations;
+
+  int spatial() const { return static_cast<int>(in_spatial.size()); }
+  int64_t x_elements() const;  // images * product(D) * C
+  int64_t y_elements() const;  // images * product(Y) * O
+  int64_t w_elements() const;  // O * C/groups * product(K)
+  // The padding after each spatial dim that makes Y the output size (negative when the
+  // window stops short of the input's end).
+  std::vector<int64_t> pads_end() const;
+  bool operator==(const ConvGeometry&) const = default;
+};
+
+struct Conv final : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::conv;
+  Conv(Buffer x_buffer, Expr x_at, Buffer w_buffer, Buffer bias_buffer, Buffer y_buffer,
+       Expr y_at, ConvGeometry geometry_, bool with_relu, Buffer packed)
+      : StmtNode(kKind), x(std::move(x_buffer)), x_offset(std::move(x_at)),
+        w(std::move(w_buffer)), bias(std::move(bias_buffer)), y(std::move(y_buffer)),
+        y_offset(std::move(y_at)), geometry(std::move(geometry_)), relu(with_relu),
+        packed_w(std::move(packed)) {}
+  const Buffer x;
+  const Expr x_offset;  // i64
+  const Buffer w;
+  const Buffer bias;  // undefined, or O elements added per output channel
+  const Buffer y;
+  const Expr y_offset;  // i64
+  const ConvGeometry geometry;
+  const bool relu;  // v > 0 ? v : 0 after the bias
+  const Buffer packed_w;  // undefined, or where w is kept reordered (above)
+};
+
+// The arguments of `conv`, named so that call sites read.
+struct ConvArgs {
+  Buffer x = {};
+  Expr x_offset = {};
+  Buffer w = {};
+  Buffer bias = {};
+  Buffer y = {};
+  Expr y_offset = {};
+  ConvGeometry geometry = {};
+  bool relu = false;
+  Buffer packed_w = {};
+};
+
 Stmt for_loop(std::string var, Expr min, Expr extent, ForKind kind, Stmt body);
 inline Stmt for_loop(std::string var, Expr min, Expr extent, Stmt body) {
   return for_loop(std::move(var), std::move(min), std::move(extent), ForKind::serial,
@@ -193,6 +263,8 @@ Stmt block(std::vector<Stmt> stmts);
 Stmt gemm(GemmArgs args);
 // The arguments that make `g` again, for a copy with some of them changed.
 GemmArgs gemm_args(const Gemm& g);
+Stmt conv(ConvArgs args);
+ConvArgs conv_args(const Conv& c);
 Stmt no_op();  // the empty block
 bool is_no_op(const Stmt& stmt);
 // The statements of `stmt` in order, nested blocks opened: {a, {b, c}} -> a, b, c.

@@ -268,6 +268,75 @@ Status check_gemm(const Stmt& s) {
   return check_region(g.c, g.m, g.n, "C", line);
 }
 
+// A conv's geometry describes a convolution (positive sizes, channels divisible by groups,
+// the output size the window gives), its operands are f32 buffers other than y, and where
+// its offsets are constant its regions lie inside them.
+Status check_conv(const Stmt& s) {
+  const Conv& c = *s.as<Conv>();
+  const ConvGeometry& g = c.geometry;
+  const std::string line = first_line(s);
+  const int spatial = g.spatial();
+  const auto size = static_cast<size_t>(spatial);
+  if (spatial < 1 || spatial > 3 || g.out_spatial.size() != size || g.kernel.size() != size ||
+      g.strides.size() != size || g.pads_begin.size() != size || g.dilations.size() != size) {
+    return fail("a conv's geometry has lists of other lengths than its 1 to 3 spatial dims", line);
+  }
+  if (g.images < 1 || g.channels < 1 || g.out_channels < 1 || g.groups < 1 ||
+      g.channels % g.groups != 0 || g.out_channels % g.groups != 0) {
+    return fail("a conv's images, channels or groups are not positive and divisible", line);
+  }
+  for (size_t d = 0; d < size; ++d) {
+    if (g.in_spatial[d] < 1 || g.kernel[d] < 1 || g.strides[d] < 1 || g.dilations[d] < 1 ||
+        g.pads_begin[d] < 0 || g.out_spatial[d] < 1) {
+      return fail("a conv's spatial sizes are not positive", line);
+    }
+    // Y is the most whole windows that fit, as ONNX's floor gives it: the next window would
+    // reach past the input and its end padding (pads_end above the stride's slack).
+    if (g.pads_end()[d] <= -g.strides[d]) {
+      return fail("a conv's output size is not its window's", line);
+    }
+  }
+  if (c.bias.defined() && (c.bias.dtype() != DType::f32 || c.bias.flat_size() < g.out_channels)) {
+    return fail(fmt::format("conv's bias '{}' is not {} f32 elements", c.bias.name(),
+                            g.out_channels),
+                line);
+  }
+  for (const Buffer* operand : {&c.x, &c.w, &c.y}) {
+    if (operand->dtype() != DType::f32) {
+      return fail(fmt::format("a conv of {}; it takes f32", dtype_name(operand->dtype())), line);
+    }
+  }
+  if (c.y.name() == c.x.name() || c.y.name() == c.w.name() ||
+      (c.bias.defined() && c.y.name() == c.bias.name())) {
+    return fail(fmt::format("conv writes '{}', which it also reads", c.y.name()), line);
+  }
+  const std::pair<const Expr*, std::pair<const Buffer*, int64_t>> regions[] = {
+      {&c.x_offset, {&c.x, g.x_elements()}}, {&c.y_offset, {&c.y, g.y_elements()}}};
+  for (const auto& [offset, operand] : regions) {
+    if (offset->type() != DType::i64) return fail("a conv offset is not i64", line);
+    const std::optional<int64_t> at = as_const_int(*offset);
+    if (at && (*at < 0 || *at + operand.second > operand.first->flat_size())) {
+      return fail(fmt::format("conv reaches past the {} elements of '{}'",
+                              operand.first->flat_size(), operand.first->name()),
+                  line);
+    }
+  }
+  if (g.w_elements() > c.w.flat_size()) {
+    return fail(fmt::format("conv reads {} weights of '{}', which has {}", g.w_elements(),
+                            c.w.name(), c.w.flat_size()),
+                line);
+  }
+  if (c.packed_w.defined()) {
+    const Buffer& packed = c.packed_w;
+    if (packed.scope() != MemoryScope::global || packed.dtype() != DType::i64) {
+      return fail(fmt::format("conv keeps w in '{}', which is not an i64 parameter",
+                              packed.name()),
+                  line);
+    }
+  }
+  return Status::ok();
+}
+
 Status check_stmt_node(const Stmt& s) {
   switch (s.kind()) {
     case StmtKind::for_loop: return check_for_header(s);
@@ -286,6 +355,7 @@ Status check_stmt_node(const Stmt& s) {
                   first_line(s));
     }
     case StmtKind::gemm: return check_gemm(s);
+    case StmtKind::conv: return check_conv(s);
     case StmtKind::let_stmt:
     case StmtKind::block: return Status::ok();
   }
@@ -348,6 +418,7 @@ class Verifier {
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(check(child));
         return Status::ok();
       case StmtKind::gemm: return check_gemm_uses(s);
+      case StmtKind::conv: return check_conv_uses(s);
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -467,6 +538,24 @@ class Verifier {
       KILN_RETURN_IF_ERROR(check_buffer_use(g.packed_b, line));
       // Packed once per kernel run, by whichever thread gets there: not inside a loop.
       if (loop_depth_ > 0) return fail("a gemm with packed B inside a loop", line);
+    }
+    return check_stmt_node(s);
+  }
+
+  Status check_conv_uses(const Stmt& s) {
+    const Conv& c = *s.as<Conv>();
+    const std::string line = first_line(s);
+    if (gpu_level_ != GpuLevel::none) return fail("a conv inside a GPU loop", line);
+    for (const Buffer* operand : {&c.x, &c.w, &c.y}) {
+      KILN_RETURN_IF_ERROR(check_buffer_use(*operand, line));
+    }
+    if (c.bias.defined()) KILN_RETURN_IF_ERROR(check_buffer_use(c.bias, line));
+    KILN_RETURN_IF_ERROR(check(c.x_offset));
+    KILN_RETURN_IF_ERROR(check(c.y_offset));
+    if (c.packed_w.defined()) {
+      KILN_RETURN_IF_ERROR(check_buffer_use(c.packed_w, line));
+      // Reordered once per kernel run, by whichever thread gets there: not inside a loop.
+      if (loop_depth_ > 0) return fail("a conv with kept weights inside a loop", line);
     }
     return check_stmt_node(s);
   }

@@ -186,6 +186,13 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
                  "for the products with few rows that read it, packed on the first run "
                  "(default), instead of repacking it in every call")
       ->capture_default_str();
+  command
+      ->add_flag("--channels-last,!--no-channels-last", flags.channels_last,
+                 "On a CPU, compute an inference graph's f32 convolutions with their images' "
+                 "channels last, through oneDNN's direct convolutions, and the elementwise ops "
+                 "between them in that layout (default), instead of channels first as im2col "
+                 "and gemm")
+      ->capture_default_str();
   command->add_flag(
       "--reuse-compilations", flags.reuse_compilations,
       "Load the model from the compilation cache when this Kiln compiled it before with the "
@@ -292,6 +299,7 @@ Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   KILN_ASSIGN_OR_RETURN(options.device, parse_device(flags.device));
   options.deterministic = flags.deterministic;
   options.pack_weights = flags.pack_weights;
+  options.channels_last = flags.channels_last;
   options.reuse_compilations = flags.reuse_compilations;
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(flags.fusion));
   options.fusion.disabled_rules.insert(flags.disabled_rules.begin(), flags.disabled_rules.end());

@@ -86,6 +86,7 @@ struct CompileFlags {
   std::string device = "cpu";
   bool deterministic = false;
   bool pack_weights = true;
+  bool channels_last = true;
   bool reuse_compilations = false;
   std::string fusion = "ilp";
   std::vector<std::string> disabled_rules;

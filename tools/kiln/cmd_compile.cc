@@ -122,7 +122,7 @@ int run_explain(const CompileCommandOptions& options) {
       Compiler(*compile_options).run_pipeline(std::move(model->graph));
   if (!compilation) return report(compilation.status());
   const CompiledGraph& compiled = compilation->compiled();
-  if (compiled.last_stage < Stage::decompose) return 0;
+  if (compiled.last_stage < Stage::layout) return 0;
   fmt::print("{}", format_rewrites(compiled.rewrites));
   if (compiled.last_stage < Stage::partition) return 0;
   fmt::print("{}", fusion::explain_partition(compilation->graph(), compiled.partition));

@@ -63,6 +63,15 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
                         format_seconds(decision.seconds_decomposed),
                         decision.decomposed ? "decomposed" : "kept whole");
   }
+  const ChannelsLastReport& layout = rewrites.channels_last;
+  if (layout.converted > 0) {
+    text += fmt::format(
+        "layout: {} channels last (oneDNN's direct convolution), {} moved with them, {} "
+        "of them computed by the convolutions (bias adds and relus)\n",
+        count_noun(static_cast<size_t>(layout.converted), "convolution"),
+        count_noun(static_cast<size_t>(layout.sunk), "elementwise op"), layout.fused);
+  }
+  for (const std::string& kept : layout.kept) text += fmt::format("layout: conv {} kept\n", kept);
   return text;
 }
 
@@ -77,7 +86,7 @@ void print_compile_summary(const CompiledGraph& compiled) {
     return;
   }
   const auto reached = [&](Stage stage) { return compiled.last_stage >= stage; };
-  if (reached(Stage::decompose)) fmt::print("{}", format_rewrites(compiled.rewrites));
+  if (reached(Stage::layout)) fmt::print("{}", format_rewrites(compiled.rewrites));
   if (!reached(Stage::partition)) return;
   const fusion::Partition& partition = compiled.partition;
   size_t nodes = 0;

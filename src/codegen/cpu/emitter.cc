@@ -218,6 +218,7 @@ class KernelEmitter : public ExprEmitter {
       }
       case loop::StmtKind::allocate: emit_allocate(*s.as<loop::Allocate>()); return;
       case loop::StmtKind::gemm: emit_gemm(*s.as<loop::Gemm>()); return;
+      case loop::StmtKind::conv: emit_conv(*s.as<loop::Conv>()); return;
       default: break;
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
@@ -330,6 +331,39 @@ class KernelEmitter : public ExprEmitter {
     line(fmt::format("if (!kiln_gemm_packed_b({}, {}, {})) {}", operands,
                      lookup(buffers_, g.packed_b.name()),
                      g.packed_b.flat_size() * dtype_size_bytes(g.packed_b.dtype()), call));
+  }
+
+  // kiln_conv_dnnl(spatial, images, C, O, groups, geometry, x, w, bias, relu, y, state,
+  // state bytes),
+  // and kiln_conv_direct where oneDNN declines; the geometry is a constant array per call.
+  void emit_conv(const loop::Conv& c) {
+    const loop::ConvGeometry& g = c.geometry;
+    std::vector<int64_t> geometry;
+    for (size_t d = 0; d < g.in_spatial.size(); ++d) {
+      geometry.insert(geometry.end(), {g.in_spatial[d], g.out_spatial[d], g.kernel[d],
+                                       g.strides[d], g.pads_begin[d], g.dilations[d]});
+    }
+    const std::string array = fresh_name('g');
+    const std::string x = fmt::format("{} + {}", lookup(buffers_, c.x.name()), emit_expr(c.x_offset));
+    const std::string y = fmt::format("{} + {}", lookup(buffers_, c.y.name()), emit_expr(c.y_offset));
+    const std::string bias = c.bias.defined() ? lookup(buffers_, c.bias.name()) : "nullptr";
+    const std::string operands = fmt::format(
+        "{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", g.spatial(),
+        int_constant(g.images, DType::i64), int_constant(g.channels, DType::i64),
+        int_constant(g.out_channels, DType::i64), int_constant(g.groups, DType::i64), array, x,
+        lookup(buffers_, c.w.name()), bias, c.relu ? "true" : "false", y);
+    line("{");
+    ++indent_;
+    line(fmt::format("static constexpr int64_t {}[] = {{{}}};", array, fmt::join(geometry, ", ")));
+    const std::string state =
+        c.packed_w.defined()
+            ? fmt::format("{}, {}", lookup(buffers_, c.packed_w.name()),
+                          c.packed_w.flat_size() * dtype_size_bytes(c.packed_w.dtype()))
+            : std::string("nullptr, 0");
+    line(fmt::format("if (!kiln_conv_dnnl({}, {})) kiln_conv_direct({});", operands, state,
+                     operands));
+    --indent_;
+    line("}");
   }
 
   void emit_allocate(const loop::Allocate& a) {

@@ -128,7 +128,7 @@ inline bool kiln_dnnl_run(const_dnnl_primitive_desc_t pd, int nargs, const int* 
                           const dnnl_memory_desc_t* const* descs, void* const* data) {
   dnnl_primitive_t primitive = nullptr;
   if (dnnl_primitive_create(&primitive, pd) != dnnl_success) return false;
-  dnnl_exec_arg_t args[3] = {};
+  dnnl_exec_arg_t args[4] = {};
   int made = 0;
   while (made < nargs && dnnl_memory_create(&args[made].memory, descs[made], kiln_dnnl().engine,
                                             data[made]) == dnnl_success) {
@@ -206,12 +206,177 @@ inline bool kiln_gemm_packed_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k
   dnnl_primitive_desc_destroy(pd);
   return ok;
 }
+
+// loop/stmt.h's conv as a oneDNN convolution primitive on channels-last images (nwc, nhwc,
+// ndhwc) with weights in the layout oneDNN chooses for this machine: reordered from ONNX's
+// [O, C/groups, K...] into the state once when a state is given (the header as for
+// kiln_gemm_packed_b, with w's address), else into a buffer of this call; the bias (or none)
+// and the relu are the primitive's own (a post-op). `geometry` holds
+// per spatial dim d: D, Y, K, stride, pad_begin and dilation at [6 * d, 6 * d + 6). Returns
+// false, computing nothing, when oneDNN refuses or offers only its reference implementation;
+// the caller then calls kiln_conv_direct.
+inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_t out_channels,
+                           int64_t groups, const int64_t* geometry, const float* x,
+                           const float* w, const float* bias, bool relu, float* y,
+                           int64_t* state, int64_t state_bytes) {
+  if (kiln_dnnl().stream == nullptr || spatial < 1 || spatial > 3) return false;
+  static const dnnl_format_tag_t channels_last[] = {dnnl_nwc, dnnl_nhwc, dnnl_ndhwc};
+  static const dnnl_format_tag_t plain_weights[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
+  static const dnnl_format_tag_t grouped_weights[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
+  const bool grouped = groups > 1;
+  dnnl_dims_t x_dims = {images, channels}, y_dims = {images, out_channels}, w_dims = {};
+  dnnl_dims_t strides = {}, dilations = {}, pads_begin = {}, pads_end = {};
+  int w_rank = 0;
+  if (grouped) w_dims[w_rank++] = groups;
+  w_dims[w_rank++] = out_channels / groups;
+  w_dims[w_rank++] = channels / groups;
+  for (int d = 0; d < spatial; ++d) {
+    const int64_t* g = geometry + 6 * d;
+    x_dims[2 + d] = g[0];
+    y_dims[2 + d] = g[1];
+    w_dims[w_rank++] = g[2];
+    strides[d] = g[3];
+    pads_begin[d] = g[4];
+    dilations[d] = g[5] - 1;  // oneDNN counts the elements skipped between taps
+    // The end padding that makes Y the output size, at least 0: with it oneDNN's floor
+    // gives Y.
+    const int64_t last_read = (g[1] - 1) * g[3] - g[4] + (g[2] - 1) * g[5];
+    pads_end[d] = last_read + 1 - g[0] > 0 ? last_read + 1 - g[0] : 0;
+  }
+  const int rank = 2 + spatial;
+  dnnl_memory_desc_t x_md, y_md, w_md, any_md, bias_md;
+  const dnnl_dims_t bias_dims = {out_channels};
+  if (dnnl_memory_desc_init_by_tag(&x_md, rank, x_dims, dnnl_f32, channels_last[spatial - 1]) !=
+          dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&y_md, rank, y_dims, dnnl_f32, channels_last[spatial - 1]) !=
+          dnnl_success ||
+      dnnl_memory_desc_init_by_tag(
+          &w_md, w_rank, w_dims, dnnl_f32,
+          (grouped ? grouped_weights : plain_weights)[spatial - 1]) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&any_md, w_rank, w_dims, dnnl_f32, dnnl_format_tag_any) !=
+          dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x) != dnnl_success) {
+    return false;
+  }
+  dnnl_convolution_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_post_ops_t post_ops = nullptr;
+  dnnl_primitive_attr_t attr = nullptr;
+  bool made = dnnl_dilated_convolution_forward_desc_init(
+                  &desc, dnnl_forward_inference, dnnl_convolution_direct, &x_md, &any_md,
+                  bias != nullptr ? &bias_md : nullptr, &y_md, strides, dilations, pads_begin,
+                  pads_end) == dnnl_success &&
+              dnnl_primitive_attr_create(&attr) == dnnl_success;
+  if (made && relu) {
+    made = dnnl_post_ops_create(&post_ops) == dnnl_success &&
+           dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
+               dnnl_success &&
+           dnnl_primitive_attr_set_post_ops(attr, post_ops) == dnnl_success;
+  }
+  made = made && dnnl_primitive_desc_create(&pd, &desc, attr, kiln_dnnl().engine, nullptr) ==
+                     dnnl_success;
+  if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
+  if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
+  if (!made) return false;
+  const char* implementation = nullptr;
+  const bool reference =
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &implementation) !=
+          dnnl_success ||
+      implementation == nullptr || std::strncmp(implementation, "ref", 3) == 0;
+  const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const int64_t kept_bytes =
+      kept_md != nullptr ? static_cast<int64_t>(dnnl_memory_desc_get_size(kept_md)) : 0;
+  bool ok = !reference && kept_md != nullptr;
+  std::unique_ptr<char[]> own;
+  void* kept = nullptr;
+  if (ok && state != nullptr) {
+    ok = kept_bytes <= state_bytes - kiln_packed_header_bytes;
+    kept = reinterpret_cast<char*>(state) + kiln_packed_header_bytes;
+  } else if (ok) {
+    own.reset(new char[static_cast<size_t>(kept_bytes)]);
+    kept = own.get();
+  }
+  const int64_t w_address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w));
+  if (ok && (state == nullptr || state[0] != kiln_packed_tag || state[1] != w_address)) {
+    dnnl_primitive_desc_t reorder = nullptr;
+    ok = dnnl_reorder_primitive_desc_create(&reorder, &w_md, kiln_dnnl().engine, kept_md,
+                                            kiln_dnnl().engine, nullptr) == dnnl_success;
+    if (ok) {
+      const int kinds[] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+      const dnnl_memory_desc_t* descs[] = {&w_md, kept_md};
+      void* const data[] = {const_cast<float*>(w), kept};
+      ok = kiln_dnnl_run(reorder, 2, kinds, descs, data);
+      dnnl_primitive_desc_destroy(reorder);
+    }
+    if (state != nullptr) {
+      state[0] = ok ? kiln_packed_tag : 0;
+      state[1] = w_address;
+    }
+  }
+  if (ok) {
+    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    const dnnl_memory_desc_t* descs[] = {&x_md, kept_md, &y_md, &bias_md};
+    void* const data[] = {const_cast<float*>(x), kept, y, const_cast<float*>(bias)};
+    ok = kiln_dnnl_run(pd, bias != nullptr ? 4 : 3, kinds, descs, data);
+  }
+  dnnl_primitive_desc_destroy(pd);
+  return ok;
+}
 #else
 inline bool kiln_gemm_packed_b(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
                                const float*, int64_t, float*, int64_t, int64_t*, int64_t) {
   return false;
 }
+
+inline bool kiln_conv_dnnl(int, int64_t, int64_t, int64_t, int64_t, const int64_t*,
+                           const float*, const float*, const float*, bool, float*, int64_t*,
+                           int64_t) {
+  return false;
+}
 #endif
+
+// loop/stmt.h's conv computed directly, where oneDNN declines: the evaluator's sum, in f32.
+inline void kiln_conv_direct(int spatial, int64_t images, int64_t channels,
+                             int64_t out_channels, int64_t groups, const int64_t* geometry,
+                             const float* x, const float* w, const float* bias, bool relu,
+                             float* y) {
+  const int64_t cg = channels / groups, og = out_channels / groups;
+  int64_t in_positions = 1, out_positions = 1, taps = 1;
+  for (int d = 0; d < spatial; ++d) {
+    in_positions *= geometry[6 * d];
+    out_positions *= geometry[6 * d + 1];
+    taps *= geometry[6 * d + 2];
+  }
+  for (int64_t n = 0; n < images; ++n) {
+    for (int64_t p = 0; p < out_positions; ++p) {
+      for (int64_t o = 0; o < out_channels; ++o) {
+        const int64_t g = o / og;
+        float sum = 0.0f;
+        for (int64_t c = 0; c < cg; ++c) {
+          for (int64_t t = 0; t < taps; ++t) {
+            int64_t x_position = 0, p_rest = p, t_rest = t, p_scale = 1;
+            bool inside = true;
+            for (int d = spatial - 1; d >= 0; --d) {
+              const int64_t* geo = geometry + 6 * d;
+              const int64_t at = (p_rest % geo[1]) * geo[3] - geo[4] + (t_rest % geo[2]) * geo[5];
+              p_rest /= geo[1];
+              t_rest /= geo[2];
+              inside = inside && at >= 0 && at < geo[0];
+              x_position += at * p_scale;
+              p_scale *= geo[0];
+            }
+            if (!inside) continue;
+            sum += x[(n * in_positions + x_position) * channels + g * cg + c] *
+                   w[(o * cg + c) * taps + t];
+          }
+        }
+        if (bias != nullptr) sum += bias[o];
+        if (relu) sum = sum > 0.0f ? sum : 0.0f;
+        y[(n * out_positions + p) * out_channels + o] = sum;
+      }
+    }
+  }
+}
 
 inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
                       int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
@@ -401,6 +566,14 @@ std::string_view cpu_prelude() {
       "inline constexpr int64_t kiln_packed_tag = {}ll;\n{}",
       kPreludeHead, kPackedBHeaderBytes, kPackedBTag, kPreludeTail);
   return text;
+}
+
+int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group,
+                                 int64_t taps, int64_t groups) {
+  constexpr int64_t kMaxBlock = 64;
+  return kPackedBHeaderBytes + groups * (out_channels / groups + kMaxBlock) *
+                                   (channels_per_group + kMaxBlock) * taps *
+                                   static_cast<int64_t>(sizeof(float));
 }
 
 int64_t packed_b_state_bytes(int64_t k, int64_t n) {

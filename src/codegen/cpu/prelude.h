@@ -29,6 +29,11 @@
 //    state that is zero, or was filled for another B, is packed again. It returns false,
 //    computing nothing, when oneDNN refuses, offers only its slow reference implementation,
 //    or the packed B would not fit, and the caller then calls kiln_gemm.
+//  - kiln_conv_dnnl: loop IR's conv statement as a oneDNN convolution primitive on
+//    channels-last images, its weights reordered into oneDNN's layout (kept in the state
+//    from the first call on, as a packed B is, when the statement names one). It returns
+//    false, computing nothing, where oneDNN declines or offers only its reference
+//    implementation, and the caller then calls kiln_conv_direct, the evaluator's loops.
 // The prelude includes OpenBLAS's cblas.h in every unit, not only in units with a gemm: it
 // stays one constant text (like the flags, part of every cache key), the header costs a few
 // milliseconds of a compile that takes hundreds, and every kernel library links OpenBLAS
@@ -47,6 +52,11 @@ std::string_view cpu_prelude();
 // second.
 inline constexpr int64_t kPackedBTag = 0x6b696c6e7061636b;
 inline constexpr int64_t kPackedBHeaderBytes = 64;
+
+// The bytes of a state for kiln_conv_dnnl's weights [O, C/groups, taps...]: the header, and
+// room for oneDNN's blocked layouts (as packed_b_state_bytes).
+int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group, int64_t taps,
+                                 int64_t groups);
 
 // The bytes of a state for kiln_gemm_packed_b with a k x n B: its header, and room for oneDNN's
 // blocked layouts, which pad each dimension to a block of at most 64.

@@ -5,6 +5,7 @@
 // broadcast batch dims); conv's are conv_grad_data and conv_grad_weight, and since all three
 // conv ops are bilinear adjoints of one another, each one's gradient is made of the others.
 // spmm's gradient with respect to dense is spmm with the sparse matrix transposed.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -358,6 +359,79 @@ Expected<std::vector<Array>> eval_conv_grad_weight(std::span<const Array> in, co
   return std::vector<Array>{std::move(dw)};
 }
 
+// conv_channels_last: conv on images with their channels last, x [N, *spatial, C] and
+// y [N, *out_spatial, O], the weights as conv's, plus an optional bias [O] per output channel,
+// then relu when its attribute says so (the epilogue oneDNN fuses into its convolution). The
+// CPU compiler's layout stage (passes/channels_last.h) makes it.
+
+// The shape of `shape` with its dim 1 moved last ([N, C, D...] -> [N, D..., C]), or back.
+Shape channels_moved(const Shape& shape, bool to_last) {
+  std::vector<int64_t> dims = shape.dims();
+  if (to_last) {
+    std::rotate(dims.begin() + 1, dims.begin() + 2, dims.end());
+  } else {
+    std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+  }
+  return *Shape::make(std::move(dims));
+}
+
+// `a`'s elements with its dim 1 moved last, or back.
+Array channels_moved(const Array& a, bool to_last) {
+  const Shape moved = channels_moved(a.shape, to_last);
+  Array result(a.dtype, moved);
+  const Shape& first = to_last ? a.shape : moved;  // the channels-first shape
+  const int64_t images = first.dim(0), channels = first.dim(1);
+  const int64_t positions = channels == 0 || images == 0 ? 0 : first.num_elements() / images / channels;
+  for (int64_t n = 0; n < images; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t p = 0; p < positions; ++p) {
+        const int64_t first_at = (n * channels + c) * positions + p;
+        const int64_t last_at = (n * positions + p) * channels + c;
+        result[to_last ? last_at : first_at] = a[to_last ? first_at : last_at];
+      }
+    }
+  }
+  return result;
+}
+
+Expected<std::vector<TensorType>> infer_conv_channels_last(std::span<const TensorType> in,
+                                                           const Attrs& attrs) {
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  KILN_RETURN_IF_ERROR(require_floating(x, "x"));
+  KILN_RETURN_IF_ERROR(require_same_dtype(x, "x", w, "w"));
+  KILN_ASSIGN_OR_RETURN(int spatial, spatial_rank(x.shape, "input 'x'"));
+  KILN_ASSIGN_OR_RETURN(ConvParams p, conv_params(attrs, spatial));
+  KILN_ASSIGN_OR_RETURN(Shape y, conv_output_shape(channels_moved(x.shape, false), "input 'x'",
+                                                   w.shape, "input 'w'", p));
+  if (in.size() == 3) {
+    KILN_RETURN_IF_ERROR(require_same_dtype(x, "x", in[2], "bias"));
+    if (in[2].shape != Shape{w.shape.dim(0)}) {
+      return Status::errorf("input 'bias' must be [{}], one per output channel, got {}",
+                            w.shape.dim(0), in[2].shape.to_string());
+    }
+  }
+  return std::vector<TensorType>{{x.dtype, channels_moved(y, true)}};
+}
+
+Expected<std::vector<Array>> eval_conv_channels_last(std::span<const Array> in,
+                                                     const Attrs& attrs,
+                                                     std::span<const TensorType> out) {
+  const Array x = channels_moved(in[0], false);
+  const TensorType first{out[0].dtype, channels_moved(out[0].shape, false)};
+  KILN_ASSIGN_OR_RETURN(std::vector<Array> y,
+                        eval_conv(std::vector<Array>{x, in[1]}, attrs, {&first, 1}));
+  Array result = channels_moved(y[0], true);
+  const int64_t channels = out[0].shape.dim(out[0].shape.rank() - 1);
+  const bool relu = attrs.get_bool("relu");
+  for (int64_t i = 0; i < result.size(); ++i) {
+    // Each step rounded, as the compiled code computes it in the dtype.
+    Array sum = Array::scalar(result.dtype, result[i] + (in.size() == 3 ? in[2][i % channels] : 0));
+    result[i] = relu && !(sum[0] > 0) ? 0.0 : sum[0];
+  }
+  return std::vector<Array>{std::move(result)};
+}
+
 std::vector<AttrSpec> conv_attrs() {
   return {
       {"strides", AttrKind::ints, AttrValue(std::vector<int64_t>{}),
@@ -638,6 +712,23 @@ void register_contraction_ops(OpTable& table) {
                         const Attrs&) { return conv_cost(in, out, out[0].shape, in[1].shape); };
   grad_weight.eval = eval_conv_grad_weight;
   grad_weight.gradient = gradient_of_conv_grad_weight;
+
+  OpDef& channels_last = table.define(Op::conv_channels_last);
+  channels_last.summary =
+      "conv of images with channels last, x [N,...,C] by w [O,C/g,...], plus bias, then relu";
+  channels_last.fusion_kind = FusionKind::contraction;
+  channels_last.input_names = {"x", "w", "bias"};
+  channels_last.min_inputs = 2;
+  channels_last.max_inputs = 3;
+  channels_last.attrs = conv_attrs();
+  channels_last.attrs.push_back(
+      {"relu", AttrKind::boolean, AttrValue(false), "max(y + bias, 0), as relu"});
+  channels_last.infer = infer_conv_channels_last;
+  channels_last.cost = [](std::span<const TensorType> in, std::span<const TensorType> out,
+                          const Attrs&) { return conv_cost(in, out, in[1].shape, out[0].shape); };
+  channels_last.eval = eval_conv_channels_last;
+  channels_last.non_differentiable =
+      "the compiler's layout stage makes it for inference only; training takes conv";
 
   OpDef& spmm = table.define(Op::spmm);
   spmm.summary = "sparse CSR A [M, K] times dense [K, N], or A^T times dense [M, N]";

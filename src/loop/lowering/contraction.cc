@@ -7,7 +7,8 @@
 //
 //   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
 //
-// conv reads x through a guard: taps that fall in the padding contribute 0, their load clamped
+// conv reads x through a guard (as does conv_channels_last, whose f32 nodes lower_group stores
+// as one conv statement instead: oneDNN's direct convolution): taps that fall in the padding contribute 0, their load clamped
 // into range. conv_grad_data sums, for each input element, over the taps whose output
 // position (x + pad - tap * dilation) / stride is integral and in range. spmm reduces over the
 // CSR row range [row_ptr[r], row_ptr[r + 1]) with data-dependent bounds; transposed, each
@@ -79,6 +80,41 @@ Expected<Expr> lower_conv(const ComputeArgs& args) {
     }
     const Expr channel = oc / group_out * group_in + k[0];
     return guarded_read(args, 0, x, n, channel, positions) * args.input(1, w_index);
+  });
+}
+
+// conv with channels last: y[n, out..., oc] = sum over ic < C/groups and taps of
+// x[n, pos..., g*C/groups + ic] * w[oc, ic, tap], where x reads 0 in the padding, plus
+// bias[oc], then relu's select.
+Expected<Expr> lower_conv_channels_last(const ComputeArgs& args) {
+  const Shape& x = args.inputs[0].shape;
+  const Shape& w = args.inputs[1].shape;
+  const int spatial = x.rank() - 2;
+  const ConvParams p = conv_params(args.attrs, spatial);
+  const int64_t group_in = w.dim(1);
+  const int64_t group_out = w.dim(0) / p.groups;
+  std::vector<int64_t> extents = {group_in};
+  for (int d = 0; d < spatial; ++d) extents.push_back(w.dim(d + 2));
+  const Expr n = args.index[0], oc = args.index.back();
+  Expr sum = reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+    Expr inside = make_bool(true);
+    std::vector<Expr> x_index = {n};
+    std::vector<Expr> w_index = {oc, k[0]};
+    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
+      const Expr position = tap_position(p, d, args.index[d + 1], k[d + 1]);
+      const int64_t extent = x.dim(static_cast<int>(d) + 1);
+      inside = inside && position >= 0 && position < extent;
+      x_index.push_back(clamp_index(position, extent));
+      w_index.push_back(k[d + 1]);
+    }
+    x_index.push_back(oc / group_out * group_in + k[0]);
+    return select(inside, args.input(0, x_index), make_zero(args.outputs[0].dtype)) *
+           args.input(1, w_index);
+  });
+  if (args.inputs.size() == 3) sum = sum + args.input(2, {oc});
+  if (!args.attrs.get_bool("relu")) return sum;
+  return bind(args.names, sum, [](const Expr& v) {
+    return select(v > make_zero(v.type()), v, make_zero(v.type()));
   });
 }
 
@@ -216,6 +252,7 @@ void register_contraction_lowerings(LoweringTable& table) {
   table.define(Op::conv, &lower_conv);
   table.define(Op::conv_grad_data, &lower_conv_grad_data);
   table.define(Op::conv_grad_weight, &lower_conv_grad_weight);
+  table.define(Op::conv_channels_last, &lower_conv_channels_last);
   table.define(Op::spmm, &lower_spmm);
   table.store_with(Op::matmul, {.applies = &lowers_matmul_to_gemm,
                                 .build = &matmul_gemm_nest,
@@ -231,6 +268,10 @@ void register_contraction_lowerings(LoweringTable& table) {
   // before the end, so it takes no epilogues.
   conv_nest.plan_epilogues = nullptr;
   table.store_with(Op::conv_grad_weight, conv_nest);
+  table.store_with(Op::conv_channels_last, {.applies = &lowers_conv_to_library,
+                                            .build = &library_conv_nest,
+                                            .reads_input_buffers = true,
+                                            .plan_epilogues = &plan_conv_epilogues});
   table.store_with(Op::spmm, {.applies = &is_transposed, .build = &spmm_scatter_nest});
 }
 

@@ -25,6 +25,9 @@
 // epilogue in the same way, run on each image's block as soon as it is complete; a product
 // read only by them is written into the last epilogue's buffer, so it needs no buffer of its
 // own. Other dtypes (f16, bf16, integers: no BLAS routine) keep the reduce definitions.
+//
+// A conv_channels_last of f32 is one conv statement over every image (loop/stmt.h; oneDNN in
+// generated code), followed by its elementwise consumers in one nest over the product.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +70,7 @@ GemmPlan plan_conv_epilogues(const Value& product, const GroupContext& group);
 // The store nests (StoreNest::build) of a matmul and of a convolution or its gradients.
 Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group);
 Expected<Stmt> conv_gemm_nest(const Value& product, GroupContext& group);
+Expected<Stmt> library_conv_nest(const Value& product, GroupContext& group);
 
 // K: the length of the dot product behind each element of a matmul.
 int64_t gemm_depth(const Node& matmul);

@@ -13,8 +13,13 @@ bool lowers_matmul_to_gemm(const Node& node) {
   return node.op() == Op::matmul && (dtype == DType::f32 || dtype == DType::f64);
 }
 
+bool lowers_conv_to_library(const Node& node) {
+  return node.op() == Op::conv_channels_last && node.output(0)->dtype() == DType::f32;
+}
+
 bool conv_takes_epilogue(const Node& node) {
-  return lowers_conv_to_gemm(node) && node.op() != Op::conv_grad_weight;
+  return (lowers_conv_to_gemm(node) && node.op() != Op::conv_grad_weight) ||
+         lowers_conv_to_library(node);
 }
 
 namespace lowering {
@@ -220,6 +225,46 @@ Expected<Stmt> conv_gemm_nest(const Value& product, GroupContext& group) {
   return errors.result(conv_as_gemm(node, group.buffer_of(*node.input(0)),
                                     group.buffer_of(*node.input(1)), group.buffer_of(product),
                                     group.names(), epilogue));
+}
+
+// conv(images N, ...) y = x * w, then the epilogues over y's whole shape [N, Y..., O].
+Expected<Stmt> library_conv_nest(const Value& product, GroupContext& group) {
+  const Node& node = *product.producer();
+  const Shape& x = node.input(0)->shape();
+  const Shape& w = node.input(1)->shape();
+  const int spatial = x.rank() - 2;
+  const ConvParams p = conv_params(node.attrs(), spatial);
+  ConvGeometry geometry;
+  geometry.images = x.dim(0);
+  geometry.channels = x.dim(x.rank() - 1);
+  geometry.out_channels = w.dim(0);
+  geometry.groups = p.groups;
+  geometry.strides = p.strides;
+  geometry.pads_begin = p.pads_begin;
+  geometry.dilations = p.dilations;
+  for (int d = 0; d < spatial; ++d) {
+    geometry.in_spatial.push_back(x.dim(d + 1));
+    geometry.out_spatial.push_back(product.shape().dim(d + 1));
+    geometry.kernel.push_back(w.dim(d + 2));
+  }
+  std::vector<Stmt> statements = {
+      conv({.x = group.buffer_of(*node.input(0)),
+            .x_offset = 0,
+            .w = group.buffer_of(*node.input(1)),
+            .bias = node.num_inputs() == 3 ? group.buffer_of(*node.input(2)) : Buffer(),
+            .y = group.buffer_of(product),
+            .y_offset = 0,
+            .geometry = std::move(geometry),
+            .relu = node.attrs().get_bool("relu"),
+            .packed_w = {}})};
+  const GemmPlan* plan = group.gemm_plan(product);
+  if (plan != nullptr && !plan->epilogues.empty()) {
+    std::vector<std::string> vars;
+    const std::vector<Expr> index = group.fresh_index(product.shape().dims(), vars);
+    KILN_ASSIGN_OR_RETURN(Stmt stores, group.store_definitions(plan->epilogues, index));
+    statements.push_back(loop_nest(vars, product.shape().dims(), std::move(stores)));
+  }
+  return block(std::move(statements));
 }
 
 }  // namespace lowering

@@ -78,6 +78,7 @@ TEST(Pipeline, DumpsEveryStagesResult) {
       {Stage::rewrite, "graph @g("},
       {Stage::substitute, "graph @g("},
       {Stage::decompose, "graph @g("},
+      {Stage::layout, "graph @g("},
       {Stage::partition, "cut edges:"},
       {Stage::lower, "// kernel call 0: "},
       {Stage::schedule, "vectorized for"},

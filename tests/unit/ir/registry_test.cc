@@ -49,7 +49,7 @@ TEST(OpRegistry, OnlyOpsWithoutFloatingDataflowLackAGradientRule) {
   const std::set<std::string> expected = {
       "not",    "equal",   "less",   "less_equal", "greater", "greater_equal",
       "and",    "or",      "xor",    "argmax",     "argmin",  "constant",
-      "one_hot", "iota",   "fill",   "max_pool_grad"};
+      "one_hot", "iota",   "fill",   "max_pool_grad", "conv_channels_last"};
   EXPECT_EQ(without_rule, expected);
 }
 

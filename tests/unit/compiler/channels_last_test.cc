@@ -1,0 +1,175 @@
+// The layout stage (passes/channels_last.h) in the compiler: a residual block of convolutions
+// compiles channels last with the layout changed only at its ends, matches the reference
+// interpreter on every run (the second reusing the weights kept by the first), and the
+// graphs it must leave (a training step, a grouped or f64 convolution, the option off, another
+// device) keep conv, each with its reason.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "interp/interpreter.h"
+#include "interp/random_inputs.h"
+#include "ir/builder.h"
+#include "ir/printer.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+Value* weights(GraphBuilder& b, Shape shape, double phase, DType dtype = DType::f32) {
+  std::vector<double> values(static_cast<size_t>(shape.num_elements()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = 0.2 * std::sin(phase + 0.37 * static_cast<double>(i));
+  }
+  return b.constant(Array(dtype, std::move(shape), std::move(values)));
+}
+
+Value* conv(GraphBuilder& b, Value* x, int64_t out, int64_t kernel, int64_t stride,
+            double phase, int64_t groups = 1) {
+  const int64_t channels = x->shape().dim(1);
+  const int64_t pad = kernel / 2;
+  Value* w = weights(b, Shape{out, channels / groups, kernel, kernel}, phase, x->dtype());
+  Value* y = b.apply1(Op::conv, {x, w},
+                      {{"strides", std::vector<int64_t>{stride, stride}},
+                       {"pads", std::vector<int64_t>{pad, pad, pad, pad}},
+                       {"groups", groups}});
+  return b.add(y, weights(b, Shape{out, 1, 1}, phase + 1, x->dtype()));
+}
+
+// ResNet's basic block and what surrounds it: a strided stem, ReLUs, a residual add of two
+// convolutions, a max pool between convolutions, a pointwise convolution at stride 2 and a
+// global average at the end.
+Graph residual_network(DType dtype = DType::f32, int64_t groups = 1) {
+  GraphBuilder b("residual");
+  Value* x = b.input("x", dtype, Shape{2, 3, 17, 17});
+  Value* stem = b.relu(conv(b, x, 16, 3, 2, 0.1));
+  Value* branch = b.relu(conv(b, stem, 16, 3, 1, 0.2, groups));
+  Value* block = b.relu(b.add(conv(b, branch, 16, 3, 1, 0.3), stem));
+  Value* pooled = b.apply1(Op::max_pool, {block},
+                           {{"kernel", std::vector<int64_t>{2, 2}},
+                            {"strides", std::vector<int64_t>{2, 2}}});
+  Value* narrow = b.relu(conv(b, pooled, 32, 1, 2, 0.4));
+  b.output(b.mean(narrow, {2, 3}));
+  Expected<Graph> graph = b.finish();
+  EXPECT_TRUE(graph) << graph.status().message();
+  return std::move(*graph);
+}
+
+int count(const Graph& graph, Op op) {
+  return static_cast<int>(std::ranges::count_if(
+      graph.nodes(), [&](const Node* node) { return node->op() == op; }));
+}
+
+TEST(ChannelsLast, AResidualNetworkRunsChannelsLastAndMatchesTheInterpreter) {
+  const Graph reference = residual_network();
+  Expected<CompiledModel> model = Compiler().compile(residual_network());
+  ASSERT_TRUE(model) << model.status().message();
+  const ChannelsLastReport& report = model->compiled().rewrites.channels_last;
+  EXPECT_EQ(report.converted, 4);
+  EXPECT_TRUE(report.kept.empty());
+  EXPECT_EQ(count(model->graph(), Op::conv), 0);
+  EXPECT_EQ(count(model->graph(), Op::conv_channels_last), 4);
+  // The layout changes at the input, around the max pool and before the mean: the bias
+  // adds, ReLUs and the residual add moved with the convolutions.
+  EXPECT_LE(count(model->graph(), Op::transpose), 4) << print_graph(model->graph());
+
+  const std::vector<Array> inputs = random_inputs(reference, {.seed = 5});
+  Expected<std::vector<Array>> want = interpret(reference, inputs);
+  ASSERT_TRUE(want) << want.status().message();
+  for (int run = 0; run < 2; ++run) {
+    Expected<std::vector<Array>> got = model->run(inputs);
+    ASSERT_TRUE(got) << got.status().message();
+    ASSERT_EQ(got->at(0).size(), want->at(0).size());
+    for (int64_t i = 0; i < want->at(0).size(); ++i) {
+      EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])))
+          << "run " << run << ", element " << i;
+    }
+  }
+}
+
+TEST(ChannelsLast, ConvolutionsItCannotTakeKeepConvWithTheReason) {
+  const auto compiled = [](Graph graph, CompileOptions options = {}) {
+    options.pipeline.stop_after = Stage::layout;
+    Expected<Compilation> compilation = Compiler(options).run_pipeline(std::move(graph));
+    EXPECT_TRUE(compilation) << compilation.status().message();
+    return std::move(*compilation);
+  };
+  const Compilation grouped = compiled(residual_network(DType::f32, 4));
+  EXPECT_EQ(grouped.compiled().rewrites.channels_last.converted, 3);
+  ASSERT_EQ(grouped.compiled().rewrites.channels_last.kept.size(), 1u);
+  EXPECT_NE(grouped.compiled().rewrites.channels_last.kept[0].find("grouped"), std::string::npos);
+
+  const Compilation f64 = compiled(residual_network(DType::f64));
+  EXPECT_EQ(f64.compiled().rewrites.channels_last.converted, 0);
+  EXPECT_EQ(f64.compiled().rewrites.channels_last.kept.size(), 4u);
+  EXPECT_EQ(count(f64.graph(), Op::conv), 4);
+
+  CompileOptions off;
+  off.channels_last = false;
+  const Compilation without = compiled(residual_network(), off);
+  EXPECT_EQ(without.compiled().rewrites.channels_last.converted, 0);
+  EXPECT_EQ(count(without.graph(), Op::conv_channels_last), 0);
+
+  CompileOptions gpu;
+  gpu.device = Device::cuda;
+  const Compilation on_gpu = compiled(residual_network(), gpu);
+  EXPECT_EQ(count(on_gpu.graph(), Op::conv_channels_last), 0);
+}
+
+TEST(ChannelsLast, ATrainingGraphKeepsConv) {
+  GraphBuilder b("step");
+  Value* x = b.input("x", DType::f32, Shape{1, 4, 6, 6});
+  Value* w = b.input("w", DType::f32, Shape{8, 4, 3, 3});
+  Value* dy = b.input("dy", DType::f32, Shape{1, 8, 4, 4});
+  Value* y = b.apply1(Op::conv, {x, w});
+  Value* dw = b.apply1(Op::conv_grad_weight, {x, dy},
+                       {{"weight_shape", std::vector<int64_t>{8, 4, 3, 3}}});
+  b.output(y);
+  b.output(dw);
+  Expected<Graph> graph = b.finish();
+  ASSERT_TRUE(graph) << graph.status().message();
+  CompileOptions options;
+  options.pipeline.stop_after = Stage::layout;
+  Expected<Compilation> compilation = Compiler(options).run_pipeline(std::move(*graph));
+  ASSERT_TRUE(compilation) << compilation.status().message();
+  const ChannelsLastReport& report = compilation->compiled().rewrites.channels_last;
+  EXPECT_EQ(report.converted, 0);
+  ASSERT_EQ(report.kept.size(), 1u);
+  EXPECT_NE(report.kept[0].find("training graph"), std::string::npos);
+}
+
+// The op's own definition against conv with the layout moved by hand.
+TEST(ChannelsLast, TheOpIsConvWithChannelsLast) {
+  GraphBuilder b("op");
+  Value* x = b.input("x", DType::f32, Shape{2, 9, 7, 6});  // [N, H, W, C]
+  Value* w = weights(b, Shape{4, 3, 3, 2}, 0.5);
+  const Attrs window = {{"strides", std::vector<int64_t>{2, 1}},
+                        {"pads", std::vector<int64_t>{1, 0, 1, 1}},
+                        {"groups", int64_t{2}}};
+  Value* last = b.apply1(Op::conv_channels_last, {x, w}, window);
+  Value* first = b.transpose(
+      b.apply1(Op::conv, {b.transpose(x, {0, 3, 1, 2}), w}, window), {0, 2, 3, 1});
+  b.output(last);
+  b.output(first);
+  Expected<Graph> graph = b.finish();
+  ASSERT_TRUE(graph) << graph.status().message();
+  EXPECT_EQ(graph->outputs()[0]->shape(), (Shape{2, 5, 7, 4}));
+  const std::vector<Array> inputs = random_inputs(*graph, {.seed = 9});
+  Expected<std::vector<Array>> outputs = interpret(*graph, inputs);
+  ASSERT_TRUE(outputs) << outputs.status().message();
+  EXPECT_EQ(outputs->at(0), outputs->at(1));
+  // And compiled (with the stage on, the conv also becomes channels last).
+  Expected<CompiledModel> model = Compiler().compile(std::move(*graph));
+  ASSERT_TRUE(model) << model.status().message();
+  Expected<std::vector<Array>> got = model->run(inputs);
+  ASSERT_TRUE(got) << got.status().message();
+  for (int o = 0; o < 2; ++o) {
+    for (int64_t i = 0; i < outputs->at(0).size(); ++i) {
+      EXPECT_NEAR(got->at(o)[i], outputs->at(0)[i], 1e-4 * (1 + std::fabs(outputs->at(0)[i])));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
