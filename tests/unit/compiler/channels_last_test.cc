@@ -68,6 +68,8 @@ TEST(ChannelsLast, AResidualNetworkRunsChannelsLastAndMatchesTheInterpreter) {
   const ChannelsLastReport& report = model->compiled().rewrites.channels_last;
   EXPECT_EQ(report.converted, 4);
   EXPECT_TRUE(report.kept.empty());
+  // Every bias add, and the ReLUs that read a convolution alone (not the residual's).
+  EXPECT_EQ(report.fused, 7);
   EXPECT_EQ(count(model->graph(), Op::conv), 0);
   EXPECT_EQ(count(model->graph(), Op::conv_channels_last), 4);
   // The layout changes at the input, around the max pool and before the mean: the bias
@@ -85,6 +87,39 @@ TEST(ChannelsLast, AResidualNetworkRunsChannelsLastAndMatchesTheInterpreter) {
       EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])))
           << "run " << run << ", element " << i;
     }
+  }
+}
+
+// Two convolutions of one input merged into one and split along the channels (the substitution
+// search's convs-sharing-input-merge, as in ResNet-50's first block): the split follows the
+// layout, so the block runs channels last to its end, and the bias adds and ReLUs join the
+// convolutions.
+TEST(ChannelsLast, ASplitOfMergedConvolutionsMovesWithTheLayout) {
+  GraphBuilder b("merged");
+  Value* x = b.input("x", DType::f32, Shape{1, 8, 9, 9});
+  Value* merged = conv(b, x, 24, 1, 1, 0.7);
+  const std::vector<Value*> pieces =
+      b.apply(Op::split, {merged}, {{"axis", int64_t{1}}, {"sizes", std::vector<int64_t>{16, 8}}});
+  ASSERT_EQ(pieces.size(), 2u);
+  Value* branch = conv(b, b.relu(pieces[1]), 16, 3, 1, 0.8);
+  b.output(b.relu(b.add(branch, pieces[0])));
+  Expected<Graph> graph = b.finish();
+  ASSERT_TRUE(graph) << graph.status().message();
+  const Graph reference = graph->clone();
+  Expected<CompiledModel> model = Compiler().compile(std::move(*graph));
+  ASSERT_TRUE(model) << model.status().message();
+  const ChannelsLastReport& report = model->compiled().rewrites.channels_last;
+  EXPECT_EQ(report.converted, 2);
+  EXPECT_GE(report.fused, 2) << "each bias add joins its convolution";
+  // The input's and the output's transposes only.
+  EXPECT_EQ(count(model->graph(), Op::transpose), 2) << print_graph(model->graph());
+  const std::vector<Array> inputs = random_inputs(reference, {.seed = 7});
+  Expected<std::vector<Array>> want = interpret(reference, inputs);
+  ASSERT_TRUE(want) << want.status().message();
+  Expected<std::vector<Array>> got = model->run(inputs);
+  ASSERT_TRUE(got) << got.status().message();
+  for (int64_t i = 0; i < want->at(0).size(); ++i) {
+    EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])));
   }
 }
 
