@@ -85,12 +85,6 @@ inline void kiln_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb
   }
 }
 
-inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                      int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                      bool accumulate) {
-  kiln_gemm_with<float>(kiln_sgemm, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
-}
-
 // oneDNN's primitives through its C API as oneDNN 2 has it (Debian 12's 2.6, which the GPU
 // bundle carries too). oneDNN 3 dropped the operation descriptors; with it every packed gemm
 // declines and kiln_gemm computes the product.
@@ -201,6 +195,53 @@ inline bool kiln_gemm_packed_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     const dnnl_memory_desc_t* descs[] = {&a_md, packed_md, &c_md};
     void* const data[] = {const_cast<float*>(a), packed, c};
+    ok = kiln_dnnl_run(pd, 3, kinds, descs, data);
+  }
+  dnnl_primitive_desc_destroy(pd);
+  return ok;
+}
+
+// An f32 gemm as a oneDNN matmul primitive on its operands where they lie (strides for the
+// leading dimensions and transposes), accumulating through a sum post-op. Returns false,
+// computing nothing, where oneDNN refuses or offers only its reference implementation.
+inline bool kiln_gemm_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                             int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                             bool accumulate) {
+  if (kiln_dnnl().stream == nullptr) return false;
+  const dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
+  const dnnl_dims_t a_strides = {ta ? 1 : lda, ta ? lda : 1};
+  const dnnl_dims_t b_strides = {tb ? 1 : ldb, tb ? ldb : 1};
+  const dnnl_dims_t c_strides = {ldc, 1};
+  dnnl_memory_desc_t a_md, b_md, c_md;
+  if (dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_f32, a_strides) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_f32, b_strides) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides) != dnnl_success) {
+    return false;
+  }
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_post_ops_t post_ops = nullptr;
+  dnnl_primitive_attr_t attr = nullptr;
+  bool made = dnnl_matmul_desc_init(&desc, &a_md, &b_md, nullptr, &c_md) == dnnl_success &&
+              dnnl_primitive_attr_create(&attr) == dnnl_success;
+  if (made && accumulate) {
+    made = dnnl_post_ops_create(&post_ops) == dnnl_success &&
+           dnnl_post_ops_append_sum(post_ops, 1.0f) == dnnl_success &&
+           dnnl_primitive_attr_set_post_ops(attr, post_ops) == dnnl_success;
+  }
+  made = made && dnnl_primitive_desc_create(&pd, &desc, attr, kiln_dnnl().engine, nullptr) ==
+                     dnnl_success;
+  if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
+  if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
+  if (!made) return false;
+  const char* implementation = nullptr;
+  bool ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &implementation) ==
+                dnnl_success &&
+            implementation != nullptr && std::strncmp(implementation, "ref", 3) != 0;
+  if (ok) {
+    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    const dnnl_memory_desc_t* descs[] = {&a_md, &b_md, &c_md};
+    void* const data[] = {const_cast<float*>(a), const_cast<float*>(b), c};
     ok = kiln_dnnl_run(pd, 3, kinds, descs, data);
   }
   dnnl_primitive_desc_destroy(pd);
@@ -328,12 +369,35 @@ inline bool kiln_gemm_packed_b(bool, bool, int64_t, int64_t, int64_t, const floa
   return false;
 }
 
+inline bool kiln_gemm_matmul(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                             const float*, int64_t, float*, int64_t, bool) {
+  return false;
+}
+
 inline bool kiln_conv_dnnl(int, int64_t, int64_t, int64_t, int64_t, const int64_t*,
                            const float*, const float*, const float*, bool, float*, int64_t*,
                            int64_t) {
   return false;
 }
 #endif
+
+// oneDNN's matmul primitive (its brgemm kernels) outran its sgemm on the products that are
+// deep for their width: a GCN's [2048, 2048] x [2048, 16], a transformer's feed-forward
+// output [1024, 3072] x [3072, 768]. Elsewhere (wide products, convolutions' im2col) sgemm
+// was as fast or faster, and small products cannot repay the primitive's setup.
+inline bool kiln_gemm_prefers_matmul(int64_t m, int64_t n, int64_t k) {
+  return k >= 2 * n && m * n * k >= (int64_t{1} << 22);
+}
+
+inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                      bool accumulate) {
+  if (m > 0 && n > 0 && k > 0 && kiln_gemm_prefers_matmul(m, n, k) &&
+      kiln_gemm_matmul(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate)) {
+    return;
+  }
+  kiln_gemm_with<float>(kiln_sgemm, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
 
 // loop/stmt.h's conv computed directly, where oneDNN declines: the evaluator's sum, in f32.
 inline void kiln_conv_direct(int spatial, int64_t images, int64_t channels,

@@ -112,6 +112,48 @@ TEST(GemmCodegen, CompiledGemmsMatchTheEvaluator) {
   }
 }
 
+// A product deep for its width (depth at least twice the columns, 2^22 multiply-adds), which
+// the prelude runs as oneDNN's matmul primitive (kiln_gemm_prefers_matmul), on regions with
+// padded leading dimensions, transposed or not, overwriting or accumulating.
+Kernel deep_gemm(bool ta, bool tb, bool accumulate) {
+  const int64_t m = 256, n = 16, k = 1024, pad = 3;
+  const int64_t a_cols = (ta ? m : k) + pad, b_cols = (tb ? k : n) + pad;
+  Buffer a = Buffer::param("a", DType::f32, {ta ? k : m, a_cols});
+  Buffer b = Buffer::param("b", DType::f32, {tb ? n : k, b_cols});
+  Buffer c = Buffer::param("c", DType::f32, {m, n + pad});
+  GemmArgs args;
+  args.a = {a, Expr(1), a_cols};
+  args.b = {b, Expr(2), b_cols};
+  args.c = {c, Expr(pad), n + pad};
+  args.transpose_a = ta;
+  args.transpose_b = tb;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.accumulate = accumulate;
+  return Kernel{"deep", {a, b, c}, gemm(std::move(args))};
+}
+
+TEST(GemmCodegen, DeepProductsThroughTheMatmulPrimitiveMatchTheEvaluator) {
+  std::vector<Kernel> kernels;
+  for (int variant = 0; variant < 8; ++variant) {
+    kernels.push_back(deep_gemm(variant & 1, variant & 2, variant & 4));
+  }
+  TempDir cache;
+  Expected<CompiledKernels> compiled = compile(kernels, cache);
+  ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    SCOPED_TRACE(print(kernels[i]));
+    std::vector<std::vector<double>> expected = random_args(kernels[i], seed() + 100 + i);
+    const std::vector<std::vector<double>> actual =
+        run_compiled(compiled->function(i), kernels[i], expected);
+    ASSERT_TRUE(run_kernel(kernels[i], expected).is_ok());
+    for (size_t p = 0; p < expected.size(); ++p) {
+      EXPECT_TRUE(all_close(actual[p], expected[p], DType::f32, 1024)) << p;
+    }
+  }
+}
+
 TEST(GemmCodegen, KernelsCallOpenBlasNotTheReferenceBlas) {
   TempDir cache;
   const std::vector<Kernel> kernels = {batched_gemm(DType::f32, false, false, false, 3)};
