@@ -77,8 +77,8 @@ Value* operand_channels_last(GraphBuilder& b, Value* operand, int rank, int64_t 
 
 // Whether `op` computes each element from the elements at the same index alone, whatever the
 // layout: the elementwise ops but dropout (whose mask hashes each element's flat index), and
-// the ops with NumPy broadcasting (add through where in ir/ops.def; not batch_norm_infer,
-// whose statistics follow axis 1).
+// the ops with NumPy broadcasting (add through where in ir/ops.def; batch_norm_infer, whose
+// statistics follow axis 1, has its own rewrite below).
 bool moves_with_layout(const Node& node) {
   const Op op = node.op();
   return (node.def().fusion_kind == FusionKind::elementwise && op != Op::dropout) ||
@@ -171,6 +171,25 @@ bool fuse_into_conv(Graph& graph, Node* node) {
   return false;
 }
 
+// Moves a to_first transpose below an inference batch norm of its result (a zoo model's, whose
+// statistics are inputs), written as the broadcasting ops it computes over the last axis:
+// ((x - mean) * rsqrt(var + epsilon)) * scale + bias, in its evaluation's order.
+bool sink_through_batch_norm(Graph& graph, Node* norm) {
+  if (norm->op() != Op::batch_norm_infer) return false;
+  Value* source = channels_last_source(norm->input(0));
+  if (source == nullptr) return false;
+  const int rank = source->rank();
+  std::vector<int64_t> dims(static_cast<size_t>(rank), 1);
+  dims.back() = source->shape().dim(rank - 1);
+  GraphBuilder b(graph);
+  const auto per_channel = [&](Value* v) { return b.reshape(v, dims); };
+  Value* inv_std = b.rsqrt(b.add_scalar(norm->input(4), norm->attrs().get_float("epsilon")));
+  Value* normalized = b.mul(b.sub(source, per_channel(norm->input(3))), per_channel(inv_std));
+  Value* y = b.add(b.mul(normalized, per_channel(norm->input(1))), per_channel(norm->input(2)));
+  replace_with(graph, b, norm->output(0), b.transpose(y, to_first_perm(rank)), kPass);
+  return true;
+}
+
 }  // namespace
 
 ChannelsLastReport convert_to_channels_last(Graph& graph) {
@@ -192,7 +211,8 @@ ChannelsLastReport convert_to_channels_last(Graph& graph) {
   // Each round sinks every to_first transpose by at least one op; the walk's order (the
   // graph's) sinks a whole chain in one round.
   while (rewrite_each_node(graph, [&](Graph& g, Node* node) {
-    const bool sunk = sink_through(g, node) || sink_through_split(g, node);
+    const bool sunk =
+        sink_through(g, node) || sink_through_split(g, node) || sink_through_batch_norm(g, node);
     report.sunk += sunk ? 1 : 0;
     return sunk;
   })) {

@@ -13,7 +13,8 @@
 //      to_first(op(a, b)), and an operand with no more elements than the channels (a
 //      per-channel bias, a scalar) is moved to the channels-last layout itself; likewise
 //      below a split (two convolutions of one input, merged by the substitution search,
-//      then split along the channels);
+//      then split along the channels) and an inference batch norm (as the per-channel
+//      arithmetic it computes, over the last axis);
 //   3. a bias add (one value per channel) and then a ReLU reading a convolution alone join it
 //      (conv_channels_last's bias input and relu attribute): oneDNN computes them in its
 //      epilogue, while the output is in cache;

@@ -123,6 +123,39 @@ TEST(ChannelsLast, ASplitOfMergedConvolutionsMovesWithTheLayout) {
   }
 }
 
+// An inference batch norm whose statistics are inputs (the zoo's models) follows the layout as
+// the per-channel arithmetic it computes, so the convolutions around it need no transposes.
+TEST(ChannelsLast, ABatchNormWithStatisticsAsInputsMovesWithTheLayout) {
+  GraphBuilder b("normalized");
+  Value* x = b.input("x", DType::f32, Shape{2, 8, 7, 7});
+  Value* y = conv(b, x, 16, 3, 1, 0.9);
+  std::vector<Value*> statistics;
+  for (const char* name : {"scale", "bias", "mean", "var"}) {
+    statistics.push_back(b.input(name, DType::f32, Shape{16}));
+  }
+  Value* normalized = b.apply1(Op::batch_norm_infer,
+                               {y, statistics[0], statistics[1], statistics[2], statistics[3]},
+                               {{"epsilon", 1e-3}});
+  b.output(conv(b, b.relu(normalized), 8, 1, 1, 1.1));
+  Expected<Graph> graph = b.finish();
+  ASSERT_TRUE(graph) << graph.status().message();
+  const Graph reference = graph->clone();
+  Expected<CompiledModel> model = Compiler().compile(std::move(*graph));
+  ASSERT_TRUE(model) << model.status().message();
+  EXPECT_EQ(model->compiled().rewrites.channels_last.converted, 2);
+  EXPECT_EQ(count(model->graph(), Op::batch_norm_infer), 0);
+  EXPECT_EQ(count(model->graph(), Op::transpose), 2) << print_graph(model->graph());
+  std::vector<Array> inputs = random_inputs(reference, {.seed = 11});
+  for (double& v : inputs.back().data) v = std::fabs(v) + 0.5;  // variances
+  Expected<std::vector<Array>> want = interpret(reference, inputs);
+  ASSERT_TRUE(want) << want.status().message();
+  Expected<std::vector<Array>> got = model->run(inputs);
+  ASSERT_TRUE(got) << got.status().message();
+  for (int64_t i = 0; i < want->at(0).size(); ++i) {
+    EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])));
+  }
+}
+
 TEST(ChannelsLast, ConvolutionsItCannotTakeKeepConvWithTheReason) {
   const auto compiled = [](Graph graph, CompileOptions options = {}) {
     options.pipeline.stop_after = Stage::layout;
