@@ -135,6 +135,31 @@ inline bool kiln_dnnl_run(const_dnnl_primitive_desc_t pd, int nargs, const int* 
   return ok;
 }
 
+// Whether `pd` is oneDNN's reference implementation, its answer to layouts no fast one takes,
+// which runs far below its other kernels.
+inline bool kiln_dnnl_is_reference(const_dnnl_primitive_desc_t pd) {
+  const char* implementation = nullptr;
+  return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &implementation) !=
+             dnnl_success ||
+         implementation == nullptr || std::strncmp(implementation, "ref", 3) == 0;
+}
+
+// Copies `from` (laid out as from_md) into `to` (laid out as to_md).
+inline bool kiln_dnnl_reorder(const dnnl_memory_desc_t* from_md, const void* from,
+                              const dnnl_memory_desc_t* to_md, void* to) {
+  dnnl_primitive_desc_t reorder = nullptr;
+  if (dnnl_reorder_primitive_desc_create(&reorder, from_md, kiln_dnnl().engine, to_md,
+                                         kiln_dnnl().engine, nullptr) != dnnl_success) {
+    return false;
+  }
+  const int kinds[] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+  const dnnl_memory_desc_t* descs[] = {from_md, to_md};
+  void* const data[] = {const_cast<void*>(from), to};
+  const bool ok = kiln_dnnl_run(reorder, 2, kinds, descs, data);
+  dnnl_primitive_desc_destroy(reorder);
+  return ok;
+}
+
 )prelude";
 
 // The rest of the prelude.
@@ -164,30 +189,14 @@ inline bool kiln_gemm_packed_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k
           dnnl_success) {
     return false;
   }
-  // oneDNN's reference implementation, its answer to layouts no fast one takes, runs far
-  // below sgemm.
-  const char* implementation = nullptr;
-  const bool reference =
-      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &implementation) !=
-          dnnl_success ||
-      implementation == nullptr || std::strncmp(implementation, "ref", 3) == 0;
   const dnnl_memory_desc_t* packed_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   void* packed = reinterpret_cast<char*>(state) + kiln_packed_header_bytes;
-  bool ok = !reference && packed_md != nullptr &&
+  bool ok = !kiln_dnnl_is_reference(pd) && packed_md != nullptr &&
             static_cast<int64_t>(dnnl_memory_desc_get_size(packed_md)) <=
                 state_bytes - kiln_packed_header_bytes;
   const int64_t b_address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(b));
   if (ok && (state[0] != kiln_packed_tag || state[1] != b_address)) {
-    dnnl_primitive_desc_t reorder = nullptr;
-    ok = dnnl_reorder_primitive_desc_create(&reorder, &b_md, kiln_dnnl().engine, packed_md,
-                                            kiln_dnnl().engine, nullptr) == dnnl_success;
-    if (ok) {
-      const int kinds[] = {DNNL_ARG_FROM, DNNL_ARG_TO};
-      const dnnl_memory_desc_t* descs[] = {&b_md, packed_md};
-      void* const data[] = {const_cast<float*>(b), packed};
-      ok = kiln_dnnl_run(reorder, 2, kinds, descs, data);
-      dnnl_primitive_desc_destroy(reorder);
-    }
+    ok = kiln_dnnl_reorder(&b_md, b, packed_md, packed);
     state[0] = ok ? kiln_packed_tag : 0;
     state[1] = b_address;
   }
@@ -234,10 +243,7 @@ inline bool kiln_gemm_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
   if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
   if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
   if (!made) return false;
-  const char* implementation = nullptr;
-  bool ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &implementation) ==
-                dnnl_success &&
-            implementation != nullptr && std::strncmp(implementation, "ref", 3) != 0;
+  bool ok = !kiln_dnnl_is_reference(pd);
   if (ok) {
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     const dnnl_memory_desc_t* descs[] = {&a_md, &b_md, &c_md};
@@ -319,15 +325,10 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
   if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
   if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
   if (!made) return false;
-  const char* implementation = nullptr;
-  const bool reference =
-      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &implementation) !=
-          dnnl_success ||
-      implementation == nullptr || std::strncmp(implementation, "ref", 3) == 0;
   const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   const int64_t kept_bytes =
       kept_md != nullptr ? static_cast<int64_t>(dnnl_memory_desc_get_size(kept_md)) : 0;
-  bool ok = !reference && kept_md != nullptr;
+  bool ok = !kiln_dnnl_is_reference(pd) && kept_md != nullptr;
   std::unique_ptr<char[]> own;
   void* kept = nullptr;
   if (ok && state != nullptr) {
@@ -339,16 +340,7 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
   }
   const int64_t w_address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w));
   if (ok && (state == nullptr || state[0] != kiln_packed_tag || state[1] != w_address)) {
-    dnnl_primitive_desc_t reorder = nullptr;
-    ok = dnnl_reorder_primitive_desc_create(&reorder, &w_md, kiln_dnnl().engine, kept_md,
-                                            kiln_dnnl().engine, nullptr) == dnnl_success;
-    if (ok) {
-      const int kinds[] = {DNNL_ARG_FROM, DNNL_ARG_TO};
-      const dnnl_memory_desc_t* descs[] = {&w_md, kept_md};
-      void* const data[] = {const_cast<float*>(w), kept};
-      ok = kiln_dnnl_run(reorder, 2, kinds, descs, data);
-      dnnl_primitive_desc_destroy(reorder);
-    }
+    ok = kiln_dnnl_reorder(&w_md, w, kept_md, kept);
     if (state != nullptr) {
       state[0] = ok ? kiln_packed_tag : 0;
       state[1] = w_address;

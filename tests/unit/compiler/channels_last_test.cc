@@ -57,6 +57,20 @@ Graph residual_network(DType dtype = DType::f32, int64_t groups = 1) {
   return std::move(*graph);
 }
 
+// Runs `model` on `inputs` and compares its one output with the interpreter's of `reference`.
+void expect_matches(CompiledModel& model, const Graph& reference,
+                    const std::vector<Array>& inputs) {
+  Expected<std::vector<Array>> want = interpret(reference, inputs);
+  ASSERT_TRUE(want) << want.status().message();
+  Expected<std::vector<Array>> got = model.run(inputs);
+  ASSERT_TRUE(got) << got.status().message();
+  ASSERT_EQ(got->at(0).size(), want->at(0).size());
+  for (int64_t i = 0; i < want->at(0).size(); ++i) {
+    EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])))
+        << "element " << i;
+  }
+}
+
 int count(const Graph& graph, Op op) {
   return static_cast<int>(std::ranges::count_if(
       graph.nodes(), [&](const Node* node) { return node->op() == op; }));
@@ -78,16 +92,9 @@ TEST(ChannelsLast, AResidualNetworkRunsChannelsLastAndMatchesTheInterpreter) {
   EXPECT_EQ(count(model->graph(), Op::transpose), 4) << print_graph(model->graph());
 
   const std::vector<Array> inputs = random_inputs(reference, {.seed = 5});
-  Expected<std::vector<Array>> want = interpret(reference, inputs);
-  ASSERT_TRUE(want) << want.status().message();
   for (int run = 0; run < 2; ++run) {
-    Expected<std::vector<Array>> got = model->run(inputs);
-    ASSERT_TRUE(got) << got.status().message();
-    ASSERT_EQ(got->at(0).size(), want->at(0).size());
-    for (int64_t i = 0; i < want->at(0).size(); ++i) {
-      EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])))
-          << "run " << run << ", element " << i;
-    }
+    SCOPED_TRACE(run == 0 ? "the first run" : "the second, with the weights kept");
+    expect_matches(*model, reference, inputs);
   }
 }
 
@@ -114,14 +121,7 @@ TEST(ChannelsLast, ASplitOfMergedConvolutionsMovesWithTheLayout) {
   EXPECT_GE(report.fused, 2) << "each bias add joins its convolution";
   // The input's and the output's transposes only.
   EXPECT_EQ(count(model->graph(), Op::transpose), 2) << print_graph(model->graph());
-  const std::vector<Array> inputs = random_inputs(reference, {.seed = 7});
-  Expected<std::vector<Array>> want = interpret(reference, inputs);
-  ASSERT_TRUE(want) << want.status().message();
-  Expected<std::vector<Array>> got = model->run(inputs);
-  ASSERT_TRUE(got) << got.status().message();
-  for (int64_t i = 0; i < want->at(0).size(); ++i) {
-    EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])));
-  }
+  expect_matches(*model, reference, random_inputs(reference, {.seed = 7}));
 }
 
 // An inference batch norm whose statistics are inputs (the zoo's models) follows the layout as
@@ -148,13 +148,7 @@ TEST(ChannelsLast, ABatchNormWithStatisticsAsInputsMovesWithTheLayout) {
   EXPECT_EQ(count(model->graph(), Op::transpose), 2) << print_graph(model->graph());
   std::vector<Array> inputs = random_inputs(reference, {.seed = 11});
   for (double& v : inputs.back().data) v = std::fabs(v) + 0.5;  // variances
-  Expected<std::vector<Array>> want = interpret(reference, inputs);
-  ASSERT_TRUE(want) << want.status().message();
-  Expected<std::vector<Array>> got = model->run(inputs);
-  ASSERT_TRUE(got) << got.status().message();
-  for (int64_t i = 0; i < want->at(0).size(); ++i) {
-    EXPECT_NEAR(got->at(0)[i], want->at(0)[i], 1e-4 * (1 + std::fabs(want->at(0)[i])));
-  }
+  expect_matches(*model, reference, inputs);
 }
 
 TEST(ChannelsLast, ConvolutionsItCannotTakeKeepConvWithTheReason) {
