@@ -102,13 +102,12 @@ std::string compile_options_fingerprint(const CompileOptions& o) {
       "substitution {} max_expansions {} max_priced {} max_seconds {}\n"
       "fusion {} disabled [{}] max_candidates {} max_group_nodes {} ilp_seconds {} "
       "max_local_bytes {}\n",
-      static_cast<int>(o.device), o.deterministic, o.schedule, o.pack_weights, o.channels_last, o.cpu.compiler,
-      fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled,
-      fmt::join(o.rewrites.disabled, ","),
-      o.substitution.enabled, o.substitution.max_expansions,
-      o.substitution.max_priced, o.substitution.max_seconds,
-      fusion::fusion_mode_name(f.mode), fmt::join(f.disabled_rules, ","), f.max_candidates,
-      f.max_group_nodes, f.ilp_seconds_per_component, f.max_local_bytes);
+      static_cast<int>(o.device), o.deterministic, o.schedule, o.pack_weights, o.channels_last,
+      o.cpu.compiler, fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled,
+      fmt::join(o.rewrites.disabled, ","), o.substitution.enabled, o.substitution.max_expansions,
+      o.substitution.max_priced, o.substitution.max_seconds, fusion::fusion_mode_name(f.mode),
+      fmt::join(f.disabled_rules, ","), f.max_candidates, f.max_group_nodes,
+      f.ilp_seconds_per_component, f.max_local_bytes);
   return text;
 }
 

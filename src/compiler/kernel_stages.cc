@@ -142,8 +142,8 @@ class PackConstantWeights final : public loop::IRMutator {
     for (int64_t k : g.kernel) taps *= k;
     const int64_t bytes = codegen::cpu::kept_weights_state_bytes(
         g.out_channels, g.channels / g.groups, taps, g.groups);
-    const loop::Buffer kept = loop::Buffer::param(fmt::format("packed_w{}", added_.size()),
-                                                  DType::i64, {bytes / 8});
+    const loop::Buffer kept =
+        loop::Buffer::param(fmt::format("packed_w{}", added_.size()), DType::i64, {bytes / 8});
     added_.push_back(kept);
     record_.state_bytes.push_back(bytes);
     loop::ConvArgs args = loop::conv_args(c);

@@ -55,9 +55,9 @@ enum class Stage : uint8_t {
 };
 
 inline constexpr std::array<Stage, 13> kStages = {
-    Stage::verify,        Stage::rewrite,     Stage::substitute, Stage::decompose,
-    Stage::layout,        Stage::partition,   Stage::lower,      Stage::schedule,
-    Stage::scratch,       Stage::pack_weights, Stage::share_kernels, Stage::plan_memory,
+    Stage::verify,  Stage::rewrite,      Stage::substitute,    Stage::decompose,
+    Stage::layout,  Stage::partition,    Stage::lower,         Stage::schedule,
+    Stage::scratch, Stage::pack_weights, Stage::share_kernels, Stage::plan_memory,
     Stage::codegen};
 
 // "verify", "rewrite", ..., "share-kernels", "plan-memory", "codegen".

@@ -97,7 +97,8 @@ class Evaluator {
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(exec(child));
         return Status::ok();
       case StmtKind::gemm: return exec_gemm(*s.as<Gemm>());
-      case StmtKind::conv: return exec_conv(*s.as<Conv>());
+      case StmtKind::conv:
+        return exec_conv(*s.as<Conv>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -233,9 +234,9 @@ class Evaluator {
   // the bias and the relu, every operation rounded to f32.
   Status exec_conv(const Conv& c) {
     const ConvGeometry& geo = c.geometry;
-    KILN_ASSIGN_OR_RETURN(std::vector<double>* x, storage(c.x));
-    KILN_ASSIGN_OR_RETURN(std::vector<double>* w, storage(c.w));
-    KILN_ASSIGN_OR_RETURN(std::vector<double>* y, storage(c.y));
+    KILN_ASSIGN_OR_RETURN(std::vector<double> * x, storage(c.x));
+    KILN_ASSIGN_OR_RETURN(std::vector<double> * w, storage(c.w));
+    KILN_ASSIGN_OR_RETURN(std::vector<double> * y, storage(c.y));
     std::vector<double>* bias = nullptr;
     if (c.bias.defined()) {
       KILN_ASSIGN_OR_RETURN(bias, storage(c.bias));
@@ -247,8 +248,8 @@ class Evaluator {
     KILN_ASSIGN_OR_RETURN(Scalar x_at, eval(c.x_offset));
     KILN_ASSIGN_OR_RETURN(Scalar y_at, eval(c.y_offset));
     const int64_t x_base = std::get<int64_t>(x_at), y_base = std::get<int64_t>(y_at);
-    if (x_base < 0 || x_base + geo.x_elements() > static_cast<int64_t>(x->size()) ||
-        y_base < 0 || y_base + geo.y_elements() > static_cast<int64_t>(y->size()) ||
+    if (x_base < 0 || x_base + geo.x_elements() > static_cast<int64_t>(x->size()) || y_base < 0 ||
+        y_base + geo.y_elements() > static_cast<int64_t>(y->size()) ||
         geo.w_elements() > static_cast<int64_t>(w->size())) {
       return Status::errorf("conv of '{}' into '{}' is out of bounds", c.x.name(), c.y.name());
     }
@@ -275,8 +276,8 @@ class Evaluator {
               bool inside = true;
               for (int d = 0; d < spatial; ++d) {
                 const auto i = static_cast<size_t>(d);
-                const int64_t at = position[i] * geo.strides[i] - geo.pads_begin[i] +
-                                   tap[i] * geo.dilations[i];
+                const int64_t at =
+                    position[i] * geo.strides[i] - geo.pads_begin[i] + tap[i] * geo.dilations[i];
                 inside = inside && at >= 0 && at < geo.in_spatial[i];
                 x_position = x_position * geo.in_spatial[i] + at;
               }
@@ -304,7 +305,8 @@ class Evaluator {
 
   Expected<std::vector<double>*> storage(const Buffer& buffer) {
     auto it = env_.buffers.find(buffer.name());
-    if (it == env_.buffers.end()) return Status::errorf("buffer '{}' has no storage", buffer.name());
+    if (it == env_.buffers.end())
+      return Status::errorf("buffer '{}' has no storage", buffer.name());
     return it->second;
   }
 

@@ -105,7 +105,8 @@ int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
       return total;
     }
     case StmtKind::gemm:
-    case StmtKind::conv: return kWorkCap;
+    case StmtKind::conv:
+      return kWorkCap;
   }
   return 0;
 }
@@ -608,7 +609,8 @@ class GpuMapper {
         return block(std::move(children));
       }
       case StmtKind::gemm:
-      case StmtKind::conv: break;
+      case StmtKind::conv:
+        break;
     }
     return Status::errorf("internal compiler error: a gemm inside a GPU launch");
   }

@@ -30,7 +30,8 @@ void IRVisitor::visit(const Stmt& s) {
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>());
     case StmtKind::block: return visit_block(*s.as<Block>());
     case StmtKind::gemm: return visit_gemm(*s.as<Gemm>());
-    case StmtKind::conv: return visit_conv(*s.as<Conv>());
+    case StmtKind::conv:
+      return visit_conv(*s.as<Conv>());
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }
@@ -123,7 +124,8 @@ Stmt IRMutator::mutate(const Stmt& s) {
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>(), s);
     case StmtKind::block: return visit_block(*s.as<Block>(), s);
     case StmtKind::gemm: return visit_gemm(*s.as<Gemm>(), s);
-    case StmtKind::conv: return visit_conv(*s.as<Conv>(), s);
+    case StmtKind::conv:
+      return visit_conv(*s.as<Conv>(), s);
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }

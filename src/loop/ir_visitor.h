@@ -5,8 +5,8 @@
 // handler receives the node and its handle (`self`) and returns the replacement; the base
 // handlers mutate the children and return `self` unchanged when no child changed, so
 // untouched subtrees stay shared. A gemm's base handlers visit (or mutate) its expressions:
-// the three offsets, then m, n and k; a conv's, its two offsets (x's, then y's). Handlers have distinct names (visit_binary, visit_for, ...)
-// so that overriding one hides no other.
+// the three offsets, then m, n and k; a conv's, its two offsets (x's, then y's). Handlers have
+// distinct names (visit_binary, visit_for, ...) so that overriding one hides no other.
 #pragma once
 
 #include "loop/expr.h"

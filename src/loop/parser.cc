@@ -652,7 +652,7 @@ class Parser {
     KILN_RETURN_IF_ERROR(expect("groups"));
     KILN_ASSIGN_OR_RETURN(g.groups, expect_int("a number of groups"));
     const std::pair<std::string_view, std::vector<int64_t>*> lists[] = {
-        {"in", &g.in_spatial}, {"out", &g.out_spatial}, {"kernel", &g.kernel},
+        {"in", &g.in_spatial},   {"out", &g.out_spatial}, {"kernel", &g.kernel},
         {"strides", &g.strides}, {"pads", &g.pads_begin}, {"dilations", &g.dilations}};
     for (const auto& [keyword, list] : lists) {
       KILN_RETURN_IF_ERROR(expect(","));

@@ -165,7 +165,8 @@ class StmtPrinter {
         for (const Stmt& child : s.as<Block>()->stmts) print(child);
         return;
       case StmtKind::gemm: return print_gemm(*s.as<Gemm>());
-      case StmtKind::conv: return print_conv(*s.as<Conv>());
+      case StmtKind::conv:
+        return print_conv(*s.as<Conv>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -197,7 +198,9 @@ class StmtPrinter {
   // with the relu and ` packed in NAME` when w is kept reordered.
   void print_conv(const Conv& c) {
     const ConvGeometry& g = c.geometry;
-    const auto ints = [](const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+    const auto ints = [](const std::vector<int64_t>& v) {
+      return fmt::format("{}", fmt::join(v, ", "));
+    };
     line(fmt::format(
         "conv(images {}, channels {} to {}, groups {}, in [{}], out [{}], kernel [{}], "
         "strides [{}], pads [{}], dilations [{}]) {}[{}] = {}[{}] * {}{}{}{}",

@@ -135,16 +135,16 @@ int64_t ConvGeometry::w_elements() const {
 std::vector<int64_t> ConvGeometry::pads_end() const {
   std::vector<int64_t> ends;
   for (size_t d = 0; d < in_spatial.size(); ++d) {
-    const int64_t last_read = (out_spatial[d] - 1) * strides[d] - pads_begin[d] +
-                              (kernel[d] - 1) * dilations[d];
+    const int64_t last_read =
+        (out_spatial[d] - 1) * strides[d] - pads_begin[d] + (kernel[d] - 1) * dilations[d];
     ends.push_back(last_read + 1 - in_spatial[d]);
   }
   return ends;
 }
 
 Stmt conv(ConvArgs args) {
-  KILN_CHECK(args.x.defined() && args.w.defined() && args.y.defined() &&
-                 args.x_offset.defined() && args.y_offset.defined(),
+  KILN_CHECK(args.x.defined() && args.w.defined() && args.y.defined() && args.x_offset.defined() &&
+                 args.y_offset.defined(),
              "conv with an undefined operand");
   return Stmt(std::make_shared<const Conv>(
       std::move(args.x), std::move(args.x_offset), std::move(args.w), std::move(args.bias),

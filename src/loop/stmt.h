@@ -46,11 +46,11 @@
 //                        x[n, p * stride - pad_begin + t * dilation..., g * C/groups + c]
 //                        * w[o, c, t...]        (g = o / (O/groups); x outside D is 0)
 //    with 1 to 3 spatial dims, plus bias[o] when it names a `bias` buffer (O elements), then
-//    (v > 0 ? v : 0) when it applies `relu`, as the relu op (so NaN gives 0). It overwrites y. As with gemm, the sum's order is the
-//    library's, so results agree with the evaluator's to rounding. It may name a `packed_w`
-//    buffer, an i64 parameter where the code generator keeps w reordered into the library's
-//    layout from the first run on: it promises that w holds the same values at every run (a
-//    constant weight), and the evaluator ignores it.
+//    (v > 0 ? v : 0) when it applies `relu`, as the relu op (so NaN gives 0). It overwrites y. As
+//    with gemm, the sum's order is the library's, so results agree with the evaluator's to
+//    rounding. It may name a `packed_w` buffer, an i64 parameter where the code generator keeps w
+//    reordered into the library's layout from the first run on: it promises that w holds the same
+//    values at every run (a constant weight), and the evaluator ignores it.
 // A Kernel is a name, its parameter buffers (scope global) and a body that reads and writes
 // them; it is what lowering produces, scheduling transforms and code generators consume.
 #pragma once
@@ -195,7 +195,7 @@ struct GemmArgs {
 // The sizes of a `conv` statement (above); spatial vectors have one entry per spatial dim.
 struct ConvGeometry {
   int64_t images = 0;
-  int64_t channels = 0, out_channels = 0, groups = 1;  // C, O
+  int64_t channels = 0, out_channels = 0, groups = 1;    // C, O
   std::vector<int64_t> in_spatial, out_spatial, kernel;  // D, Y, K
   std::vector<int64_t> strides, pads_begin, dilations;
 
@@ -211,11 +211,17 @@ struct ConvGeometry {
 
 struct Conv final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::conv;
-  Conv(Buffer x_buffer, Expr x_at, Buffer w_buffer, Buffer bias_buffer, Buffer y_buffer,
-       Expr y_at, ConvGeometry geometry_, bool with_relu, Buffer packed)
-      : StmtNode(kKind), x(std::move(x_buffer)), x_offset(std::move(x_at)),
-        w(std::move(w_buffer)), bias(std::move(bias_buffer)), y(std::move(y_buffer)),
-        y_offset(std::move(y_at)), geometry(std::move(geometry_)), relu(with_relu),
+  Conv(Buffer x_buffer, Expr x_at, Buffer w_buffer, Buffer bias_buffer, Buffer y_buffer, Expr y_at,
+       ConvGeometry geometry_, bool with_relu, Buffer packed)
+      : StmtNode(kKind),
+        x(std::move(x_buffer)),
+        x_offset(std::move(x_at)),
+        w(std::move(w_buffer)),
+        bias(std::move(bias_buffer)),
+        y(std::move(y_buffer)),
+        y_offset(std::move(y_at)),
+        geometry(std::move(geometry_)),
+        relu(with_relu),
         packed_w(std::move(packed)) {}
   const Buffer x;
   const Expr x_offset;  // i64
@@ -224,7 +230,7 @@ struct Conv final : StmtNode {
   const Buffer y;
   const Expr y_offset;  // i64
   const ConvGeometry geometry;
-  const bool relu;  // v > 0 ? v : 0 after the bias
+  const bool relu;        // v > 0 ? v : 0 after the bias
   const Buffer packed_w;  // undefined, or where w is kept reordered (above)
 };
 

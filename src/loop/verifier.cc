@@ -297,9 +297,9 @@ Status check_conv(const Stmt& s) {
     }
   }
   if (c.bias.defined() && (c.bias.dtype() != DType::f32 || c.bias.flat_size() < g.out_channels)) {
-    return fail(fmt::format("conv's bias '{}' is not {} f32 elements", c.bias.name(),
-                            g.out_channels),
-                line);
+    return fail(
+        fmt::format("conv's bias '{}' is not {} f32 elements", c.bias.name(), g.out_channels),
+        line);
   }
   for (const Buffer* operand : {&c.x, &c.w, &c.y}) {
     if (operand->dtype() != DType::f32) {
@@ -329,8 +329,7 @@ Status check_conv(const Stmt& s) {
   if (c.packed_w.defined()) {
     const Buffer& packed = c.packed_w;
     if (packed.scope() != MemoryScope::global || packed.dtype() != DType::i64) {
-      return fail(fmt::format("conv keeps w in '{}', which is not an i64 parameter",
-                              packed.name()),
+      return fail(fmt::format("conv keeps w in '{}', which is not an i64 parameter", packed.name()),
                   line);
     }
   }
@@ -355,7 +354,8 @@ Status check_stmt_node(const Stmt& s) {
                   first_line(s));
     }
     case StmtKind::gemm: return check_gemm(s);
-    case StmtKind::conv: return check_conv(s);
+    case StmtKind::conv:
+      return check_conv(s);
     case StmtKind::let_stmt:
     case StmtKind::block: return Status::ok();
   }
@@ -418,7 +418,8 @@ class Verifier {
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(check(child));
         return Status::ok();
       case StmtKind::gemm: return check_gemm_uses(s);
-      case StmtKind::conv: return check_conv_uses(s);
+      case StmtKind::conv:
+        return check_conv_uses(s);
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }

@@ -1,9 +1,9 @@
 #include "passes/channels_last.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "ir/builder.h"
 #include "passes/dead_code.h"
@@ -62,12 +62,18 @@ void convert_conv(Graph& graph, Node* conv) {
   replace_with(graph, b, conv->output(0), b.transpose(y, to_first_perm(rank)), kPass);
 }
 
-// `node`'s operand `operand` in the channels-last layout of a rank-`rank` result whose
-// channels dim holds `channels`, or null when moving it would cost a pass over memory.
-Value* operand_channels_last(GraphBuilder& b, Value* operand, int rank, int64_t channels) {
+// Whether an operand of a rank-`rank` result whose channels dim holds `channels` can move to
+// the channels-last layout without a pass over memory: it is a to_first transpose, a scalar,
+// or holds no more elements than the channels.
+bool moves_cheaply(const Value* operand, int rank, int64_t channels) {
+  return channels_last_source(operand) != nullptr || operand->rank() == 0 ||
+         (operand->shape().num_elements() <= channels && operand->rank() <= rank);
+}
+
+// That operand in the channels-last layout (where moves_cheaply).
+Value* operand_channels_last(GraphBuilder& b, Value* operand, int rank) {
   if (Value* source = channels_last_source(operand); source != nullptr) return source;
   if (operand->rank() == 0) return operand;
-  if (operand->shape().num_elements() > channels || operand->rank() > rank) return nullptr;
   // NumPy broadcasting aligns trailing dims: as a rank-`rank` value first, then transposed.
   std::vector<int64_t> dims(static_cast<size_t>(rank - operand->rank()), 1);
   dims.insert(dims.end(), operand->shape().dims().begin(), operand->shape().dims().end());
@@ -96,14 +102,14 @@ bool sink_through(Graph& graph, Node* node) {
   const bool reads_a_transpose = std::ranges::any_of(node->inputs(), [&](const Value* v) {
     return channels_last_source(v) != nullptr && v->shape() == out->shape();
   });
-  if (!reads_a_transpose) return false;
+  const bool all_move = std::ranges::all_of(node->inputs(), [&](const Value* v) {
+    return moves_cheaply(v, out->rank(), out->shape().dim(1));
+  });
+  if (!reads_a_transpose || !all_move) return false;
   GraphBuilder b(graph);
   std::vector<Value*> operands;
-  for (Value* input : node->inputs()) {
-    Value* moved = operand_channels_last(b, input, out->rank(), out->shape().dim(1));
-    if (moved == nullptr) return false;
-    operands.push_back(moved);
-  }
+  for (Value* input : node->inputs())
+    operands.push_back(operand_channels_last(b, input, out->rank()));
   Value* result = b.apply1(node->op(), operands, node->attrs());
   replace_with(graph, b, node->output(0), b.transpose(result, to_first_perm(out->rank())), kPass);
   return true;
@@ -164,8 +170,7 @@ bool fuse_into_conv(Graph& graph, Node* node) {
       if (!per_channel || node->output(0)->shape() != y) return false;
       inputs.push_back(dims.size() == 1 ? bias : b.reshape(bias, {channels}));
     }
-    replace_with(graph, b, node->output(0), b.apply1(Op::conv_channels_last, inputs, attrs),
-                 kPass);
+    replace_with(graph, b, node->output(0), b.apply1(Op::conv_channels_last, inputs, attrs), kPass);
     return true;
   }
   return false;
@@ -198,8 +203,8 @@ ChannelsLastReport convert_to_channels_last(Graph& graph) {
   const std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
   for (Node* node : nodes) {
     if (node->op() != Op::conv) continue;
-    std::string kept = training ? "in a training graph (its gradients read x channels first)"
-                                : why_kept(*node);
+    std::string kept =
+        training ? "in a training graph (its gradients read x channels first)" : why_kept(*node);
     if (!kept.empty()) {
       report.kept.push_back(fmt::format("{}: {}", node->output(0)->name(), kept));
       continue;

@@ -39,10 +39,10 @@
 namespace kiln {
 
 struct ChannelsLastReport {
-  int converted = 0;                 // convolutions now conv_channels_last
-  int sunk = 0;                      // elementwise ops moved to channels last
-  int fused = 0;                     // bias adds and relus the convolutions compute
-  std::vector<std::string> kept;     // why the other convolutions keep conv, one line each
+  int converted = 0;              // convolutions now conv_channels_last
+  int sunk = 0;                   // elementwise ops moved to channels last
+  int fused = 0;                  // bias adds and relus the convolutions compute
+  std::vector<std::string> kept;  // why the other convolutions keep conv, one line each
 };
 
 // Rewrites `graph` as above, then folds what the rewrite leaves (passes/rewrite_graph.h's

@@ -311,15 +311,14 @@ inline std::vector<OpExample> attribute_examples() {
       // Images [N, H, W, C], with a bias and the relu.
       {Op::conv_channels_last, "",
        [](GraphBuilder& b) {
-         b.output(b.apply1(
-             Op::conv_channels_last,
-             {b.input("x", D::f32, {1, 5, 5, 4}), b.input("w", D::f32, {6, 2, 3, 3}),
-              b.input("bias", D::f32, {6})},
-             {{"strides", {2, 1}},
-              {"pads", {1, 0, 1, 2}},
-              {"dilations", {1, 2}},
-              {"groups", 2},
-              {"relu", true}}));
+         b.output(b.apply1(Op::conv_channels_last,
+                           {b.input("x", D::f32, {1, 5, 5, 4}), b.input("w", D::f32, {6, 2, 3, 3}),
+                            b.input("bias", D::f32, {6})},
+                           {{"strides", {2, 1}},
+                            {"pads", {1, 0, 1, 2}},
+                            {"dilations", {1, 2}},
+                            {"groups", 2},
+                            {"relu", true}}));
        }},
       // A^T [K = 6, M = 3] times dense [3, 2].
       {Op::spmm, "transposed",

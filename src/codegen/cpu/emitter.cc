@@ -340,18 +340,20 @@ class KernelEmitter : public ExprEmitter {
     const loop::ConvGeometry& g = c.geometry;
     std::vector<int64_t> geometry;
     for (size_t d = 0; d < g.in_spatial.size(); ++d) {
-      geometry.insert(geometry.end(), {g.in_spatial[d], g.out_spatial[d], g.kernel[d],
-                                       g.strides[d], g.pads_begin[d], g.dilations[d]});
+      geometry.insert(geometry.end(), {g.in_spatial[d], g.out_spatial[d], g.kernel[d], g.strides[d],
+                                       g.pads_begin[d], g.dilations[d]});
     }
     const std::string array = fresh_name('g');
-    const std::string x = fmt::format("{} + {}", lookup(buffers_, c.x.name()), emit_expr(c.x_offset));
-    const std::string y = fmt::format("{} + {}", lookup(buffers_, c.y.name()), emit_expr(c.y_offset));
+    const std::string x =
+        fmt::format("{} + {}", lookup(buffers_, c.x.name()), emit_expr(c.x_offset));
+    const std::string y =
+        fmt::format("{} + {}", lookup(buffers_, c.y.name()), emit_expr(c.y_offset));
     const std::string bias = c.bias.defined() ? lookup(buffers_, c.bias.name()) : "nullptr";
-    const std::string operands = fmt::format(
-        "{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", g.spatial(),
-        int_constant(g.images, DType::i64), int_constant(g.channels, DType::i64),
-        int_constant(g.out_channels, DType::i64), int_constant(g.groups, DType::i64), array, x,
-        lookup(buffers_, c.w.name()), bias, c.relu ? "true" : "false", y);
+    const std::string operands =
+        fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", g.spatial(),
+                    int_constant(g.images, DType::i64), int_constant(g.channels, DType::i64),
+                    int_constant(g.out_channels, DType::i64), int_constant(g.groups, DType::i64),
+                    array, x, lookup(buffers_, c.w.name()), bias, c.relu ? "true" : "false", y);
     line("{");
     ++indent_;
     line(fmt::format("static constexpr int64_t {}[] = {{{}}};", array, fmt::join(geometry, ", ")));

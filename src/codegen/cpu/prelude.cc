@@ -624,8 +624,8 @@ std::string_view cpu_prelude() {
   return text;
 }
 
-int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group,
-                                 int64_t taps, int64_t groups) {
+int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group, int64_t taps,
+                                 int64_t groups) {
   constexpr int64_t kMaxBlock = 64;
   return kPackedBHeaderBytes + groups * (out_channels / groups + kMaxBlock) *
                                    (channels_per_group + kMaxBlock) * taps *

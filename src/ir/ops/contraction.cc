@@ -5,12 +5,12 @@
 // broadcast batch dims); conv's are conv_grad_data and conv_grad_weight, and since all three
 // conv ops are bilinear adjoints of one another, each one's gradient is made of the others.
 // spmm's gradient with respect to dense is spmm with the sparse matrix transposed.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "ir/ops/op_family.h"
 
@@ -381,7 +381,8 @@ Array channels_moved(const Array& a, bool to_last) {
   Array result(a.dtype, moved);
   const Shape& first = to_last ? a.shape : moved;  // the channels-first shape
   const int64_t images = first.dim(0), channels = first.dim(1);
-  const int64_t positions = channels == 0 || images == 0 ? 0 : first.num_elements() / images / channels;
+  const int64_t positions =
+      channels == 0 || images == 0 ? 0 : first.num_elements() / images / channels;
   for (int64_t n = 0; n < images; ++n) {
     for (int64_t c = 0; c < channels; ++c) {
       for (int64_t p = 0; p < positions; ++p) {
@@ -414,8 +415,7 @@ Expected<std::vector<TensorType>> infer_conv_channels_last(std::span<const Tenso
   return std::vector<TensorType>{{x.dtype, channels_moved(y, true)}};
 }
 
-Expected<std::vector<Array>> eval_conv_channels_last(std::span<const Array> in,
-                                                     const Attrs& attrs,
+Expected<std::vector<Array>> eval_conv_channels_last(std::span<const Array> in, const Attrs& attrs,
                                                      std::span<const TensorType> out) {
   const Array x = channels_moved(in[0], false);
   const TensorType first{out[0].dtype, channels_moved(out[0].shape, false)};

@@ -8,13 +8,13 @@
 //   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
 //
 // conv reads x through a guard (as does conv_channels_last, whose f32 nodes lower_group stores
-// as one conv statement instead: oneDNN's direct convolution): taps that fall in the padding contribute 0, their load clamped
-// into range. conv_grad_data sums, for each input element, over the taps whose output
-// position (x + pad - tap * dilation) / stride is integral and in range. spmm reduces over the
-// CSR row range [row_ptr[r], row_ptr[r + 1]) with data-dependent bounds; transposed, each
-// output row sums over every non-zero of A and keeps those in its column: nnz x N x K work,
-// so lower_group stores a transposed spmm by its store nest instead (spmm_scatter_nest), one
-// pass over the non-zeros.
+// as one conv statement instead: oneDNN's direct convolution): taps that fall in the padding
+// contribute 0, their load clamped into range. conv_grad_data sums, for each input element, over
+// the taps whose output position (x + pad - tap * dilation) / stride is integral and in range. spmm
+// reduces over the CSR row range [row_ptr[r], row_ptr[r + 1]) with data-dependent bounds;
+// transposed, each output row sums over every non-zero of A and keeps those in its column: nnz x N
+// x K work, so lower_group stores a transposed spmm by its store nest instead (spmm_scatter_nest),
+// one pass over the non-zeros.
 #include "loop/lower_conv.h"
 #include "loop/lower_group.h"
 #include "loop/lowering/gemm.h"

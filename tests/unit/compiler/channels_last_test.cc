@@ -25,8 +25,8 @@ Value* weights(GraphBuilder& b, Shape shape, double phase, DType dtype = DType::
   return b.constant(Array(dtype, std::move(shape), std::move(values)));
 }
 
-Value* conv(GraphBuilder& b, Value* x, int64_t out, int64_t kernel, int64_t stride,
-            double phase, int64_t groups = 1) {
+Value* conv(GraphBuilder& b, Value* x, int64_t out, int64_t kernel, int64_t stride, double phase,
+            int64_t groups = 1) {
   const int64_t channels = x->shape().dim(1);
   const int64_t pad = kernel / 2;
   Value* w = weights(b, Shape{out, channels / groups, kernel, kernel}, phase, x->dtype());
@@ -72,8 +72,8 @@ void expect_matches(CompiledModel& model, const Graph& reference,
 }
 
 int count(const Graph& graph, Op op) {
-  return static_cast<int>(std::ranges::count_if(
-      graph.nodes(), [&](const Node* node) { return node->op() == op; }));
+  return static_cast<int>(
+      std::ranges::count_if(graph.nodes(), [&](const Node* node) { return node->op() == op; }));
 }
 
 TEST(ChannelsLast, AResidualNetworkRunsChannelsLastAndMatchesTheInterpreter) {
@@ -186,8 +186,8 @@ TEST(ChannelsLast, ATrainingGraphKeepsConv) {
   Value* w = b.input("w", DType::f32, Shape{8, 4, 3, 3});
   Value* dy = b.input("dy", DType::f32, Shape{1, 8, 4, 4});
   Value* y = b.apply1(Op::conv, {x, w});
-  Value* dw = b.apply1(Op::conv_grad_weight, {x, dy},
-                       {{"weight_shape", std::vector<int64_t>{8, 4, 3, 3}}});
+  Value* dw =
+      b.apply1(Op::conv_grad_weight, {x, dy}, {{"weight_shape", std::vector<int64_t>{8, 4, 3, 3}}});
   b.output(y);
   b.output(dw);
   Expected<Graph> graph = b.finish();
@@ -211,8 +211,8 @@ TEST(ChannelsLast, TheOpIsConvWithChannelsLast) {
                         {"pads", std::vector<int64_t>{1, 0, 1, 1}},
                         {"groups", int64_t{2}}};
   Value* last = b.apply1(Op::conv_channels_last, {x, w}, window);
-  Value* first = b.transpose(
-      b.apply1(Op::conv, {b.transpose(x, {0, 3, 1, 2}), w}, window), {0, 2, 3, 1});
+  Value* first =
+      b.transpose(b.apply1(Op::conv, {b.transpose(x, {0, 3, 1, 2}), w}, window), {0, 2, 3, 1});
   b.output(last);
   b.output(first);
   Expected<Graph> graph = b.finish();

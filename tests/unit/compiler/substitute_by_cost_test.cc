@@ -127,11 +127,11 @@ TEST(SubstituteByCost, MergesConvolutionsSharingAnInput) {
   const std::vector<Array> inputs = random_inputs(*parsed, {.seed = 5});
   const std::vector<Array> expected = *interpret(*parsed, inputs);
   // On a CPU the layout stage then makes each conv a conv_channels_last.
-  const Compiled without = compile_and_check(parsed->clone(), false, inputs, expected[0],
-                                             Op::conv_channels_last);
+  const Compiled without =
+      compile_and_check(parsed->clone(), false, inputs, expected[0], Op::conv_channels_last);
   EXPECT_EQ(without.contractions, 2);
-  const Compiled with = compile_and_check(std::move(*parsed), true, inputs, expected[0],
-                                          Op::conv_channels_last);
+  const Compiled with =
+      compile_and_check(std::move(*parsed), true, inputs, expected[0], Op::conv_channels_last);
   ASSERT_TRUE(with.rewrites.substitution.has_value());
   ASSERT_EQ(with.rewrites.substitution->steps.size(), 1u);
   EXPECT_EQ(with.rewrites.substitution->steps[0].rule, "convs-sharing-input-merge");
