@@ -1,10 +1,11 @@
 // Channels-last convolutions: the CPU's layout for a network of convolutions.
 //
 // Kiln's conv computes on images with their channels first ([N, C, H, W], ONNX's and PyTorch's
-// layout) as im2col and gemm. oneDNN's direct convolutions (brgconv on AVX-512) run at the
-// machine's peak on images with their channels last ([N, H, W, C]), but each conversion
-// between the two layouts is a pass over memory, as large as a 1x1 convolution's own traffic.
-// So the layout changes once for a whole network, not once per convolution:
+// layout) as im2col and gemm. oneDNN's direct convolutions (brgconv on AVX-512) run faster on
+// images with their channels last ([N, H, W, C]), but each conversion between the two
+// layouts is a pass over memory, which, made around every convolution, took back what the
+// convolutions gained (docs/benchmarks.md). So the layout changes once for a whole network,
+// not once per convolution:
 //
 //   1. every f32 conv becomes to_first(conv_channels_last(to_last(x), w)), where to_last and
 //      to_first are transposes moving dim 1 last and back;

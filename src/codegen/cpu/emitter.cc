@@ -328,7 +328,7 @@ class KernelEmitter : public ExprEmitter {
       return;
     }
     // The verifier allows a packed B only where nothing accumulates (loop/verifier.h).
-    line(fmt::format("if (!kiln_gemm_packed_b({}, {}, {})) {}", operands,
+    line(fmt::format("if (!kiln_gemm_dnnl({}, false, {}, {})) {}", operands,
                      lookup(buffers_, g.packed_b.name()),
                      g.packed_b.flat_size() * dtype_size_bytes(g.packed_b.dtype()), call));
   }

@@ -164,11 +164,71 @@ inline bool kiln_dnnl_reorder(const dnnl_memory_desc_t* from_md, const void* fro
 
 // The rest of the prelude.
 constexpr std::string_view kPreludeTail = R"prelude(
-// See prelude.h. The primitive is made again on every call (oneDNN's primitive cache keeps
-// the generated code), so the state holds nothing that would need freeing.
-inline bool kiln_gemm_packed_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                               const float* a, int64_t lda, const float* b, int64_t ldb,
-                               float* c, int64_t ldc, int64_t* state, int64_t state_bytes) {
+// The primitive descriptor of `desc` with at most one post-op (sum: the result added to the
+// output's old values; relu), or null where oneDNN refuses it or offers only its reference
+// implementation, its answer to layouts no fast one takes, which runs far below the others.
+enum class kiln_post_op { none, sum, relu };
+inline dnnl_primitive_desc_t kiln_dnnl_primitive_desc(const_dnnl_op_desc_t desc,
+                                                      kiln_post_op post_op) {
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t post_ops = nullptr;
+  bool made = dnnl_primitive_attr_create(&attr) == dnnl_success;
+  if (made && post_op != kiln_post_op::none) {
+    made = dnnl_post_ops_create(&post_ops) == dnnl_success &&
+           (post_op == kiln_post_op::sum
+                ? dnnl_post_ops_append_sum(post_ops, 1.0f)
+                : dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f)) ==
+               dnnl_success &&
+           dnnl_primitive_attr_set_post_ops(attr, post_ops) == dnnl_success;
+  }
+  dnnl_primitive_desc_t pd = nullptr;
+  made = made && dnnl_primitive_desc_create(&pd, desc, attr, kiln_dnnl().engine, nullptr) ==
+                     dnnl_success;
+  if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
+  if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
+  if (made && kiln_dnnl_is_reference(pd)) {
+    dnnl_primitive_desc_destroy(pd);
+    made = false;
+  }
+  return made ? pd : nullptr;
+}
+
+// The weights `pd` takes (its weights_md, in the layout oneDNN picked), reordered from
+// `plain` (laid out as plain_md): into `state` after its header, once (see prelude.h: the
+// header holds a tag and plain's address, so a state that is zero or was filled from other
+// weights is filled again), or, without a state, into `scratch`, made for this call. Null
+// where the reorder fails or the weights do not fit the state.
+inline void* kiln_dnnl_weights(const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t* plain_md,
+                               const float* plain, int64_t* state, int64_t state_bytes,
+                               std::unique_ptr<char[]>& scratch) {
+  const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  if (kept_md == nullptr) return nullptr;
+  const int64_t bytes = static_cast<int64_t>(dnnl_memory_desc_get_size(kept_md));
+  if (state == nullptr) {
+    scratch.reset(new char[static_cast<size_t>(bytes)]);
+    return kiln_dnnl_reorder(plain_md, plain, kept_md, scratch.get()) ? scratch.get() : nullptr;
+  }
+  if (bytes > state_bytes - kiln_packed_header_bytes) return nullptr;
+  void* kept = reinterpret_cast<char*>(state) + kiln_packed_header_bytes;
+  const int64_t address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(plain));
+  if (state[0] != kiln_packed_tag || state[1] != address) {
+    const bool ok = kiln_dnnl_reorder(plain_md, plain, kept_md, kept);
+    state[0] = ok ? kiln_packed_tag : 0;
+    state[1] = address;
+    if (!ok) return nullptr;
+  }
+  return kept;
+}
+
+// loop/stmt.h's gemm (f32) as a oneDNN matmul primitive (see prelude.h): A and C where they
+// lie (strides for leading dimensions and transposes), B too without a state, or, with one,
+// kept in the layout oneDNN picks (kiln_dnnl_weights); accumulating through a sum post-op.
+// The primitive is made again on every call (oneDNN's primitive cache keeps the generated
+// code), so the state holds nothing that would need freeing. Returns false, computing
+// nothing, where oneDNN declines (kiln_dnnl_primitive_desc) or B does not fit the state.
+inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                           int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                           bool accumulate, int64_t* state, int64_t state_bytes) {
   if (kiln_dnnl().stream == nullptr || m <= 0 || n <= 0 || k <= 0) return false;
   const dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
   const dnnl_dims_t a_strides = {ta ? 1 : lda, ta ? lda : 1};
@@ -183,71 +243,25 @@ inline bool kiln_gemm_packed_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k
     return false;
   }
   dnnl_matmul_desc_t desc;
-  dnnl_primitive_desc_t pd = nullptr;
-  if (dnnl_matmul_desc_init(&desc, &a_md, &any_md, nullptr, &c_md) != dnnl_success ||
-      dnnl_primitive_desc_create(&pd, &desc, nullptr, kiln_dnnl().engine, nullptr) !=
-          dnnl_success) {
+  if (dnnl_matmul_desc_init(&desc, &a_md, state != nullptr ? &any_md : &b_md, nullptr, &c_md) !=
+      dnnl_success) {
     return false;
   }
-  const dnnl_memory_desc_t* packed_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  void* packed = reinterpret_cast<char*>(state) + kiln_packed_header_bytes;
-  bool ok = !kiln_dnnl_is_reference(pd) && packed_md != nullptr &&
-            static_cast<int64_t>(dnnl_memory_desc_get_size(packed_md)) <=
-                state_bytes - kiln_packed_header_bytes;
-  const int64_t b_address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(b));
-  if (ok && (state[0] != kiln_packed_tag || state[1] != b_address)) {
-    ok = kiln_dnnl_reorder(&b_md, b, packed_md, packed);
-    state[0] = ok ? kiln_packed_tag : 0;
-    state[1] = b_address;
+  dnnl_primitive_desc_t pd = kiln_dnnl_primitive_desc(
+      &desc, accumulate ? kiln_post_op::sum : kiln_post_op::none);
+  if (pd == nullptr) return false;
+  std::unique_ptr<char[]> scratch;
+  const void* weights = b;
+  const dnnl_memory_desc_t* weights_md = &b_md;
+  if (state != nullptr) {
+    weights = kiln_dnnl_weights(pd, &b_md, b, state, state_bytes, scratch);
+    weights_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   }
+  bool ok = weights != nullptr;
   if (ok) {
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-    const dnnl_memory_desc_t* descs[] = {&a_md, packed_md, &c_md};
-    void* const data[] = {const_cast<float*>(a), packed, c};
-    ok = kiln_dnnl_run(pd, 3, kinds, descs, data);
-  }
-  dnnl_primitive_desc_destroy(pd);
-  return ok;
-}
-
-// An f32 gemm as a oneDNN matmul primitive on its operands where they lie (strides for the
-// leading dimensions and transposes), accumulating through a sum post-op. Returns false,
-// computing nothing, where oneDNN refuses or offers only its reference implementation.
-inline bool kiln_gemm_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                             int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                             bool accumulate) {
-  if (kiln_dnnl().stream == nullptr) return false;
-  const dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
-  const dnnl_dims_t a_strides = {ta ? 1 : lda, ta ? lda : 1};
-  const dnnl_dims_t b_strides = {tb ? 1 : ldb, tb ? ldb : 1};
-  const dnnl_dims_t c_strides = {ldc, 1};
-  dnnl_memory_desc_t a_md, b_md, c_md;
-  if (dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_f32, a_strides) != dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_f32, b_strides) != dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides) != dnnl_success) {
-    return false;
-  }
-  dnnl_matmul_desc_t desc;
-  dnnl_primitive_desc_t pd = nullptr;
-  dnnl_post_ops_t post_ops = nullptr;
-  dnnl_primitive_attr_t attr = nullptr;
-  bool made = dnnl_matmul_desc_init(&desc, &a_md, &b_md, nullptr, &c_md) == dnnl_success &&
-              dnnl_primitive_attr_create(&attr) == dnnl_success;
-  if (made && accumulate) {
-    made = dnnl_post_ops_create(&post_ops) == dnnl_success &&
-           dnnl_post_ops_append_sum(post_ops, 1.0f) == dnnl_success &&
-           dnnl_primitive_attr_set_post_ops(attr, post_ops) == dnnl_success;
-  }
-  made = made && dnnl_primitive_desc_create(&pd, &desc, attr, kiln_dnnl().engine, nullptr) ==
-                     dnnl_success;
-  if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
-  if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
-  if (!made) return false;
-  bool ok = !kiln_dnnl_is_reference(pd);
-  if (ok) {
-    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-    const dnnl_memory_desc_t* descs[] = {&a_md, &b_md, &c_md};
-    void* const data[] = {const_cast<float*>(a), const_cast<float*>(b), c};
+    const dnnl_memory_desc_t* descs[] = {&a_md, weights_md, &c_md};
+    void* const data[] = {const_cast<float*>(a), const_cast<void*>(weights), c};
     ok = kiln_dnnl_run(pd, 3, kinds, descs, data);
   }
   dnnl_primitive_desc_destroy(pd);
@@ -257,7 +271,7 @@ inline bool kiln_gemm_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
 // loop/stmt.h's conv as a oneDNN convolution primitive on channels-last images (nwc, nhwc,
 // ndhwc) with weights in the layout oneDNN chooses for this machine: reordered from ONNX's
 // [O, C/groups, K...] into the state once when a state is given (the header as for
-// kiln_gemm_packed_b, with w's address), else into a buffer of this call; the bias (or none)
+// kiln_gemm_dnnl's), else into a buffer of this call (kiln_dnnl_weights); the bias (or none)
 // and the relu are the primitive's own (a post-op). `geometry` holds
 // per spatial dim d: D, Y, K, stride, pad_begin and dilation at [6 * d, 6 * d + 6). Returns
 // false, computing nothing, when oneDNN refuses or offers only its reference implementation;
@@ -306,46 +320,19 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
     return false;
   }
   dnnl_convolution_desc_t desc;
-  dnnl_primitive_desc_t pd = nullptr;
-  dnnl_post_ops_t post_ops = nullptr;
-  dnnl_primitive_attr_t attr = nullptr;
-  bool made = dnnl_dilated_convolution_forward_desc_init(
-                  &desc, dnnl_forward_inference, dnnl_convolution_direct, &x_md, &any_md,
-                  bias != nullptr ? &bias_md : nullptr, &y_md, strides, dilations, pads_begin,
-                  pads_end) == dnnl_success &&
-              dnnl_primitive_attr_create(&attr) == dnnl_success;
-  if (made && relu) {
-    made = dnnl_post_ops_create(&post_ops) == dnnl_success &&
-           dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
-               dnnl_success &&
-           dnnl_primitive_attr_set_post_ops(attr, post_ops) == dnnl_success;
+  if (dnnl_dilated_convolution_forward_desc_init(
+          &desc, dnnl_forward_inference, dnnl_convolution_direct, &x_md, &any_md,
+          bias != nullptr ? &bias_md : nullptr, &y_md, strides, dilations, pads_begin,
+          pads_end) != dnnl_success) {
+    return false;
   }
-  made = made && dnnl_primitive_desc_create(&pd, &desc, attr, kiln_dnnl().engine, nullptr) ==
-                     dnnl_success;
-  if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
-  if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
-  if (!made) return false;
+  dnnl_primitive_desc_t pd =
+      kiln_dnnl_primitive_desc(&desc, relu ? kiln_post_op::relu : kiln_post_op::none);
+  if (pd == nullptr) return false;
+  std::unique_ptr<char[]> scratch;
+  void* kept = kiln_dnnl_weights(pd, &w_md, w, state, state_bytes, scratch);
   const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  const int64_t kept_bytes =
-      kept_md != nullptr ? static_cast<int64_t>(dnnl_memory_desc_get_size(kept_md)) : 0;
-  bool ok = !kiln_dnnl_is_reference(pd) && kept_md != nullptr;
-  std::unique_ptr<char[]> own;
-  void* kept = nullptr;
-  if (ok && state != nullptr) {
-    ok = kept_bytes <= state_bytes - kiln_packed_header_bytes;
-    kept = reinterpret_cast<char*>(state) + kiln_packed_header_bytes;
-  } else if (ok) {
-    own.reset(new char[static_cast<size_t>(kept_bytes)]);
-    kept = own.get();
-  }
-  const int64_t w_address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w));
-  if (ok && (state == nullptr || state[0] != kiln_packed_tag || state[1] != w_address)) {
-    ok = kiln_dnnl_reorder(&w_md, w, kept_md, kept);
-    if (state != nullptr) {
-      state[0] = ok ? kiln_packed_tag : 0;
-      state[1] = w_address;
-    }
-  }
+  bool ok = kept != nullptr;
   if (ok) {
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     const dnnl_memory_desc_t* descs[] = {&x_md, kept_md, &y_md, &bias_md};
@@ -356,13 +343,8 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
   return ok;
 }
 #else
-inline bool kiln_gemm_packed_b(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
-                               const float*, int64_t, float*, int64_t, int64_t*, int64_t) {
-  return false;
-}
-
-inline bool kiln_gemm_matmul(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
-                             const float*, int64_t, float*, int64_t, bool) {
+inline bool kiln_gemm_dnnl(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                           const float*, int64_t, float*, int64_t, bool, int64_t*, int64_t) {
   return false;
 }
 
@@ -384,8 +366,8 @@ inline bool kiln_gemm_prefers_matmul(int64_t m, int64_t n, int64_t k) {
 inline void kiln_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                       int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                       bool accumulate) {
-  if (m > 0 && n > 0 && k > 0 && kiln_gemm_prefers_matmul(m, n, k) &&
-      kiln_gemm_matmul(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate)) {
+  if (kiln_gemm_prefers_matmul(m, n, k) &&
+      kiln_gemm_dnnl(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, nullptr, 0)) {
     return;
   }
   kiln_gemm_with<float>(kiln_sgemm, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);

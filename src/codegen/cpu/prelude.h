@@ -22,13 +22,15 @@
 //    generated code.
 //  - kiln_sigmoid, kiln_rsqrt: 1 / (1 + exp(-x)) and 1 / sqrt(x) in the argument's type.
 //  - kiln_gemm: loop IR's gemm statement through oneDNN's sgemm or OpenBLAS's cblas_dgemm
-//    (row-major, alpha 1, beta 0 or 1), with m, n <= 0 and k <= 0 handled before the call.
-//  - kiln_gemm_packed_b: an f32 gemm whose B is kept packed (loop/stmt.h) as a oneDNN matmul
-//    primitive with weights in the layout oneDNN chooses for this machine, packed into the
-//    state on the first call. The state starts with a header (a tag and B's address), so a
-//    state that is zero, or was filled for another B, is packed again. It returns false,
-//    computing nothing, when oneDNN refuses, offers only its slow reference implementation,
-//    or the packed B would not fit, and the caller then calls kiln_gemm.
+//    (row-major, alpha 1, beta 0 or 1), with m, n <= 0 and k <= 0 handled before the call;
+//    an f32 product deep for its width (kiln_gemm_prefers_matmul) goes to kiln_gemm_dnnl.
+//  - kiln_gemm_dnnl: an f32 gemm as a oneDNN matmul primitive, B read where it lies or, with
+//    a state, kept packed (loop/stmt.h) in the layout oneDNN chooses for this machine, packed
+//    into the state on the first call. The state starts with a header (a tag and B's
+//    address), so a state that is zero, or was filled for another B, is packed again. It
+//    returns false, computing nothing, when oneDNN refuses, offers only its slow reference
+//    implementation, or the packed B would not fit, and the caller then calls kiln_gemm's
+//    sgemm.
 //  - kiln_conv_dnnl: loop IR's conv statement as a oneDNN convolution primitive on
 //    channels-last images, its weights reordered into oneDNN's layout (kept in the state
 //    from the first call on, as a packed B is, when the statement names one). It returns
@@ -47,7 +49,7 @@ namespace kiln::codegen::cpu {
 
 std::string_view cpu_prelude();
 
-// A packed B's state starts with a header of kPackedBHeaderBytes: kiln_gemm_packed_b writes
+// A packed B's state starts with a header of kPackedBHeaderBytes: kiln_gemm_dnnl writes
 // kPackedBTag ("kilnpack") in its first int64 once B is packed there, and B's address in the
 // second.
 inline constexpr int64_t kPackedBTag = 0x6b696c6e7061636b;
@@ -58,7 +60,7 @@ inline constexpr int64_t kPackedBHeaderBytes = 64;
 int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group, int64_t taps,
                                  int64_t groups);
 
-// The bytes of a state for kiln_gemm_packed_b with a k x n B: its header, and room for oneDNN's
+// The bytes of a state for kiln_gemm_dnnl with a k x n B: its header, and room for oneDNN's
 // blocked layouts, which pad each dimension to a block of at most 64.
 int64_t packed_b_state_bytes(int64_t k, int64_t n);
 

@@ -47,71 +47,56 @@ Expected<Expr> lower_matmul(const ComputeArgs& args) {
   });
 }
 
-// x[n, channel, positions] where every position is in range, else 0 (a padding tap).
+// x[n, channel, positions] (x[n, positions, channel] with `channels_last`) where every
+// position is in range, else 0 (a padding tap).
 Expr guarded_read(const ComputeArgs& args, int input, const Shape& shape, const Expr& n,
-                  const Expr& channel, const std::vector<Expr>& positions) {
+                  const Expr& channel, const std::vector<Expr>& positions,
+                  bool channels_last = false) {
+  const int first_position = channels_last ? 1 : 2;
   Expr inside = make_bool(true);
-  std::vector<Expr> index = {n, channel};
+  std::vector<Expr> index = {n};
+  if (!channels_last) index.push_back(channel);
   for (size_t d = 0; d < positions.size(); ++d) {
-    const int64_t extent = shape.dim(static_cast<int>(d) + 2);
+    const int64_t extent = shape.dim(static_cast<int>(d) + first_position);
     inside = inside && positions[d] >= 0 && positions[d] < extent;
     index.push_back(clamp_index(positions[d], extent));
   }
+  if (channels_last) index.push_back(channel);
   return select(inside, args.input(input, index), make_zero(args.outputs[0].dtype));
 }
 
-// y[n, oc, out...] = sum over ic < C/groups and taps of x[n, g*C/groups + ic, pos] * w[oc, ic, tap].
-Expected<Expr> lower_conv(const ComputeArgs& args) {
+// y[n, oc, out...] = sum over ic < C/groups and taps of x[n, g*C/groups + ic, pos] * w[oc, ic, tap]
+// (x[n, pos, channel] into y[n, out..., oc] with `channels_last`).
+Expr conv_sum(const ComputeArgs& args, bool channels_last) {
   const Shape& x = args.inputs[0].shape;
   const Shape& w = args.inputs[1].shape;
   const int spatial = x.rank() - 2;
+  const int first_position = channels_last ? 1 : 2;
   const ConvParams p = conv_params(args.attrs, spatial);
   const int64_t group_in = w.dim(1);
   const int64_t group_out = w.dim(0) / p.groups;
   std::vector<int64_t> extents = {group_in};
   for (int d = 0; d < spatial; ++d) extents.push_back(w.dim(d + 2));
-  const Expr n = args.index[0], oc = args.index[1];
+  const Expr n = args.index[0], oc = channels_last ? args.index.back() : args.index[1];
   return reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
     std::vector<Expr> positions;
     std::vector<Expr> w_index = {oc, k[0]};
     for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
-      positions.push_back(tap_position(p, d, args.index[d + 2], k[d + 1]));
+      positions.push_back(tap_position(p, d, args.index[d + first_position], k[d + 1]));
       w_index.push_back(k[d + 1]);
     }
     const Expr channel = oc / group_out * group_in + k[0];
-    return guarded_read(args, 0, x, n, channel, positions) * args.input(1, w_index);
+    return guarded_read(args, 0, x, n, channel, positions, channels_last) *
+           args.input(1, w_index);
   });
 }
 
-// conv with channels last: y[n, out..., oc] = sum over ic < C/groups and taps of
-// x[n, pos..., g*C/groups + ic] * w[oc, ic, tap], where x reads 0 in the padding, plus
-// bias[oc], then relu's select.
+Expected<Expr> lower_conv(const ComputeArgs& args) { return conv_sum(args, false); }
+
+// conv with channels last, plus bias[oc], then relu's select.
 Expected<Expr> lower_conv_channels_last(const ComputeArgs& args) {
-  const Shape& x = args.inputs[0].shape;
-  const Shape& w = args.inputs[1].shape;
-  const int spatial = x.rank() - 2;
-  const ConvParams p = conv_params(args.attrs, spatial);
-  const int64_t group_in = w.dim(1);
-  const int64_t group_out = w.dim(0) / p.groups;
-  std::vector<int64_t> extents = {group_in};
-  for (int d = 0; d < spatial; ++d) extents.push_back(w.dim(d + 2));
-  const Expr n = args.index[0], oc = args.index.back();
-  Expr sum = reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
-    Expr inside = make_bool(true);
-    std::vector<Expr> x_index = {n};
-    std::vector<Expr> w_index = {oc, k[0]};
-    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
-      const Expr position = tap_position(p, d, args.index[d + 1], k[d + 1]);
-      const int64_t extent = x.dim(static_cast<int>(d) + 1);
-      inside = inside && position >= 0 && position < extent;
-      x_index.push_back(clamp_index(position, extent));
-      w_index.push_back(k[d + 1]);
-    }
-    x_index.push_back(oc / group_out * group_in + k[0]);
-    return select(inside, args.input(0, x_index), make_zero(args.outputs[0].dtype)) *
-           args.input(1, w_index);
-  });
-  if (args.inputs.size() == 3) sum = sum + args.input(2, {oc});
+  Expr sum = conv_sum(args, true);
+  if (args.inputs.size() == 3) sum = sum + args.input(2, {args.index.back()});
   if (!args.attrs.get_bool("relu")) return sum;
   return bind(args.names, sum, [](const Expr& v) {
     return select(v > make_zero(v.type()), v, make_zero(v.type()));

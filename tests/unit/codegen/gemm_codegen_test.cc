@@ -114,16 +114,17 @@ TEST(GemmCodegen, CompiledGemmsMatchTheEvaluator) {
 
 // A product deep for its width (depth at least twice the columns, 2^22 multiply-adds), which
 // the prelude runs as oneDNN's matmul primitive (kiln_gemm_prefers_matmul), on regions with
-// padded leading dimensions, transposed or not, overwriting or accumulating.
-Kernel deep_gemm(bool ta, bool tb, bool accumulate) {
-  const int64_t m = 256, n = 16, k = 1024, pad = 3;
+// dense or padded leading dimensions (`pad` more than the width; oneDNN picks other kernels
+// for the two), transposed or not, overwriting or accumulating.
+Kernel deep_gemm(bool ta, bool tb, bool accumulate, int64_t pad) {
+  const int64_t m = 256, n = 16, k = 1024;
   const int64_t a_cols = (ta ? m : k) + pad, b_cols = (tb ? k : n) + pad;
   Buffer a = Buffer::param("a", DType::f32, {ta ? k : m, a_cols});
   Buffer b = Buffer::param("b", DType::f32, {tb ? n : k, b_cols});
   Buffer c = Buffer::param("c", DType::f32, {m, n + pad});
   GemmArgs args;
-  args.a = {a, Expr(1), a_cols};
-  args.b = {b, Expr(2), b_cols};
+  args.a = {a, Expr(0), a_cols};
+  args.b = {b, Expr(0), b_cols};
   args.c = {c, Expr(pad), n + pad};
   args.transpose_a = ta;
   args.transpose_b = tb;
@@ -136,8 +137,8 @@ Kernel deep_gemm(bool ta, bool tb, bool accumulate) {
 
 TEST(GemmCodegen, DeepProductsThroughTheMatmulPrimitiveMatchTheEvaluator) {
   std::vector<Kernel> kernels;
-  for (int variant = 0; variant < 8; ++variant) {
-    kernels.push_back(deep_gemm(variant & 1, variant & 2, variant & 4));
+  for (int variant = 0; variant < 16; ++variant) {
+    kernels.push_back(deep_gemm(variant & 1, variant & 2, variant & 4, variant & 8 ? 3 : 0));
   }
   TempDir cache;
   Expected<CompiledKernels> compiled = compile(kernels, cache);
