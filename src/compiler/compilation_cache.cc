@@ -118,12 +118,8 @@ Expected<std::optional<std::string>> compilation_key(const Graph& graph,
     return std::optional<std::string>();
   }
   KILN_ASSIGN_OR_RETURN(std::string identity, binary_identity());
-  cost::DeviceProfile profile;
-  if (options.fusion.profile) {
-    profile = *options.fusion.profile;
-  } else {
-    KILN_ASSIGN_OR_RETURN(profile, cost::host_device_profile());
-  }
+  KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile,
+                        cost::given_or_host_profile(options.fusion.profile));
   const std::vector<std::string> parts = {compile_options_fingerprint(options),
                                           cost::profile_to_json(profile)};
   return std::optional<std::string>(

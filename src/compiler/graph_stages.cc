@@ -46,12 +46,14 @@ Expected<std::vector<DecompositionDecision>> decompose_stage(Graph& graph,
 }
 
 // Only where oneDNN computes the convolutions (a CPU) and nothing asked for the graph as it
-// is (rewrites off).
+// is (rewrites off); priced for the machine the partition prices its kernels for.
 Expected<ChannelsLastReport> layout_stage(Graph& graph, const CompileOptions& options) {
   if (options.device != Device::cpu || !options.channels_last || !options.rewrites.enabled) {
     return ChannelsLastReport();
   }
-  return convert_to_channels_last(graph);
+  KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile,
+                        cost::given_or_host_profile(options.fusion.profile));
+  return convert_to_channels_last(graph, profile);
 }
 
 Expected<fusion::Partition> partition_stage(const Graph& graph, const CompileOptions& options,

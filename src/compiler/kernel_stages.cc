@@ -141,7 +141,7 @@ class PackConstantWeights final : public loop::IRMutator {
     int64_t taps = 1;
     for (int64_t k : g.kernel) taps *= k;
     const int64_t bytes = codegen::cpu::kept_weights_state_bytes(
-        g.out_channels, g.channels / g.groups, taps, g.groups);
+        g.out_channels, g.channels / g.groups, taps, g.groups, c.winograd);
     const loop::Buffer kept =
         loop::Buffer::param(fmt::format("packed_w{}", added_.size()), DType::i64, {bytes / 8});
     added_.push_back(kept);

@@ -307,6 +307,11 @@ Expected<DeviceProfile> host_device_profile() {
   return *known;
 }
 
+Expected<DeviceProfile> given_or_host_profile(const std::optional<DeviceProfile>& given) {
+  if (given) return *given;
+  return host_device_profile();
+}
+
 std::string profile_to_json(const DeviceProfile& profile) {
   const nlohmann::json json = {
       {"cpu", profile.cpu},

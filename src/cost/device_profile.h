@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -64,6 +65,9 @@ Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache
 // path of a profile's JSON file (as the cache holds). The CLI test pins it, so the kernel
 // counts it expects do not depend on the machine or on a measurement taken under load.
 Expected<DeviceProfile> host_device_profile();
+
+// `given` where there is one (options that pin a profile), else host_device_profile().
+Expected<DeviceProfile> given_or_host_profile(const std::optional<DeviceProfile>& given);
 
 std::string profile_to_json(const DeviceProfile& profile);
 // Errors name the missing or ill-typed field.

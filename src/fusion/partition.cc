@@ -161,9 +161,7 @@ Expected<Partition> partition_graph(const Graph& graph, const FusionOptions& opt
   }
   const auto start = std::chrono::steady_clock::now();
   FusionOptions resolved = options;
-  if (!resolved.profile) {
-    KILN_ASSIGN_OR_RETURN(resolved.profile, cost::host_device_profile());
-  }
+  KILN_ASSIGN_OR_RETURN(resolved.profile, cost::given_or_host_profile(options.profile));
   PartitionContext context(graph, resolved);
   Partition partition;
   partition.mode = options.mode;

@@ -674,10 +674,15 @@ class Parser {
     if (accept("+")) {
       KILN_ASSIGN_OR_RETURN(args.bias, expect_buffer());
     }
-    // A next statement may store to a buffer named `relu` or `packed`; it is followed by '['.
+    // A next statement may store to a buffer named `relu`, `winograd` or `packed`; it is
+    // followed by '['.
     if (at("relu") && !at("[", 1)) {
       take();
       args.relu = true;
+    }
+    if (at("winograd") && !at("[", 1)) {
+      take();
+      args.winograd = true;
     }
     if (at("packed") && at("in", 1)) {
       take();

@@ -149,7 +149,7 @@ Stmt conv(ConvArgs args) {
   return Stmt(std::make_shared<const Conv>(
       std::move(args.x), std::move(args.x_offset), std::move(args.w), std::move(args.bias),
       std::move(args.y), std::move(args.y_offset), std::move(args.geometry), args.relu,
-      std::move(args.packed_w)));
+      args.winograd, std::move(args.packed_w)));
 }
 
 ConvArgs conv_args(const Conv& c) {
@@ -161,6 +161,7 @@ ConvArgs conv_args(const Conv& c) {
           .y_offset = c.y_offset,
           .geometry = c.geometry,
           .relu = c.relu,
+          .winograd = c.winograd,
           .packed_w = c.packed_w};
 }
 

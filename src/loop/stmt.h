@@ -50,7 +50,10 @@
 //    with gemm, the sum's order is the library's, so results agree with the evaluator's to
 //    rounding. It may name a `packed_w` buffer, an i64 parameter where the code generator keeps w
 //    reordered into the library's layout from the first run on: it promises that w holds the same
-//    values at every run (a constant weight), and the evaluator ignores it.
+//    values at every run (a constant weight), and the evaluator ignores it. A conv marked
+//    `winograd` asks the library for Winograd's minimal filtering (the same sum with fewer
+//    multiplications, rounded differently), and gets the direct sum where the library has no
+//    such kernel for its shape; the evaluator computes the sum as for any conv.
 // A Kernel is a name, its parameter buffers (scope global) and a body that reads and writes
 // them; it is what lowering produces, scheduling transforms and code generators consume.
 #pragma once
@@ -212,7 +215,7 @@ struct ConvGeometry {
 struct Conv final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::conv;
   Conv(Buffer x_buffer, Expr x_at, Buffer w_buffer, Buffer bias_buffer, Buffer y_buffer, Expr y_at,
-       ConvGeometry geometry_, bool with_relu, Buffer packed)
+       ConvGeometry geometry_, bool with_relu, bool by_winograd, Buffer packed)
       : StmtNode(kKind),
         x(std::move(x_buffer)),
         x_offset(std::move(x_at)),
@@ -222,6 +225,7 @@ struct Conv final : StmtNode {
         y_offset(std::move(y_at)),
         geometry(std::move(geometry_)),
         relu(with_relu),
+        winograd(by_winograd),
         packed_w(std::move(packed)) {}
   const Buffer x;
   const Expr x_offset;  // i64
@@ -231,6 +235,7 @@ struct Conv final : StmtNode {
   const Expr y_offset;  // i64
   const ConvGeometry geometry;
   const bool relu;        // v > 0 ? v : 0 after the bias
+  const bool winograd;    // asks for Winograd's algorithm (above)
   const Buffer packed_w;  // undefined, or where w is kept reordered (above)
 };
 
@@ -244,6 +249,7 @@ struct ConvArgs {
   Expr y_offset = {};
   ConvGeometry geometry = {};
   bool relu = false;
+  bool winograd = false;
   Buffer packed_w = {};
 };
 

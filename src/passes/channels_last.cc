@@ -195,9 +195,56 @@ bool sink_through_batch_norm(Graph& graph, Node* norm) {
   return true;
 }
 
+// Whether oneDNN has Winograd kernels for the shape of `conv`: a 2-D kernel of 3x3 at stride
+// 1, undilated, not grouped, padded by at most one.
+bool winograd_applies(const Node& conv) {
+  const Shape& w = conv.input(1)->shape();
+  const Attrs& attrs = conv.attrs();
+  const auto all_at_most = [](const std::vector<int64_t>& v, int64_t most) {
+    return std::ranges::all_of(v, [&](int64_t e) { return e <= most; });
+  };
+  return w.rank() == 4 && w.dim(2) == 3 && w.dim(3) == 3 && attrs.get_int("groups") == 1 &&
+         all_at_most(attrs.get_ints("strides"), 1) && all_at_most(attrs.get_ints("dilations"), 1) &&
+         all_at_most(attrs.get_ints("pads"), 1);
+}
+
+// The estimated seconds of `conv` computed by Winograd's algorithm or not: its flops (the op's
+// cost, fewer for Winograd's) at the gemm rate, and for Winograd's the copies of x and y into
+// oneDNN's blocked layout and back (each read and written once) at the bandwidth.
+double conv_seconds(const Node& conv, bool winograd, const cost::DeviceProfile& profile) {
+  std::vector<TensorType> in, out;
+  for (const Value* v : conv.inputs()) in.push_back(v->type());
+  for (const Value* v : conv.outputs()) out.push_back(v->type());
+  Attrs attrs = conv.attrs();
+  attrs.set("winograd", winograd);
+  const double compute = conv.def().cost(in, out, attrs).flops / profile.matmul_flops;
+  if (!winograd) return compute;
+  const double copied = 2.0 * static_cast<double>(in[0].size_bytes() + out[0].size_bytes());
+  return compute + copied / profile.memory_bandwidth;
+}
+
+// Step 5: marks `conv` winograd where that prices lower.
+bool choose_winograd(Graph& graph, Node* conv, const cost::DeviceProfile& profile) {
+  if (conv->op() != Op::conv_channels_last || conv->attrs().get_bool("winograd") ||
+      !prefers_winograd(*conv, profile)) {
+    return false;
+  }
+  Attrs attrs = conv->attrs();
+  attrs.set("winograd", true);
+  GraphBuilder b(graph);
+  replace_with(graph, b, conv->output(0), b.apply1(Op::conv_channels_last, conv->inputs(), attrs),
+               kPass);
+  return true;
+}
+
 }  // namespace
 
-ChannelsLastReport convert_to_channels_last(Graph& graph) {
+bool prefers_winograd(const Node& conv, const cost::DeviceProfile& profile) {
+  return conv.op() == Op::conv_channels_last && winograd_applies(conv) &&
+         conv_seconds(conv, true, profile) < conv_seconds(conv, false, profile);
+}
+
+ChannelsLastReport convert_to_channels_last(Graph& graph, const cost::DeviceProfile& profile) {
   ChannelsLastReport report;
   const bool training = is_training_graph(graph);
   const std::vector<Node*> nodes(graph.nodes().begin(), graph.nodes().end());
@@ -231,6 +278,12 @@ ChannelsLastReport convert_to_channels_last(Graph& graph) {
   while (fold_layout(graph) || fold_constants(graph)) {
   }
   eliminate_dead_code(graph);
+  rewrite_each_node(graph, [&](Graph& g, Node* node) {
+    const bool chosen = choose_winograd(g, node, profile);
+    report.winograd += chosen ? 1 : 0;
+    return chosen;
+  });
+  eliminate_dead_code(graph);  // the convolutions replaced by their winograd forms
   return report;
 }
 

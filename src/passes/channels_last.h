@@ -22,7 +22,12 @@
 //   4. the rewrite passes then cancel each to_last(to_first(v)) (passes/fold_layout.h) and
 //      fold the moved constants, so a chain of convolutions, biases, ReLUs and residual adds
 //      runs channels last from its first convolution to its last reader that needs channels
-//      first (a pooling, a flatten), where one transpose remains.
+//      first (a pooling, a flatten), where one transpose remains;
+//   5. a 3x3 convolution at stride 1 is marked `winograd` where the cost model prices
+//      Winograd's minimal filtering below the direct sum: its multiplications (the op's cost
+//      says how many fewer) at the machine's gemm rate, plus oneDNN's copies of x and y into
+//      and out of the blocked layout its Winograd kernels take, at its memory bandwidth. At
+//      run time a shape oneDNN has no Winograd kernel for computes the direct sum.
 //
 //   %y = conv(%x, %w); %r = relu(add(%y, %b))
 //     ==> %y = conv_channels_last(transpose(%x, [0,2,3,1]), %w, %b') {relu = true}
@@ -35,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "cost/device_profile.h"
 #include "ir/graph.h"
 
 namespace kiln {
@@ -43,11 +49,16 @@ struct ChannelsLastReport {
   int converted = 0;              // convolutions now conv_channels_last
   int sunk = 0;                   // elementwise ops moved to channels last
   int fused = 0;                  // bias adds and relus the convolutions compute
+  int winograd = 0;               // convolutions computed by Winograd's algorithm (step 5)
   std::vector<std::string> kept;  // why the other convolutions keep conv, one line each
 };
 
 // Rewrites `graph` as above, then folds what the rewrite leaves (passes/rewrite_graph.h's
-// passes: fold-layout, fold-constants, dead code).
-ChannelsLastReport convert_to_channels_last(Graph& graph);
+// passes: fold-layout, fold-constants, dead code); `profile` prices step 5's choice.
+ChannelsLastReport convert_to_channels_last(Graph& graph, const cost::DeviceProfile& profile);
+
+// Whether Winograd's algorithm computes `conv` (a conv_channels_last) in less estimated time
+// on `profile`'s machine than the direct sum (step 5).
+bool prefers_winograd(const Node& conv, const cost::DeviceProfile& profile);
 
 }  // namespace kiln

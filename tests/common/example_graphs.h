@@ -320,6 +320,13 @@ inline std::vector<OpExample> attribute_examples() {
                             {"groups", 2},
                             {"relu", true}}));
        }},
+      // A 3x3 kernel at stride 1 computed by Winograd's algorithm.
+      {Op::conv_channels_last, "winograd",
+       [](GraphBuilder& b) {
+         b.output(b.apply1(Op::conv_channels_last,
+                           {b.input("x", D::f32, {1, 6, 6, 4}), b.input("w", D::f32, {8, 4, 3, 3})},
+                           {{"pads", {1, 1, 1, 1}}, {"winograd", true}}));
+       }},
       // A^T [K = 6, M = 3] times dense [3, 2].
       {Op::spmm, "transposed",
        [](GraphBuilder& b) {

@@ -66,9 +66,10 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
   const ChannelsLastReport& layout = rewrites.channels_last;
   if (layout.converted > 0) {
     text += fmt::format(
-        "layout: {} channels last (oneDNN's direct convolution), {} moved with them, {} "
-        "of them computed by the convolutions (bias adds and relus)\n",
-        count_noun(static_cast<size_t>(layout.converted), "convolution"),
+        "layout: {} channels last through oneDNN ({} by Winograd's algorithm, the rest "
+        "direct), {} moved with them, {} of them computed by the convolutions (bias adds and "
+        "relus)\n",
+        count_noun(static_cast<size_t>(layout.converted), "convolution"), layout.winograd,
         count_noun(static_cast<size_t>(layout.sunk), "elementwise op"), layout.fused);
   }
   for (const std::string& kept : layout.kept) text += fmt::format("layout: conv {} kept\n", kept);

@@ -334,7 +334,7 @@ class KernelEmitter : public ExprEmitter {
   }
 
   // kiln_conv_dnnl(spatial, images, C, O, groups, geometry, x, w, bias, relu, y, state,
-  // state bytes),
+  // state bytes, winograd),
   // and kiln_conv_direct where oneDNN declines; the geometry is a constant array per call.
   void emit_conv(const loop::Conv& c) {
     const loop::ConvGeometry& g = c.geometry;
@@ -362,8 +362,8 @@ class KernelEmitter : public ExprEmitter {
             ? fmt::format("{}, {}", lookup(buffers_, c.packed_w.name()),
                           c.packed_w.flat_size() * dtype_size_bytes(c.packed_w.dtype()))
             : std::string("nullptr, 0");
-    line(fmt::format("if (!kiln_conv_dnnl({}, {})) kiln_conv_direct({});", operands, state,
-                     operands));
+    line(fmt::format("if (!kiln_conv_dnnl({}, {}, {})) kiln_conv_direct({});", operands, state,
+                     c.winograd ? "true" : "false", operands));
     --indent_;
     line("}");
   }

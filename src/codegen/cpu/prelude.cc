@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 namespace kiln::codegen::cpu {
@@ -268,18 +269,71 @@ inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, co
   return ok;
 }
 
+// A buffer of at least `bytes` for oneDNN's copy of an image in another layout, one per
+// `slot` (0 or 1) and thread, kept from call to call: a buffer allocated for each call would
+// have its pages faulted in again on every run.
+inline void* kiln_dnnl_scratch(int slot, size_t bytes) {
+  thread_local std::unique_ptr<char[]> buffers[2];
+  thread_local size_t sizes[2] = {};
+  if (sizes[slot] < bytes) {
+    buffers[slot].reset(new char[bytes]);
+    sizes[slot] = bytes;
+  }
+  return buffers[slot].get();
+}
+
+// Runs the convolution `desc` describes (images x_md and y_md channels last, plain weights
+// w_md, the bias bias_md or none) as oneDNN's primitive for it, with its weights as
+// kiln_dnnl_weights keeps them, and x and y copied into and out of the layouts the primitive
+// takes where those differ from channels last (Winograd's kernels take oneDNN's blocked
+// layout), in this thread's scratch buffers. False, computing nothing, where oneDNN
+// declines; a failure after the weights were kept clears the state's tag, so that a later
+// primitive does not read them as its own.
+inline bool kiln_conv_dnnl_run(const dnnl_convolution_desc_t* desc, const dnnl_memory_desc_t* x_md,
+                               const dnnl_memory_desc_t* y_md, const dnnl_memory_desc_t* w_md,
+                               const dnnl_memory_desc_t* bias_md, const float* x, const float* w,
+                               const float* bias, bool relu, float* y, int64_t* state,
+                               int64_t state_bytes) {
+  dnnl_primitive_desc_t pd =
+      kiln_dnnl_primitive_desc(desc, relu ? kiln_post_op::relu : kiln_post_op::none);
+  if (pd == nullptr) return false;
+  const dnnl_memory_desc_t* run_x_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  const dnnl_memory_desc_t* run_y_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const bool copy_x = dnnl_memory_desc_equal(run_x_md, x_md) == 0;
+  const bool copy_y = dnnl_memory_desc_equal(run_y_md, y_md) == 0;
+  std::unique_ptr<char[]> scratch;
+  void* kept = kiln_dnnl_weights(pd, w_md, w, state, state_bytes, scratch);
+  bool ok = kept != nullptr;
+  void* run_x = copy_x ? kiln_dnnl_scratch(0, dnnl_memory_desc_get_size(run_x_md))
+                       : const_cast<float*>(x);
+  void* run_y = copy_y ? kiln_dnnl_scratch(1, dnnl_memory_desc_get_size(run_y_md)) : y;
+  if (ok && copy_x) ok = kiln_dnnl_reorder(x_md, x, run_x_md, run_x);
+  if (ok) {
+    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    const dnnl_memory_desc_t* descs[] = {run_x_md, kept_md, run_y_md, bias_md};
+    void* const data[] = {run_x, kept, run_y, const_cast<float*>(bias)};
+    ok = kiln_dnnl_run(pd, bias != nullptr ? 4 : 3, kinds, descs, data);
+  }
+  if (ok && copy_y) ok = kiln_dnnl_reorder(run_y_md, run_y, y_md, y);
+  if (!ok && kept != nullptr && state != nullptr) state[0] = 0;
+  dnnl_primitive_desc_destroy(pd);
+  return ok;
+}
+
 // loop/stmt.h's conv as a oneDNN convolution primitive on channels-last images (nwc, nhwc,
 // ndhwc) with weights in the layout oneDNN chooses for this machine: reordered from ONNX's
 // [O, C/groups, K...] into the state once when a state is given (the header as for
 // kiln_gemm_dnnl's), else into a buffer of this call (kiln_dnnl_weights); the bias (or none)
-// and the relu are the primitive's own (a post-op). `geometry` holds
-// per spatial dim d: D, Y, K, stride, pad_begin and dilation at [6 * d, 6 * d + 6). Returns
-// false, computing nothing, when oneDNN refuses or offers only its reference implementation;
-// the caller then calls kiln_conv_direct.
+// and the relu are the primitive's own (a post-op). With `winograd`, oneDNN's Winograd
+// kernels where it has one for the shape (on copies of x and y in its blocked layout), else
+// its direct convolution. `geometry` holds per spatial dim d: D, Y, K, stride, pad_begin and
+// dilation at [6 * d, 6 * d + 6). Returns false, computing nothing, when oneDNN refuses or
+// offers only its reference implementation; the caller then calls kiln_conv_direct.
 inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_t out_channels,
                            int64_t groups, const int64_t* geometry, const float* x,
                            const float* w, const float* bias, bool relu, float* y,
-                           int64_t* state, int64_t state_bytes) {
+                           int64_t* state, int64_t state_bytes, bool winograd) {
   if (kiln_dnnl().stream == nullptr || spatial < 1 || spatial > 3) return false;
   static const dnnl_format_tag_t channels_last[] = {dnnl_nwc, dnnl_nhwc, dnnl_ndhwc};
   static const dnnl_format_tag_t plain_weights[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
@@ -305,11 +359,15 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
     pads_end[d] = last_read + 1 - g[0] > 0 ? last_read + 1 - g[0] : 0;
   }
   const int rank = 2 + spatial;
-  dnnl_memory_desc_t x_md, y_md, w_md, any_md, bias_md;
+  dnnl_memory_desc_t x_md, y_md, w_md, any_md, any_x_md, any_y_md, bias_md;
   const dnnl_dims_t bias_dims = {out_channels};
   if (dnnl_memory_desc_init_by_tag(&x_md, rank, x_dims, dnnl_f32, channels_last[spatial - 1]) !=
           dnnl_success ||
       dnnl_memory_desc_init_by_tag(&y_md, rank, y_dims, dnnl_f32, channels_last[spatial - 1]) !=
+          dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&any_x_md, rank, x_dims, dnnl_f32, dnnl_format_tag_any) !=
+          dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&any_y_md, rank, y_dims, dnnl_f32, dnnl_format_tag_any) !=
           dnnl_success ||
       dnnl_memory_desc_init_by_tag(
           &w_md, w_rank, w_dims, dnnl_f32,
@@ -319,28 +377,21 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
       dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x) != dnnl_success) {
     return false;
   }
+  const dnnl_memory_desc_t* bias_or_none = bias != nullptr ? &bias_md : nullptr;
   dnnl_convolution_desc_t desc;
-  if (dnnl_dilated_convolution_forward_desc_init(
-          &desc, dnnl_forward_inference, dnnl_convolution_direct, &x_md, &any_md,
-          bias != nullptr ? &bias_md : nullptr, &y_md, strides, dilations, pads_begin,
-          pads_end) != dnnl_success) {
-    return false;
+  if (winograd && dnnl_dilated_convolution_forward_desc_init(
+                      &desc, dnnl_forward_inference, dnnl_convolution_winograd, &any_x_md,
+                      &any_md, bias_or_none, &any_y_md, strides, dilations, pads_begin,
+                      pads_end) == dnnl_success &&
+      kiln_conv_dnnl_run(&desc, &x_md, &y_md, &w_md, &bias_md, x, w, bias, relu, y, state,
+                         state_bytes)) {
+    return true;
   }
-  dnnl_primitive_desc_t pd =
-      kiln_dnnl_primitive_desc(&desc, relu ? kiln_post_op::relu : kiln_post_op::none);
-  if (pd == nullptr) return false;
-  std::unique_ptr<char[]> scratch;
-  void* kept = kiln_dnnl_weights(pd, &w_md, w, state, state_bytes, scratch);
-  const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  bool ok = kept != nullptr;
-  if (ok) {
-    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-    const dnnl_memory_desc_t* descs[] = {&x_md, kept_md, &y_md, &bias_md};
-    void* const data[] = {const_cast<float*>(x), kept, y, const_cast<float*>(bias)};
-    ok = kiln_dnnl_run(pd, bias != nullptr ? 4 : 3, kinds, descs, data);
-  }
-  dnnl_primitive_desc_destroy(pd);
-  return ok;
+  return dnnl_dilated_convolution_forward_desc_init(
+             &desc, dnnl_forward_inference, dnnl_convolution_direct, &x_md, &any_md,
+             bias_or_none, &y_md, strides, dilations, pads_begin, pads_end) == dnnl_success &&
+         kiln_conv_dnnl_run(&desc, &x_md, &y_md, &w_md, &bias_md, x, w, bias, relu, y, state,
+                            state_bytes);
 }
 #else
 inline bool kiln_gemm_dnnl(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
@@ -350,7 +401,7 @@ inline bool kiln_gemm_dnnl(bool, bool, int64_t, int64_t, int64_t, const float*, 
 
 inline bool kiln_conv_dnnl(int, int64_t, int64_t, int64_t, int64_t, const int64_t*,
                            const float*, const float*, const float*, bool, float*, int64_t*,
-                           int64_t) {
+                           int64_t, bool) {
   return false;
 }
 #endif
@@ -607,10 +658,12 @@ std::string_view cpu_prelude() {
 }
 
 int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group, int64_t taps,
-                                 int64_t groups) {
+                                 int64_t groups, bool winograd) {
   constexpr int64_t kMaxBlock = 64;
+  constexpr int64_t kWinogradTileTaps = 6 * 6;
   return kPackedBHeaderBytes + groups * (out_channels / groups + kMaxBlock) *
-                                   (channels_per_group + kMaxBlock) * taps *
+                                   (channels_per_group + kMaxBlock) *
+                                   (winograd ? std::max(taps, kWinogradTileTaps) : taps) *
                                    static_cast<int64_t>(sizeof(float));
 }
 

@@ -362,7 +362,15 @@ Expected<std::vector<Array>> eval_conv_grad_weight(std::span<const Array> in, co
 // conv_channels_last: conv on images with their channels last, x [N, *spatial, C] and
 // y [N, *out_spatial, O], the weights as conv's, plus an optional bias [O] per output channel,
 // then relu when its attribute says so (the epilogue oneDNN fuses into its convolution). The
-// CPU compiler's layout stage (passes/channels_last.h) makes it.
+// CPU compiler's layout stage (passes/channels_last.h) makes it, and sets `winograd` where
+// Winograd's minimal filtering computes a 3x3 kernel faster: the same sum with fewer
+// multiplications (its transforms round differently, within f32's error of the direct sum).
+// The attribute changes how the sum is computed, never its value, so evaluation ignores it.
+
+// F(2x2, 3x3), the form oneDNN takes for most shapes, computes each 2x2 tile of outputs with
+// 16 multiplications per channel pair instead of 36: the fraction of conv's flops it costs
+// (its input and output transforms are additions, and the tiles share them across channels).
+constexpr double kWinogradFlopsFraction = 16.0 / 36.0;
 
 // The shape of `shape` with its dim 1 moved last ([N, C, D...] -> [N, D..., C]), or back.
 Shape channels_moved(const Shape& shape, bool to_last) {
@@ -713,9 +721,17 @@ void register_contraction_ops(OpTable& table) {
   channels_last.attrs = conv_attrs();
   channels_last.attrs.push_back(
       {"relu", AttrKind::boolean, AttrValue(false), "max(y + bias, 0), as relu"});
+  channels_last.attrs.push_back(
+      {"winograd", AttrKind::boolean, AttrValue(false),
+       "computed by Winograd's minimal filtering (a 3x3 kernel at stride 1): fewer "
+       "multiplications, the same sum to f32's rounding"});
   channels_last.infer = infer_conv_channels_last;
   channels_last.cost = [](std::span<const TensorType> in, std::span<const TensorType> out,
-                          const Attrs&) { return conv_cost(in, out, in[1].shape, out[0].shape); };
+                          const Attrs& attrs) {
+    Cost cost = conv_cost(in, out, in[1].shape, out[0].shape);
+    if (attrs.get_bool("winograd")) cost.flops *= kWinogradFlopsFraction;
+    return cost;
+  };
   channels_last.eval = eval_conv_channels_last;
   channels_last.non_differentiable =
       "the compiler's layout stage makes it for inference only; training takes conv";

@@ -256,6 +256,7 @@ Expected<Stmt> library_conv_nest(const Value& product, GroupContext& group) {
             .y_offset = 0,
             .geometry = std::move(geometry),
             .relu = node.attrs().get_bool("relu"),
+            .winograd = node.attrs().get_bool("winograd"),
             .packed_w = {}})};
   const GemmPlan* plan = group.gemm_plan(product);
   if (plan != nullptr && !plan->epilogues.empty()) {

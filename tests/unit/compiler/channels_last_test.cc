@@ -1,13 +1,14 @@
 // The layout stage (passes/channels_last.h) in the compiler: a residual block of convolutions
 // compiles channels last with the layout changed only at its ends, matches the reference
-// interpreter on every run (the second reusing the weights kept by the first), and the
-// graphs it must leave (a training step, a grouped or f64 convolution, the option off, another
+// interpreter on every run (the second reusing the weights kept by the first), Winograd's
+// algorithm goes where the cost model prices it lower, and the graphs it must leave (a training step, a grouped or f64 convolution, the option off, another
 // device) keep conv, each with its reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "cost/device_profile.h"
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
 #include "ir/builder.h"
@@ -149,6 +150,39 @@ TEST(ChannelsLast, ABatchNormWithStatisticsAsInputsMovesWithTheLayout) {
   std::vector<Array> inputs = random_inputs(reference, {.seed = 11});
   for (double& v : inputs.back().data) v = std::fabs(v) + 0.5;  // variances
   expect_matches(*model, reference, inputs);
+}
+
+// Winograd's algorithm where the cost model prices it below the direct sum (on the reference
+// machine, pinned): a 3x3 convolution at stride 1 with many channels per pixel, but not one
+// with few output channels, whose images cost more to copy into oneDNN's blocked layout than
+// the multiplications saved, nor a strided or 1x1 one. Compiled, it matches the interpreter,
+// on the second run with its transformed weights kept from the first.
+TEST(ChannelsLast, TheCostModelChoosesWinogradPerShape) {
+  GraphBuilder b("winograd");
+  Value* x = b.input("x", DType::f32, Shape{2, 32, 24, 24});
+  Value* wide = b.relu(conv(b, x, 32, 3, 1, 1.2));
+  Value* strided = b.relu(conv(b, wide, 32, 3, 2, 1.3));
+  Value* pointwise = b.relu(conv(b, strided, 32, 1, 1, 1.4));
+  b.output(conv(b, pointwise, 4, 3, 1, 1.5));
+  Expected<Graph> graph = b.finish();
+  ASSERT_TRUE(graph) << graph.status().message();
+  const Graph reference = graph->clone();
+  CompileOptions options;
+  options.fusion.profile = cost::reference_profile();
+  Expected<CompiledModel> model = Compiler(options).compile(std::move(*graph));
+  ASSERT_TRUE(model) << model.status().message();
+  EXPECT_EQ(model->compiled().rewrites.channels_last.converted, 4);
+  EXPECT_EQ(model->compiled().rewrites.channels_last.winograd, 1);
+  const auto by_winograd = std::ranges::count_if(model->graph().nodes(), [](const Node* node) {
+    return node->op() == Op::conv_channels_last && node->attrs().get_bool("winograd") &&
+           node->input(0)->shape() == Shape{2, 24, 24, 32} && node->output(0)->shape().dim(3) == 32;
+  });
+  EXPECT_EQ(by_winograd, 1) << print_graph(model->graph());
+  const std::vector<Array> inputs = random_inputs(reference, {.seed = 13});
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE(run == 0 ? "the first run" : "the second, with the weights kept");
+    expect_matches(*model, reference, inputs);
+  }
 }
 
 TEST(ChannelsLast, ConvolutionsItCannotTakeKeepConvWithTheReason) {
