@@ -137,20 +137,25 @@ int64_t stmt_work(const Stmt& s) {
 // The loop nests to schedule: the top-level loops, except that a loop holding a gemm (a
 // matmul's block loop, a convolution's image loop) is left as it is and the nests beside the
 // gemm inside it (epilogues, im2col) are scheduled instead; the analysis treats a gemm as
-// opaque, so the loops around one could take no directive anyway. In order.
-void top_level_loops(const Stmt& s, std::vector<std::string>& out) {
+// opaque, so the loops around one could take no directive anyway. In order. The nests inside
+// a parallel loop (lowering's parallel batch of small gemms, loop/lowering/gemm.h) go to
+// `in_parallel` as well: each runs on one thread already.
+void top_level_loops(const Stmt& s, std::vector<std::string>& out,
+                     std::set<std::string, std::less<>>& in_parallel, bool parallel_around = false) {
   if (const auto* loop = s.as<For>()) {
     if (contains_gemm(loop->body)) {
-      top_level_loops(loop->body, out);
+      top_level_loops(loop->body, out, in_parallel,
+                      parallel_around || loop->for_kind == ForKind::parallel);
     } else {
       out.push_back(loop->var);
+      if (parallel_around) in_parallel.insert(loop->var);
     }
   } else if (const auto* seq = s.as<Block>()) {
-    for (const Stmt& child : seq->stmts) top_level_loops(child, out);
+    for (const Stmt& child : seq->stmts) top_level_loops(child, out, in_parallel, parallel_around);
   } else if (const auto* alloc = s.as<Allocate>()) {
-    top_level_loops(alloc->body, out);
+    top_level_loops(alloc->body, out, in_parallel, parallel_around);
   } else if (const auto* let = s.as<LetStmt>()) {
-    top_level_loops(let->body, out);
+    top_level_loops(let->body, out, in_parallel, parallel_around);
   }
 }
 
@@ -310,7 +315,7 @@ class Scheduler {
 
   Schedule run() {
     std::vector<std::string> roots;
-    top_level_loops(kernel_.body, roots);
+    top_level_loops(kernel_.body, roots, in_parallel_);
     roots = merge_nests(std::move(roots));
     for (const std::string& root : roots) schedule_nest(root);
     vectorize_reductions();
@@ -320,7 +325,7 @@ class Scheduler {
   // Rule 0, then per nest its reductions' invariant loops moved inward, then rule 1.
   Schedule row_passes() {
     std::vector<std::string> roots;
-    top_level_loops(kernel_.body, roots);
+    top_level_loops(kernel_.body, roots, in_parallel_);
     for (const std::string& root : merge_nests(std::move(roots))) {
       move_invariant_loops_inward(root);
       hoist_invariants(root);
@@ -414,7 +419,9 @@ class Scheduler {
     for (const std::string& leaf : loops_under(root, /*leaves=*/true)) {
       vectorize_leaf(leaf, root, parallel_root, vector_loops);
     }
-    if (target_.cores > 1 && work >= kMinParallelWork) parallelize(parallel_root, vector_loops);
+    if (target_.cores > 1 && work >= kMinParallelWork && !in_parallel_.contains(root)) {
+      parallelize(parallel_root, vector_loops);
+    }
   }
 
   // The loops in `root`'s nest (itself included), outermost first: those with no loop inside
@@ -655,6 +662,7 @@ class Scheduler {
   Kernel kernel_;
   ScheduleTarget target_;
   Schedule schedule_;
+  std::set<std::string, std::less<>> in_parallel_;  // nests inside a parallel loop: kept serial
 };
 
 }  // namespace

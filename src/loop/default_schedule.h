@@ -2,8 +2,8 @@
 // without search.
 //
 // For each top-level loop nest of the kernel, in order (a loop around a gemm statement is kept
-// as it is and the nests beside the gemm inside it are scheduled instead: a matmul's
-// epilogue, a convolution's im2col):
+// as it is, serial or parallel as lowering made it, and the nests beside the gemm inside it
+// are scheduled instead: a matmul's epilogue, a convolution's im2col):
 //  1. Hoist. Every loop of the output nest but the innermost gets `hoist`, outermost first,
 //     when it lifts something: row statistics (softmax's max and sum, layer norm's mean and
 //     variance) are then computed once per row instead of once per element (O(N) instead of
@@ -22,7 +22,9 @@
 //     exp or erf counted as kMathCallWork) stay serial: starting the
 //     thread team costs more than it saves. Otherwise outer loops that are perfectly nested
 //     are fused until there are kIterationsPerCore iterations per core (enough to balance
-//     uneven cores), never into the vector loop, and the result is marked parallel.
+//     uneven cores), never into the vector loop, and the result is marked parallel. Nests
+//     inside a loop that is parallel already (lowering's parallel batch of small gemms) stay
+//     serial: each runs on one thread.
 //  4. Vectorize reductions. After every nest, each innermost reduction outside every
 //     vectorized loop, of at least as many terms as it would keep lanes (loop/schedule.h:
 //     reduction_lanes), whose body calls no math library and loads contiguously or at an

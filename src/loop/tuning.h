@@ -17,6 +17,10 @@ inline constexpr int64_t kWholeProductBytes = int64_t{16} << 20;
 inline constexpr int64_t kGemmBlockBytes = int64_t{4} << 20;
 // The fewest rows of C in such a block.
 inline constexpr int64_t kMinGemmBlockRows = 256;
+// A batched matmul whose matrices each take at most this many multiply-adds runs its
+// matrices in parallel, a whole gemm and its epilogues per thread at a time: so small a
+// product (attention's scores, 128 x 128 x 64) cannot keep the library's threads busy.
+inline constexpr int64_t kParallelBatchMaxGemmWork = int64_t{1} << 22;
 // A convolution with fewer output positions per image runs one gemm over the whole batch.
 inline constexpr int64_t kBatchColumnsBelow = 256;
 // The largest column buffer, in bytes, of such a batched convolution.

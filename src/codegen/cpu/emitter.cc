@@ -245,7 +245,26 @@ class KernelEmitter : public ExprEmitter {
       line(fmt::format("const int64_t {} = {} + {};", end, begin, extent));
     }
     const bool opens_parallel_region = f.for_kind == loop::ForKind::parallel && !in_parallel_;
-    if (opens_parallel_region) line("#pragma omp parallel for");
+    // Heap allocations at the top of a parallel loop's body (a parallel batch's gemm blocks,
+    // loop/lowering/gemm.h) are made once per thread, in the region around the loop, not on
+    // every iteration, which faulted their pages in each time: an allocation starts
+    // uninitialised, so an iteration cannot tell its block from the last one's.
+    std::vector<const loop::Buffer*> per_thread;
+    const loop::Stmt* body = &f.body;
+    while (opens_parallel_region && body->as<loop::Allocate>() != nullptr &&
+           on_heap(body->as<loop::Allocate>()->buffer)) {
+      per_thread.push_back(&body->as<loop::Allocate>()->buffer);
+      body = &body->as<loop::Allocate>()->body;
+    }
+    if (!per_thread.empty()) {
+      line("#pragma omp parallel");
+      line("{");
+      ++indent_;
+      for (const loop::Buffer* buffer : per_thread) declare_local(*buffer);
+      line("#pragma omp for");
+    } else if (opens_parallel_region) {
+      line("#pragma omp parallel for");
+    }
     if (f.for_kind == loop::ForKind::vectorized) {
       read_invariant_loads(f);
       line("#pragma omp simd");
@@ -259,12 +278,17 @@ class KernelEmitter : public ExprEmitter {
     in_parallel_ = in_parallel_ || opens_parallel_region;
     const bool vectorized = f.for_kind == loop::ForKind::vectorized;
     vector_depth_ += vectorized ? 1 : 0;
-    emit_nested(f.body);
+    emit_nested(*body);
     vector_depth_ -= vectorized ? 1 : 0;
     if (opens_parallel_region) in_parallel_ = false;
     hoisted_loads_.clear();
     line("}");
     unbind_var();
+    if (!per_thread.empty()) {
+      buffers_.resize(buffers_.size() - per_thread.size());
+      --indent_;
+      line("}");
+    }
     if (!constant_bounds) {
       --indent_;
       line("}");
@@ -368,25 +392,35 @@ class KernelEmitter : public ExprEmitter {
     line("}");
   }
 
-  void emit_allocate(const loop::Allocate& a) {
-    const loop::Buffer& buffer = a.buffer;
+  // Whether `buffer` is too large for the stack: it is then allocated on the heap.
+  static bool on_heap(const loop::Buffer& buffer) {
+    return buffer.flat_size() * dtype_size_bytes(buffer.dtype()) > kMaxStackAllocationBytes;
+  }
+
+  // Declares `buffer`'s storage in the current scope and binds its name (the caller pops it
+  // from buffers_ when the scope ends).
+  void declare_local(const loop::Buffer& buffer) {
     const std::string ident = fresh_name('t');
     const std::string_view type = storage_type(buffer.dtype());
     const int64_t size = buffer.flat_size();
-    line("{");
-    ++indent_;
-    if (size * dtype_size_bytes(buffer.dtype()) <= kMaxStackAllocationBytes) {
+    if (!on_heap(buffer)) {
       // Reached through a pointer, as parameters are: a reduction's lambda captures an array
       // by reference, and GCC then finds no vector type for its loads (a max-pool row loop
       // stayed scalar, 2.5x slower).
       line(fmt::format("alignas(64) {} {}_storage[{}];", type, ident, size));
-      line(fmt::format("{0}* __restrict const {1} = {1}_storage;", type, ident));
     } else {
       line(fmt::format("const std::unique_ptr<{0}[]> {1}_storage(new {0}[{2}]);", type, ident,
                        size));
-      line(fmt::format("{0}* const {1} = {1}_storage.get();", type, ident));
     }
+    line(fmt::format("{0}* __restrict const {1} = {1}_storage{2};", type, ident,
+                     on_heap(buffer) ? ".get()" : ""));
     buffers_.emplace_back(buffer.name(), ident);
+  }
+
+  void emit_allocate(const loop::Allocate& a) {
+    line("{");
+    ++indent_;
+    declare_local(a.buffer);
     emit_stmt(a.body);
     buffers_.pop_back();
     --indent_;

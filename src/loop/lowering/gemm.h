@@ -13,6 +13,12 @@
 //       gemm(R, N, K) blk[0, ld N] = in0[i0*R*K, ld K] * in1[0, ld N]
 //       for i1, i2: out0[i0*R + i1, i2] = max(blk[i1*N + i2] + in2[i2], 0.0f) }
 //
+// A batched matmul of small matrices (at most kParallelBatchMaxGemmWork multiply-adds each,
+// loop/tuning.h: attention's scores and weighted values) runs its matrices in parallel instead,
+// its batch dims one parallel loop and each matrix's gemm and epilogues on one thread, with its
+// block buffer its own: the matrices are independent, and a product so small leaves the
+// library's threads idle.
+//
 // Consumers that read the product or an earlier epilogue only within their own row, at any
 // column (softmax, a layer norm, their gradients, a row sum), are *row epilogues*: run row by
 // row on each block after its gemm. Consumers that do not fit (a transpose of the product, a

@@ -4,6 +4,7 @@
 
 #include "loop/lower_conv.h"
 #include "loop/lowering/gemm.h"
+#include "loop/tuning.h"
 #include "support/check.h"
 
 namespace kiln::loop {
@@ -114,6 +115,9 @@ ElementAt block_element(const Value& product, const GemmPlan& plan, const Buffer
 //     for (r, 0, min(R, M - rb*R)) for (c, 0, N) { epilogue stores at [batch, rb*R + r, c] }
 //   }
 //
+// or, for a batch of small matrices (loop/lowering/gemm.h), the batch dims as one parallel
+// loop over every matrix: parallel for (ib, 0, product of batch dims) for (rb, ...) {...}.
+//
 // Broadcast batch dims of A and B read batch index 0 (NumPy broadcasting, as the reduce
 // definition reads them); a transposed A's row block starts at column rb*R of the stored A.
 Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group) {
@@ -133,10 +137,18 @@ Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group) {
 
   std::vector<std::string> batch_vars;
   std::vector<Expr> batch;  // empty when folded: matrix 0 holds every row
-  for (int d = 0; d < (plan.fold_batch ? 0 : rank - 2); ++d) {
+  const int batch_dims = plan.fold_batch ? 0 : rank - 2;
+  int64_t matrices = 1;
+  for (int d = 0; d < batch_dims; ++d) matrices *= product.shape().dim(d);
+  const bool parallel_batch = matrices > 1 && m * n * k <= kParallelBatchMaxGemmWork;
+  for (int d = 0; d < batch_dims; ++d) {
     batch_vars.push_back(group.names().fresh("i"));
     batch.push_back(var(batch_vars.back()));
   }
+  // With a parallel batch, one loop over every matrix, whose body binds each batch index to
+  // its digit in the batch dims' extents once (a division in an index would be computed at
+  // every element, and keeps GCC from vectorizing the epilogue's loops).
+  const std::string matrix_var = parallel_batch ? group.names().fresh("i") : std::string();
   const std::string block_var = group.names().fresh("i");
   const Expr row0 = var(block_var) * rows;
   const Expr block_m = min(Expr(rows), Expr(m) - row0);
@@ -186,8 +198,21 @@ Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group) {
                          : epilogue());
     body = block({body, std::move(stores)});
   }
-  if (block_local) body = allocate(block_buffer, body);
+  if (block_local && !parallel_batch) body = allocate(block_buffer, body);
   body = for_loop(block_var, 0, (m + rows - 1) / rows, body);
+  if (parallel_batch) {
+    int64_t stride = 1;
+    for (int d = batch_dims - 1; d >= 0; --d) {
+      const int64_t extent = product.shape().dim(d);
+      const Expr quotient = stride == 1 ? var(matrix_var) : var(matrix_var) / Expr(stride);
+      body = let_stmt(batch_vars[static_cast<size_t>(d)], d == 0 ? quotient : quotient % Expr(extent),
+                      body);
+      stride *= extent;
+    }
+    // The block first in the loop's body, where the code generator makes it once per thread.
+    if (block_local) body = allocate(block_buffer, body);
+    return for_loop(matrix_var, 0, matrices, ForKind::parallel, body);
+  }
   for (int d = static_cast<int>(batch_vars.size()) - 1; d >= 0; --d) {
     body = for_loop(batch_vars[static_cast<size_t>(d)], 0, product.shape().dim(d), body);
   }

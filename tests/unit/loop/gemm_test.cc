@@ -1,7 +1,8 @@
 // The gemm statement (loop/stmt.h): its text form, the verifier's rules, the evaluator's
 // values against products computed by hand, the simplifier, substitution and visitors; and
 // lower_group's matmul lowering to gemm statements (batch and row-block loops, broadcast
-// batch dims, transposes, epilogues computed per block) against the graph interpreter.
+// batch dims, transposes, epilogues computed per block, a small batch's matrices in
+// parallel) against the graph interpreter.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "loop/default_schedule.h"
 #include "loop/evaluator.h"
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
@@ -442,6 +444,38 @@ TEST(LowerMatmul, RowReductionsRunOnEachBlockAfterItsGemm) {
     EXPECT_NE(text.find("blk"), std::string::npos) << text;
     EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
   }
+}
+
+// Attention's pattern, softmax(q k^T) over [2, 3] heads of small matrices: one parallel loop
+// over the six matrices, its block allocated first in its body (once per thread, in generated
+// code) and each binding its batch indices once, its gemm and softmax on one thread; the schedule leaves the softmax's nest serial inside
+// it. A batch of larger matrices keeps the serial batch loops, the library's threads in each
+// gemm.
+TEST(LowerMatmul, ASmallBatchRunsItsMatricesInParallel) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* scores = b.matmul(b.input("q", DType::f32, {2, 3, 5, 4}),
+                           b.input("k", DType::f32, {2, 3, 6, 4}), /*transpose_a=*/false,
+                           /*transpose_b=*/true);
+  graph.set_outputs({b.softmax(scores, -1)});
+  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+  const std::string text = print(lowered->kernel);
+  EXPECT_NE(text.find("parallel for (i2, 0, 6) {\n    allocate blk"), std::string::npos) << text;
+  EXPECT_NE(text.find("      let i0 = i2/3\n      let i1 = i2 % 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
+  const std::string schedule = print(default_schedule(lowered->kernel, {2, 32}));
+  EXPECT_EQ(schedule.find("parallel"), std::string::npos) << schedule;
+
+  Graph large;
+  GraphBuilder l(large);
+  large.set_outputs({l.matmul(l.input("q", DType::f32, {2, 256, 128}),
+                              l.input("k", DType::f32, {2, 128, 256}))});
+  Expected<LoweredGroup> serial = lower_group(large, large.nodes());
+  ASSERT_TRUE(serial.has_value()) << serial.status().message();
+  EXPECT_EQ(print(serial->kernel).find("parallel"), std::string::npos) << print(serial->kernel);
 }
 
 TEST(LowerMatmul, RowStatisticsAndTheirReadersRunRowByRow) {
