@@ -141,7 +141,8 @@ int64_t stmt_work(const Stmt& s) {
 // a parallel loop (lowering's parallel batch of small gemms, loop/lowering/gemm.h) go to
 // `in_parallel` as well: each runs on one thread already.
 void top_level_loops(const Stmt& s, std::vector<std::string>& out,
-                     std::set<std::string, std::less<>>& in_parallel, bool parallel_around = false) {
+                     std::set<std::string, std::less<>>& in_parallel,
+                     bool parallel_around = false) {
   if (const auto* loop = s.as<For>()) {
     if (contains_gemm(loop->body)) {
       top_level_loops(loop->body, out, in_parallel,

@@ -201,14 +201,15 @@ class StmtPrinter {
     const auto ints = [](const std::vector<int64_t>& v) {
       return fmt::format("{}", fmt::join(v, ", "));
     };
-    line(fmt::format(
-        "conv(images {}, channels {} to {}, groups {}, in [{}], out [{}], kernel [{}], "
-        "strides [{}], pads [{}], dilations [{}]) {}[{}] = {}[{}] * {}{}{}{}{}",
-        g.images, g.channels, g.out_channels, g.groups, ints(g.in_spatial), ints(g.out_spatial),
-        ints(g.kernel), ints(g.strides), ints(g.pads_begin), ints(g.dilations), c.y.name(),
-        expr(c.y_offset), c.x.name(), expr(c.x_offset), c.w.name(),
-        c.bias.defined() ? " + " + c.bias.name() : "", c.relu ? " relu" : "",
-        c.winograd ? " winograd" : "", c.packed_w.defined() ? " packed in " + c.packed_w.name() : ""));
+    line(
+        fmt::format("conv(images {}, channels {} to {}, groups {}, in [{}], out [{}], kernel [{}], "
+                    "strides [{}], pads [{}], dilations [{}]) {}[{}] = {}[{}] * {}{}{}{}{}",
+                    g.images, g.channels, g.out_channels, g.groups, ints(g.in_spatial),
+                    ints(g.out_spatial), ints(g.kernel), ints(g.strides), ints(g.pads_begin),
+                    ints(g.dilations), c.y.name(), expr(c.y_offset), c.x.name(), expr(c.x_offset),
+                    c.w.name(), c.bias.defined() ? " + " + c.bias.name() : "",
+                    c.relu ? " relu" : "", c.winograd ? " winograd" : "",
+                    c.packed_w.defined() ? " packed in " + c.packed_w.name() : ""));
   }
 
   void print_if(const IfThenElse& s) {

@@ -149,7 +149,7 @@ Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group) {
   // one), whose body binds each batch index to its digit in the batch dims' extents once (a
   // division in an index would be computed at every element, and keeps GCC from vectorizing
   // the epilogue's loops).
-  const std::string matrix_var = !parallel_batch ? std::string()
+  const std::string matrix_var = !parallel_batch   ? std::string()
                                  : batch_dims == 1 ? batch_vars[0]
                                                    : group.names().fresh("i");
   const std::string block_var = group.names().fresh("i");
@@ -205,11 +205,11 @@ Expected<Stmt> matmul_gemm_nest(const Value& product, GroupContext& group) {
   body = for_loop(block_var, 0, (m + rows - 1) / rows, body);
   if (parallel_batch) {
     int64_t stride = 1;
-    for (int d = batch_dims - 1; d >= 0 && batch_dims > 1; --d) {
+    for (int d = batch_dims - 1; d >= 0 && matrix_var != batch_vars[0]; --d) {
       const int64_t extent = product.shape().dim(d);
       const Expr quotient = stride == 1 ? var(matrix_var) : var(matrix_var) / Expr(stride);
-      body = let_stmt(batch_vars[static_cast<size_t>(d)], d == 0 ? quotient : quotient % Expr(extent),
-                      body);
+      body = let_stmt(batch_vars[static_cast<size_t>(d)],
+                      d == 0 ? quotient : quotient % Expr(extent), body);
       stride *= extent;
     }
     // The block first in the loop's body, where the code generator makes it once per thread.

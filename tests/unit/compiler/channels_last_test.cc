@@ -1,8 +1,9 @@
 // The layout stage (passes/channels_last.h) in the compiler: a residual block of convolutions
 // compiles channels last with the layout changed only at its ends, matches the reference
 // interpreter on every run (the second reusing the weights kept by the first), Winograd's
-// algorithm goes where the cost model prices it lower, and the graphs it must leave (a training step, a grouped or f64 convolution, the option off, another
-// device) keep conv, each with its reason.
+// algorithm goes where the cost model prices it lower, and the graphs it must leave (a training
+// step, a grouped or f64 convolution, the option off, another device) keep conv, each with its
+// reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -448,9 +448,9 @@ TEST(LowerMatmul, RowReductionsRunOnEachBlockAfterItsGemm) {
 
 // Attention's pattern, softmax(q k^T) over [2, 3] heads of small matrices: one parallel loop
 // over the six matrices, its block allocated first in its body (once per thread, in generated
-// code) and each binding its batch indices once, its gemm and softmax on one thread; the schedule leaves the softmax's nest serial inside
-// it. A batch of larger matrices keeps the serial batch loops, the library's threads in each
-// gemm.
+// code) and each binding its batch indices once, its gemm and softmax on one thread; the schedule
+// leaves the softmax's nest serial inside it. A batch of larger matrices keeps the serial batch
+// loops, the library's threads in each gemm.
 TEST(LowerMatmul, ASmallBatchRunsItsMatricesInParallel) {
   Graph graph;
   GraphBuilder b(graph);
@@ -462,17 +462,15 @@ TEST(LowerMatmul, ASmallBatchRunsItsMatricesInParallel) {
   ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
   const std::string text = print(lowered->kernel);
   EXPECT_NE(text.find("parallel for (i2, 0, 6) {\n    allocate blk"), std::string::npos) << text;
-  EXPECT_NE(text.find("      let i0 = i2/3\n      let i1 = i2 % 3\n"),
-            std::string::npos)
-      << text;
+  EXPECT_NE(text.find("      let i0 = i2/3\n      let i1 = i2 % 3\n"), std::string::npos) << text;
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
   const std::string schedule = print(default_schedule(lowered->kernel, {2, 32}));
   EXPECT_EQ(schedule.find("parallel"), std::string::npos) << schedule;
 
   Graph large;
   GraphBuilder l(large);
-  large.set_outputs({l.matmul(l.input("q", DType::f32, {2, 256, 128}),
-                              l.input("k", DType::f32, {2, 128, 256}))});
+  large.set_outputs(
+      {l.matmul(l.input("q", DType::f32, {2, 256, 128}), l.input("k", DType::f32, {2, 128, 256}))});
   Expected<LoweredGroup> serial = lower_group(large, large.nodes());
   ASSERT_TRUE(serial.has_value()) << serial.status().message();
   EXPECT_EQ(print(serial->kernel).find("parallel"), std::string::npos) << print(serial->kernel);
