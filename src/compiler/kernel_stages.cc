@@ -137,11 +137,7 @@ class PackConstantWeights final : public loop::IRMutator {
   // A conv's constant weights stay reordered into oneDNN's layout (loop/stmt.h: packed_w).
   loop::Stmt visit_conv(const loop::Conv& c, const loop::Stmt& self) override {
     if (!reads_constant(c.w)) return self;
-    const loop::ConvGeometry& g = c.geometry;
-    int64_t taps = 1;
-    for (int64_t k : g.kernel) taps *= k;
-    const int64_t bytes = codegen::cpu::kept_weights_state_bytes(
-        g.out_channels, g.channels / g.groups, taps, g.groups, c.winograd);
+    const int64_t bytes = codegen::cpu::conv_state_bytes(c);
     const loop::Buffer kept =
         loop::Buffer::param(fmt::format("packed_w{}", added_.size()), DType::i64, {bytes / 8});
     added_.push_back(kept);

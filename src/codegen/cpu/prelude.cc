@@ -269,24 +269,12 @@ inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, co
   return ok;
 }
 
-// A buffer of at least `bytes` for oneDNN's copy of an image in another layout, one per
-// `slot` (0 or 1) and thread, kept from call to call: a buffer allocated for each call would
-// have its pages faulted in again on every run.
-inline void* kiln_dnnl_scratch(int slot, size_t bytes) {
-  thread_local std::unique_ptr<char[]> buffers[2];
-  thread_local size_t sizes[2] = {};
-  if (sizes[slot] < bytes) {
-    buffers[slot].reset(new char[bytes]);
-    sizes[slot] = bytes;
-  }
-  return buffers[slot].get();
-}
-
 // Runs the convolution `desc` describes (images x_md and y_md channels last, plain weights
 // w_md, the bias bias_md or none) as oneDNN's primitive for it, with its weights as
 // kiln_dnnl_weights keeps them, and x and y copied into and out of the layouts the primitive
 // takes where those differ from channels last (Winograd's kernels take oneDNN's blocked
-// layout), in this thread's scratch buffers. False, computing nothing, where oneDNN
+// layout): at the state's end when it has room for them beside the weights (prelude.h:
+// conv_state_bytes), else in a buffer of this call. False, computing nothing, where oneDNN
 // declines; a failure after the weights were kept clears the state's tag, so that a later
 // primitive does not read them as its own.
 inline bool kiln_conv_dnnl_run(const dnnl_convolution_desc_t* desc, const dnnl_memory_desc_t* x_md,
@@ -302,12 +290,25 @@ inline bool kiln_conv_dnnl_run(const dnnl_convolution_desc_t* desc, const dnnl_m
   const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   const bool copy_x = dnnl_memory_desc_equal(run_x_md, x_md) == 0;
   const bool copy_y = dnnl_memory_desc_equal(run_y_md, y_md) == 0;
-  std::unique_ptr<char[]> scratch;
-  void* kept = kiln_dnnl_weights(pd, w_md, w, state, state_bytes, scratch);
+  const auto cache_lines = [](size_t bytes) {
+    return static_cast<int64_t>((bytes + 63) / 64 * 64);
+  };
+  const int64_t x_bytes = copy_x ? cache_lines(dnnl_memory_desc_get_size(run_x_md)) : 0;
+  const int64_t y_bytes = copy_y ? cache_lines(dnnl_memory_desc_get_size(run_y_md)) : 0;
+  int64_t weights_room = state_bytes;
+  char* copies = nullptr;
+  std::unique_ptr<char[]> scratch, own_copies;
+  if (state != nullptr && state_bytes - kiln_packed_header_bytes - 64 >= x_bytes + y_bytes) {
+    weights_room = (state_bytes - x_bytes - y_bytes) / 64 * 64;
+    copies = reinterpret_cast<char*>(state) + weights_room;
+  } else if (x_bytes + y_bytes > 0) {
+    own_copies.reset(new char[static_cast<size_t>(x_bytes + y_bytes)]);
+    copies = own_copies.get();
+  }
+  void* kept = kiln_dnnl_weights(pd, w_md, w, state, weights_room, scratch);
   bool ok = kept != nullptr;
-  void* run_x = copy_x ? kiln_dnnl_scratch(0, dnnl_memory_desc_get_size(run_x_md))
-                       : const_cast<float*>(x);
-  void* run_y = copy_y ? kiln_dnnl_scratch(1, dnnl_memory_desc_get_size(run_y_md)) : y;
+  void* run_x = copy_x ? static_cast<void*>(copies) : const_cast<float*>(x);
+  void* run_y = copy_y ? copies + x_bytes : static_cast<void*>(y);
   if (ok && copy_x) ok = kiln_dnnl_reorder(x_md, x, run_x_md, run_x);
   if (ok) {
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
@@ -657,14 +658,30 @@ std::string_view cpu_prelude() {
   return text;
 }
 
-int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group, int64_t taps,
-                                 int64_t groups, bool winograd) {
+int64_t conv_state_bytes(const loop::Conv& conv) {
+  const loop::ConvGeometry& g = conv.geometry;
   constexpr int64_t kMaxBlock = 64;
   constexpr int64_t kWinogradTileTaps = 6 * 6;
-  return kPackedBHeaderBytes + groups * (out_channels / groups + kMaxBlock) *
-                                   (channels_per_group + kMaxBlock) *
-                                   (winograd ? std::max(taps, kWinogradTileTaps) : taps) *
-                                   static_cast<int64_t>(sizeof(float));
+  constexpr int64_t kChannelBlock = 16;
+  int64_t taps = 1, in_pixels = 1, out_pixels = 1;
+  for (size_t d = 0; d < g.kernel.size(); ++d) {
+    taps *= g.kernel[d];
+    in_pixels *= g.in_spatial[d];
+    out_pixels *= g.out_spatial[d];
+  }
+  const int64_t float_bytes = static_cast<int64_t>(sizeof(float));
+  const int64_t weights = g.groups * (g.out_channels / g.groups + kMaxBlock) *
+                          (g.channels / g.groups + kMaxBlock) *
+                          (conv.winograd ? std::max(taps, kWinogradTileTaps) : taps) * float_bytes;
+  const auto blocked = [&](int64_t channels, int64_t pixels) {
+    const int64_t padded = (channels + kChannelBlock - 1) / kChannelBlock * kChannelBlock;
+    return (g.images * padded * pixels * float_bytes + 63) / 64 * 64;
+  };
+  const int64_t copies =
+      conv.winograd ? blocked(g.channels, in_pixels) + blocked(g.out_channels, out_pixels) : 0;
+  // The copies sit at a cache line of the end; one more line of room keeps them off the
+  // weights when the state's end is not aligned.
+  return kPackedBHeaderBytes + weights + copies + (conv.winograd ? 64 : 0);
 }
 
 int64_t packed_b_state_bytes(int64_t k, int64_t n) {

@@ -35,7 +35,8 @@
 //    channels-last images, its weights reordered into oneDNN's layout (kept in the state
 //    from the first call on, as a packed B is, when the statement names one). A conv marked
 //    winograd runs oneDNN's Winograd kernels where it has one for the shape, on x and y copied
-//    into and out of the blocked layout those take; else the direct convolution. It returns
+//    into and out of the blocked layout those take (at the state's end, else in buffers of
+//    the call); else the direct convolution. It returns
 //    false, computing nothing, where oneDNN declines or offers only its reference
 //    implementation, and the caller then calls kiln_conv_direct, the evaluator's loops.
 // The prelude includes OpenBLAS's cblas.h in every unit, not only in units with a gemm: it
@@ -47,6 +48,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "loop/stmt.h"
+
 namespace kiln::codegen::cpu {
 
 std::string_view cpu_prelude();
@@ -57,12 +60,13 @@ std::string_view cpu_prelude();
 inline constexpr int64_t kPackedBTag = 0x6b696c6e7061636b;
 inline constexpr int64_t kPackedBHeaderBytes = 64;
 
-// The bytes of a state for kiln_conv_dnnl's weights [O, C/groups, taps...]: the header, and
-// room for oneDNN's blocked layouts (as packed_b_state_bytes). With `winograd`, room for the
-// transformed 3x3 weights Winograd's kernels take: a 6x6 tile each for F(4x4, 3x3), the
-// largest form oneDNN uses.
-int64_t kept_weights_state_bytes(int64_t out_channels, int64_t channels_per_group, int64_t taps,
-                                 int64_t groups, bool winograd);
+// The bytes of a state for the conv statement `conv`'s kiln_conv_dnnl: the header, and room
+// for its weights [O, C/groups, taps...] in oneDNN's blocked layouts (as
+// packed_b_state_bytes). Marked winograd, also room for the transformed 3x3 weights
+// Winograd's kernels take (a 6x6 tile each for F(4x4, 3x3), the largest form oneDNN uses) and,
+// at the state's end, for the copies of x and y in the blocked layout they take (channels
+// padded to 16).
+int64_t conv_state_bytes(const loop::Conv& conv);
 
 // The bytes of a state for kiln_gemm_dnnl with a k x n B: its header, and room for oneDNN's
 // blocked layouts, which pad each dimension to a block of at most 64.

@@ -35,12 +35,6 @@ struct ConvCase {
   bool winograd = false;
 };
 
-int64_t product(const std::vector<int64_t>& dims) {
-  int64_t result = 1;
-  for (int64_t d : dims) result *= d;
-  return result;
-}
-
 // The case's conv statement over parameters x, w, y with a margin before and after each
 // image block, so that offsets matter; w kept in a state parameter when asked.
 Kernel conv_kernel(const ConvCase& c) {
@@ -63,8 +57,7 @@ Kernel conv_kernel(const ConvCase& c) {
                 .winograd = c.winograd,
                 .packed_w = {}};
   if (c.keep_weights) {
-    const int64_t bytes = kept_weights_state_bytes(g.out_channels, g.channels / g.groups,
-                                                   product(g.kernel), g.groups, c.winograd);
+    const int64_t bytes = conv_state_bytes(*conv(args).as<Conv>());
     args.packed_w = Buffer::param("state", DType::i64, {bytes / 8});
     params.push_back(args.packed_w);
   }
