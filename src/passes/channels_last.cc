@@ -212,15 +212,21 @@ bool winograd_applies(const Node& conv) {
 // cost, fewer for Winograd's) at the gemm rate, and for Winograd's the copies of x and y into
 // oneDNN's blocked layout and back (each read and written once) at the bandwidth.
 double conv_seconds(const Node& conv, bool winograd, const cost::DeviceProfile& profile) {
-  std::vector<TensorType> in, out;
-  for (const Value* v : conv.inputs()) in.push_back(v->type());
-  for (const Value* v : conv.outputs()) out.push_back(v->type());
   Attrs attrs = conv.attrs();
   attrs.set("winograd", winograd);
-  const double compute = conv.def().cost(in, out, attrs).flops / profile.matmul_flops;
+  const double compute =
+      conv.def().cost(conv.input_types(), conv.output_types(), attrs).flops / profile.matmul_flops;
   if (!winograd) return compute;
-  const double copied = 2.0 * static_cast<double>(in[0].size_bytes() + out[0].size_bytes());
+  const double copied = 2.0 * static_cast<double>(conv.input(0)->type().size_bytes() +
+                                                  conv.output(0)->type().size_bytes());
   return compute + copied / profile.memory_bandwidth;
+}
+
+// Whether Winograd's algorithm computes `conv` (a conv_channels_last) in less estimated time
+// on `profile`'s machine than the direct sum.
+bool prefers_winograd(const Node& conv, const cost::DeviceProfile& profile) {
+  return winograd_applies(conv) &&
+         conv_seconds(conv, true, profile) < conv_seconds(conv, false, profile);
 }
 
 // Step 5: marks `conv` winograd where that prices lower.
@@ -238,11 +244,6 @@ bool choose_winograd(Graph& graph, Node* conv, const cost::DeviceProfile& profil
 }
 
 }  // namespace
-
-bool prefers_winograd(const Node& conv, const cost::DeviceProfile& profile) {
-  return conv.op() == Op::conv_channels_last && winograd_applies(conv) &&
-         conv_seconds(conv, true, profile) < conv_seconds(conv, false, profile);
-}
 
 ChannelsLastReport convert_to_channels_last(Graph& graph, const cost::DeviceProfile& profile) {
   ChannelsLastReport report;

@@ -57,8 +57,4 @@ struct ChannelsLastReport {
 // passes: fold-layout, fold-constants, dead code); `profile` prices step 5's choice.
 ChannelsLastReport convert_to_channels_last(Graph& graph, const cost::DeviceProfile& profile);
 
-// Whether Winograd's algorithm computes `conv` (a conv_channels_last) in less estimated time
-// on `profile`'s machine than the direct sum (step 5).
-bool prefers_winograd(const Node& conv, const cost::DeviceProfile& profile);
-
 }  // namespace kiln

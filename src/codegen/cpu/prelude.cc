@@ -298,12 +298,14 @@ inline bool kiln_conv_dnnl_run(const dnnl_convolution_desc_t* desc, const dnnl_m
   int64_t weights_room = state_bytes;
   char* copies = nullptr;
   std::unique_ptr<char[]> scratch, own_copies;
-  if (state != nullptr && state_bytes - kiln_packed_header_bytes - 64 >= x_bytes + y_bytes) {
-    weights_room = (state_bytes - x_bytes - y_bytes) / 64 * 64;
-    copies = reinterpret_cast<char*>(state) + weights_room;
-  } else if (x_bytes + y_bytes > 0) {
-    own_copies.reset(new char[static_cast<size_t>(x_bytes + y_bytes)]);
-    copies = own_copies.get();
+  if (x_bytes + y_bytes > 0) {
+    if (state != nullptr && state_bytes - kiln_packed_header_bytes - 64 >= x_bytes + y_bytes) {
+      weights_room = (state_bytes - x_bytes - y_bytes) / 64 * 64;
+      copies = reinterpret_cast<char*>(state) + weights_room;
+    } else {
+      own_copies.reset(new char[static_cast<size_t>(x_bytes + y_bytes)]);
+      copies = own_copies.get();
+    }
   }
   void* kept = kiln_dnnl_weights(pd, w_md, w, state, weights_room, scratch);
   bool ok = kept != nullptr;
