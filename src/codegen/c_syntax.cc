@@ -224,7 +224,7 @@ std::string ExprEmitter::emit_expr(const loop::Expr& e) {
       const auto* c = e.as<loop::Call>();
       std::vector<std::string> args;
       for (const loop::Expr& arg : c->args) args.push_back(emit_expr(arg));
-      return intrinsic(c->intrinsic, c->type, args, math_prefix_);
+      return emit_call(*c, args);
     }
     case loop::ExprKind::let: return emit_let(*e.as<loop::Let>());
     case loop::ExprKind::reduce: return emit_reduce(*e.as<loop::Reduce>());

@@ -70,6 +70,10 @@ class ExprEmitter {
                                   const std::string& b) {
     return binary(op, type, a, b);
   }
+  // A math intrinsic on emitted arguments; a back end may spell some differently.
+  virtual std::string emit_call(const loop::Call& call, const std::vector<std::string>& args) {
+    return intrinsic(call.intrinsic, call.type, args, math_prefix_);
+  }
   virtual std::string emit_let(const loop::Let& let) = 0;
   virtual std::string emit_reduce(const loop::Reduce& reduce) = 0;
 

@@ -327,6 +327,16 @@ class KernelEmitter : public ExprEmitter {
                        value_type(type), a, b);
   }
 
+  // f32 exp in vector code as the prelude's kiln_exp_vector, which keeps every lane in
+  // libmvec's vector path.
+  std::string emit_call(const loop::Call& call, const std::vector<std::string>& args) override {
+    if (call.intrinsic != loop::Intrinsic::exp || vector_depth_ == 0 ||
+        value_type(call.type) != "float") {
+      return ExprEmitter::emit_call(call, args);
+    }
+    return round_to(call.type, fmt::format("kiln_exp_vector({})", args[0]));
+  }
+
   std::string emit_load(const loop::Load& load) override {
     if (hoisted_loads_.empty()) return ExprEmitter::emit_load(load);
     const auto hoisted = hoisted_loads_.find(element(load.buffer, load.index));

@@ -564,6 +564,35 @@ inline double kiln_fmod(double a, double b) { return a - b * std::floor(a / b); 
 template <typename T>
 inline T kiln_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 
+// f32 exp in vector code (codegen/cpu/emitter.cc), where libmvec's expf computes each vector
+// holding a lane of magnitude above about 87.34 (a result below FLT_MIN, or overflowing) by a
+// scalar call per lane, 15 times as slow: the -10000 an exporter adds at an attention mask's
+// padded positions put such a lane in most vectors of a softmax. A lane below -87 takes
+// exp(x / 2)^2, its halved argument clamped at -87 (in f32, exp(-87)^2 is 0), so it stays in
+// the vector code, within 3 ulp of exp (the codegen tests check every f32 down to -104, where
+// the result is 0). Lanes above 87 stay with libmvec's scalar path: squaring there doubled
+// the error (7 ulp), and a result that large is rare. A NaN returns itself.
+// The halving (an exponent less) and the clamp work on x's bits, as unsigned integers ordered
+// as the magnitudes of negative floats, and the choice between the two is made once: written
+// as float selects, GCC moved the call into both arms and computed exp of x as well.
+inline float kiln_exp_vector(float x) {
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ * 100 + __GLIBC_MINOR__ >= 235)
+  constexpr uint32_t kMinus87 = 0xc2ae0000u;  // bits above it: x < -87 (or a negative NaN)
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint32_t halve = bits > kMinus87;
+  const uint32_t halved = bits - (halve << 23);
+  const uint32_t argument_bits = halved < kMinus87 ? halved : kMinus87;
+  float argument;
+  std::memcpy(&argument, &argument_bits, sizeof argument);
+  const float e = std::exp(argument);
+  const float result = halve ? e * e : e;
+  return x != x ? x : result;
+#else
+  return std::exp(x);
+#endif
+}
+
 template <typename T>
 inline T kiln_rsqrt(T x) { return T(1) / std::sqrt(x); }
 

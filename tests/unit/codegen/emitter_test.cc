@@ -85,6 +85,28 @@ TEST(CpuEmitter, ReadsAVectorLoopsInvariantLoadsBeforeIt) {
   EXPECT_LT(source->find("= b2[v"), source->find("#pragma omp simd")) << *source;
 }
 
+// An f32 exp in a vectorized loop is the prelude's kiln_exp_vector, which keeps lanes past
+// libmvec's range in its vector code (vector_exp_test.cc); a serial loop's, and f64's, call
+// std::exp.
+TEST(CpuEmitter, SpellsExpInVectorCodeAsTheWideRangeForm) {
+  Buffer x = Buffer::param("x", DType::f32, {8}), d = Buffer::param("d", DType::f64, {8});
+  Buffer out = Buffer::param("out", DType::f32, {2, 8}),
+         wide = Buffer::param("wide", DType::f64, {8});
+  Expr j = var("j");
+  Stmt body = block({
+      for_loop("j", 0, 8, ForKind::vectorized,
+               block({store(out, {make_int(0), j}, call(Intrinsic::exp, {load(x, j)})),
+                      store(wide, j, call(Intrinsic::exp, {load(d, j)}))})),
+      for_loop("j", 0, 8, store(out, {make_int(1), j}, call(Intrinsic::exp, {load(x, j)}))),
+  });
+  const Kernel kernel{.name = "exps", .params = {x, d, out, wide}, .body = body};
+  Expected<std::string> source = emit_translation_unit({&kernel, 1});
+  ASSERT_TRUE(source.has_value()) << source.status().message();
+  const std::string code = source->substr(source->find("extern \"C\" void kiln_kernel_0"));
+  EXPECT_EQ(count(code, "kiln_exp_vector("), 1u) << code;
+  EXPECT_EQ(count(code, "std::exp("), 2u) << code;
+}
+
 TEST(CpuEmitter, RejectsAKernelThatDoesNotVerify) {
   Buffer out = Buffer::param("out", DType::i64, {4});
   const Kernel good{.name = "good", .params = {out}, .body = store(out, 0, make_int(1))};
