@@ -14,9 +14,11 @@
 //     and bf16 count as f32, which they are computed in; a bool mask read beside floats takes
 //     64 lanes of 64-byte vectors, since the compiler fills its vectors with the narrowest
 //     type it loads and leaves a shorter loop scalar) and the inner part is vectorized; the
-//     remainder runs as a serial tail loop. Strided loads (a transpose) would need gathers,
-//     which cost more than they save, and loops shorter than a vector are left alone.
-//     Reductions inside a vectorized loop stay scalar, one per lane.
+//     remainder runs as a serial tail loop. Loops shorter than a vector are left alone, and
+//     reductions inside a vectorized loop stay scalar, one per lane. Strided loads are
+//     vectorized only inside a transpose's tiles (lanes x lanes elements, whose input lines
+//     each tile reads whole) and column reductions accumulate in lanes, along the innermost
+//     loop or a loop around it moved innermost (default_schedule.cc's rules 2a and 2c).
 //  3. Parallelise. Nests that do less than kMinParallelWork operations (loop iterations
 //     times the work of their bodies, reduction steps included, a math-library call such as
 //     exp or erf counted as kMathCallWork) stay serial: starting the

@@ -854,26 +854,42 @@ Expected<Stmt> accumulate_loop(const For& loop, const BoundsScope& scope, const 
       }
     }
   }
-  std::vector<Stmt> initial, advance;
+  // Each reduction's accumulator: its store's element, or where that is not contiguous along
+  // the loop, an element of a local buffer over the loop's iterations.
+  const std::optional<int64_t> extent = as_const_int(loop.extent);
+  std::vector<Stmt> initial, advance, results;
+  std::vector<Buffer> locals;
   for (const Store* store_stmt : reductions) {
     const auto* reduction = store_stmt->value.as<Reduce>();
     const DType type = reduction->type;
-    initial.push_back(store(store_stmt->buffer, store_stmt->index,
-                            make_scalar(type, reduce_identity(reduction->op, type))));
+    Buffer accumulator = store_stmt->buffer;
+    Expr index = store_stmt->index;
+    if (stride_of(store_stmt->index, loop.var) != 1 && extent && *extent > 0) {
+      accumulator = Buffer::local(fmt::format("{}.acc{}", d.terms, locals.size()), type, *extent);
+      index = var(loop.var) - loop.min;
+      locals.push_back(accumulator);
+      results.push_back(store(store_stmt->buffer, store_stmt->index, load(accumulator, index)));
+    }
+    initial.push_back(
+        store(accumulator, index, make_scalar(type, reduce_identity(reduction->op, type))));
     const Expr term = substitute(reduction->body, reduction->var, var(d.terms));
-    advance.push_back(store(
-        store_stmt->buffer, store_stmt->index,
-        binary(reduce_combiner(reduction->op), load(store_stmt->buffer, store_stmt->index), term)));
+    advance.push_back(
+        store(accumulator, index,
+              binary(reduce_combiner(reduction->op), load(accumulator, index), term)));
   }
   const auto over_v = [&](std::vector<Stmt> body) {
     return for_loop(loop.var, loop.min, loop.extent, loop.for_kind, block(std::move(body)));
   };
   std::vector<Stmt> result = {over_v(std::move(initial)),
                               for_loop(d.terms, first->min, first->extent, over_v(advance))};
-  const std::vector<Stmt> rest(stmts.begin() + static_cast<ptrdiff_t>(reductions.size()),
-                               stmts.end());
-  if (!rest.empty()) result.push_back(over_v(rest));
-  return block(std::move(result));
+  results.insert(results.end(), stmts.begin() + static_cast<ptrdiff_t>(reductions.size()),
+                 stmts.end());
+  if (!results.empty()) result.push_back(over_v(std::move(results)));
+  Stmt accumulated = block(std::move(result));
+  for (auto local = locals.rbegin(); local != locals.rend(); ++local) {
+    accumulated = allocate(*local, std::move(accumulated));
+  }
+  return accumulated;
 }
 
 // --- Dispatch --------------------------------------------------------------------------------

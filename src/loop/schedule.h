@@ -50,7 +50,10 @@
 //                          for (i9.i) rest: each reduction an accumulator that all of i9.i's
 //                          iterations advance term by term, in the same order of terms, so
 //                          it rounds exactly as before. A column sum then reads rows, which
-//                          vectorize and stream, instead of walking each column down.
+//                          vectorize and stream, instead of walking each column down. A
+//                          reduction stored across i9.i (t[i*4], not contiguous) accumulates
+//                          in a local buffer of i9.i's constant extent, stored into t before
+//                          rest, so the accumulators stay contiguous too.
 //
 // Legality. A directive never changes what the kernel computes (up to the rounding of a
 // vectorized reduction, which reassociates: the one liberty a schedule takes, as every

@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 
 #include "interp/interpreter.h"
 #include "loop/ir_visitor.h"
+#include "unit/loop/round_trip_check.h"
 #include "unit/loop/schedule_check.h"
 
 namespace kiln::loop {
@@ -269,6 +271,44 @@ TEST(DefaultSchedule, StridedAndReducedInnerLoopsAreNotVectorized) {
   });
   EXPECT_EQ(print(default_schedule(row_sum, kAvx2)), "parallel i0\nvectorize k1\n");
   schedule_and_check(row_sum, kAvx2);
+}
+
+// A transpose whose extents the lanes divide runs in lanes x lanes tiles, its inner loop
+// vectorized along the output's rows (loads gathered from the tile's lanes input rows); with
+// a batch loop around, the tiles are of the two transposed dims. Other extents keep the plain
+// nest (StridedAndReducedInnerLoopsAreNotVectorized).
+TEST(DefaultSchedule, TransposesRunInTiles) {
+  const Kernel transpose = lower([](GraphBuilder& b) {
+    return b.transpose(b.input("x", DType::f32, {64, 48}), {1, 0});
+  });
+  EXPECT_EQ(print(default_schedule(transpose, kAvx2)),
+            "split i0 8 i0.o i0.i\nsplit i1 8 i1.o i1.i\nreorder i0.o i1.o i0.i i1.i\n"
+            "vectorize i1.i\n");
+  schedule_and_check(transpose, kAvx2);
+  const Kernel batched = lower([](GraphBuilder& b) {
+    return b.transpose(b.input("x", DType::f32, {3, 16, 40}), {0, 2, 1});
+  });
+  EXPECT_EQ(print(default_schedule(batched, kAvx2)),
+            "split i1 8 i1.o i1.i\nsplit i2 8 i2.o i2.i\nreorder i1.o i2.o i1.i i2.i\n"
+            "vectorize i2.i\n");
+  schedule_and_check(batched, kAvx2);
+}
+
+// A max over time read channels last (XML-CNN's pooling, out[n, c, t] = max over k of
+// x[n, t*10 + k, c]): the channel loop goes innermost and accumulates the maxima in vector
+// lanes, in a local buffer since out is not contiguous along it, instead of walking each
+// channel down the rows.
+TEST(DefaultSchedule, ColumnReductionsStoredAcrossAccumulateInLocalBuffers) {
+  const Kernel pool = lower([](GraphBuilder& b) {
+    Value* x = b.transpose(b.input("x", DType::f32, {2, 40, 32}), {0, 2, 1});
+    return b.max_pool(x, {10}, {10}, {0, 0});
+  });
+  EXPECT_EQ(print(default_schedule(pool, kAvx2)),
+            "reorder i0 i2 i1\nsplit i1 8 i1.o i1.i\naccumulate i1.i i1.i.k\nvectorize i1.i\n");
+  const Kernel scheduled = schedule_and_check(pool, kAvx2);
+  EXPECT_NE(print(scheduled).find("allocate i1.i.k.acc0: f32[8] in local"), std::string::npos)
+      << print(scheduled);
+  EXPECT_TRUE(testing::round_trips(scheduled));
 }
 
 TEST(DefaultSchedule, MatmulVectorizesColumnsAndParallelisesRows) {
