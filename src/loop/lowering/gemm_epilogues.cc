@@ -11,7 +11,6 @@
 #include <map>
 #include <optional>
 
-#include "loop/bounds.h"
 #include "loop/lowering/gemm.h"
 #include "loop/simplify.h"
 #include "loop/tuning.h"
@@ -130,21 +129,10 @@ class EpiloguePlanner {
   }
 
   // Whether a read at `index` is in the probed row: its leading components are the row's.
-  // A component that takes one value over the probe's scope is that constant, on both
-  // sides: a read through a reshape may compute a dim of extent 1 as an expression that
-  // simplifies to 0 while the row holds its variable, and a batch of one image kept ViT's
-  // softmax from riding on its scores' blocks.
   static bool in_row(const std::vector<Expr>& index, const RowProbe& probe) {
     if (index.size() < probe.row.size()) return false;
-    const auto canonical = [&](const Expr& component) {
-      const Interval values = bounds_of(component, probe.scope);
-      if (values.min && values.max && *values.min == *values.max) {
-        return make_int(*values.min, component.type());
-      }
-      return simplify(component, probe.scope);
-    };
     for (size_t d = 0; d < probe.row.size(); ++d) {
-      if (!equal(canonical(index[d]), canonical(probe.row[d]))) return false;
+      if (!equal(simplify(index[d], probe.scope), probe.row[d])) return false;
     }
     return true;
   }

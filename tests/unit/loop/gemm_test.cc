@@ -476,24 +476,6 @@ TEST(LowerMatmul, ASmallBatchRunsItsMatricesInParallel) {
   EXPECT_EQ(print(serial->kernel).find("parallel"), std::string::npos) << print(serial->kernel);
 }
 
-// The same with one batch of heads, as ViT at batch 1 writes it: a dim of extent 1 that a
-// read computes as the constant 0 is still in the row, so the softmax still rides on each
-// matrix's block (it had been stored after the gemms, from the product in full).
-TEST(LowerMatmul, ABatchOfOneKeepsItsSoftmaxOnTheBlocks) {
-  Graph graph;
-  GraphBuilder b(graph);
-  Value* scores = b.matmul(b.input("q", DType::f32, {1, 3, 5, 4}),
-                           b.input("k", DType::f32, {1, 3, 6, 4}), /*transpose_a=*/false,
-                           /*transpose_b=*/true);
-  graph.set_outputs({b.softmax(b.mul(scores, b.input("scale", DType::f32, {})), -1)});
-  Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
-  ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
-  const std::string text = print(lowered->kernel);
-  EXPECT_NE(text.find("parallel for (i2, 0, 3) {\n    allocate blk"), std::string::npos) << text;
-  EXPECT_EQ(count(lowered->kernel).allocations, 1) << text;
-  EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8, graph.nodes()));
-}
-
 TEST(LowerMatmul, RowStatisticsAndTheirReadersRunRowByRow) {
   // A layer norm of x w written as primitives, and a row sum with keepdims: the means are
   // stored at each row of the block, then the values of the product's shape that read them
