@@ -255,18 +255,6 @@ bool vectorizable_reduction_body(const Expr& body, const std::string& var, bool 
   return checker.ok;
 }
 
-bool has_reduction(const Stmt& stmt) {
-  class Finder : public IRVisitor {
-   public:
-    bool found = false;
-
-   protected:
-    void visit_reduce(const Reduce&) override { found = true; }
-  } finder;
-  finder.visit(stmt);
-  return finder.found;
-}
-
 // Whether `leaf`'s body begins with stores of serial reductions that walk down columns: a
 // load strided along the reduction's variable (neither 0 nor 1) that is contiguous along the
 // leaf's (Rule 2a below).
@@ -606,7 +594,7 @@ class Scheduler {
     if (outer_var == nullptr) return;
     const For* outer = loop(*outer_var);
     const For* leaf = loop(leaf_var);
-    if (has_reduction(leaf->body)) return;
+    if (contains_reduce(leaf->body)) return;
     bool strided_rows = false;
     int64_t widest = 1;
     for (const Access& access : collect_accesses(leaf->body, {}).list) {

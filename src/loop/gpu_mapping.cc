@@ -123,15 +123,6 @@ int64_t allocated_bytes(const Stmt& stmt) {
   return finder.bytes;
 }
 
-bool contains_reduce(const Expr& expr) {
-  struct Finder : IRVisitor {
-    bool found = false;
-    void visit_reduce(const Reduce&) override { found = true; }
-  } finder;
-  finder.visit(expr);
-  return finder.found;
-}
-
 // Marks the innermost reductions of a block-level value that have at least
 // kMinGpuBlockReductionTerms terms (or a variable count) as vectorized: the block's threads
 // compute them together. One with such a reduction in its body stays serial, every thread

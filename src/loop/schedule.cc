@@ -296,18 +296,6 @@ int64_t reduction_lanes(const Reduce& reduction) {
 
 namespace {
 
-bool contains_reduce(const Expr& e) {
-  class Finder : public IRVisitor {
-   public:
-    bool found = false;
-
-   protected:
-    void visit_reduce(const Reduce&) override { found = true; }
-  } finder;
-  finder.visit(e);
-  return finder.found;
-}
-
 // `vectorize` of a reduction variable: every reduction over `var` becomes vectorized. Only an
 // innermost reduction (its body holds no other) is: code generators evaluate the body once
 // per vector lane.

@@ -474,6 +474,30 @@ const For* find_loop(const Stmt& stmt, std::string_view var) {
   return finder.found;
 }
 
+namespace {
+
+class ReduceFinder : public IRVisitor {
+ public:
+  bool found = false;
+
+ protected:
+  void visit_reduce(const Reduce&) override { found = true; }
+};
+
+}  // namespace
+
+bool contains_reduce(const Expr& e) {
+  ReduceFinder finder;
+  finder.visit(e);
+  return finder.found;
+}
+
+bool contains_reduce(const Stmt& stmt) {
+  ReduceFinder finder;
+  finder.visit(stmt);
+  return finder.found;
+}
+
 bool all_statements_known(const Stmt& stmt) {
   switch (stmt.kind()) {
     case StmtKind::store:
