@@ -567,9 +567,18 @@ class Scheduler {
       std::ranges::copy_if(band, std::back_inserter(order),
                            [&](const std::string& var) { return var != columns; });
       order.push_back(columns);
+      // The reorder only pays with the accumulation: when that does not apply, both go.
+      const Kernel kernel_before = kernel_;
+      const std::string parallel_root_before = parallel_root;
+      const size_t directives = schedule_.directives.size(), vectorized = vector_loops.size();
       if (!try_apply({Reorder{order}})) return false;
       accumulate_columns(columns, *extent, lanes, root, parallel_root, vector_loops);
-      return true;
+      if (vector_loops.size() > vectorized) return true;
+      kernel_ = kernel_before;
+      schedule_.directives.erase(schedule_.directives.begin() + static_cast<ptrdiff_t>(directives),
+                                 schedule_.directives.end());
+      parallel_root = parallel_root_before;
+      return false;
     }
     return false;
   }
@@ -581,8 +590,9 @@ class Scheduler {
   // gathered, from lanes cache lines that the tile reads whole). Untiled, each load touched
   // another line, and another page, lanes of which the next rows of the tile read again long
   // after: ResNet-50's conv1 output, 64 channels of 112 x 112 taken back to channels first,
-  // ran 3.7x slower than in tiles (docs/benchmarks.md). Only a perfect nest of the two loops
-  // whose extents the lanes divide, and a body with no reduction.
+  // ran a third faster in tiles, and a C++ probe of that copy 3.7x (docs/benchmarks.md). Only
+  // a perfect nest of the two loops whose extents the lanes divide, and a body with no
+  // reduction.
   void tile_transpose(const std::string& leaf_var, const std::string& root,
                       std::string& parallel_root, std::set<std::string>& vector_loops) {
     const std::string* outer_var = nullptr;
