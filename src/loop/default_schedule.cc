@@ -256,9 +256,9 @@ bool vectorizable_reduction_body(const Expr& body, const std::string& var, bool 
 }
 
 // Whether `leaf`'s body begins with stores of serial reductions that walk down columns: a
-// load strided along the reduction's variable (neither 0 nor 1) that is contiguous along the
-// leaf's (Rule 2a below).
-bool reduces_columns(const For& leaf) {
+// load strided along the reduction's variable (neither 0 nor 1) that is contiguous along
+// `columns`, the leaf's variable or a loop's around it (Rule 2a below).
+bool reduces_columns(const For& leaf, std::string_view columns) {
   const std::vector<Stmt> stmts = flatten_blocks(leaf.body);
   const auto* store_stmt = stmts.empty() ? nullptr : stmts[0].as<Store>();
   const auto* reduction = store_stmt != nullptr ? store_stmt->value.as<Reduce>() : nullptr;
@@ -266,7 +266,7 @@ bool reduces_columns(const For& leaf) {
   for (const Access& access : collect_accesses(stmts[0], {}).list) {
     if (access.is_store) continue;
     const std::optional<int64_t> along_terms = stride_of(access.index, reduction->var);
-    if (along_terms != 0 && along_terms != 1 && stride_of(access.index, leaf.var) == 1) {
+    if (along_terms != 0 && along_terms != 1 && stride_of(access.index, columns) == 1) {
       return true;
     }
   }
@@ -307,6 +307,15 @@ std::vector<std::string> reductions_to_vectorize(const Stmt& body, bool vector_m
 
 int64_t lane_bytes(DType dtype) {
   return dtype == DType::f16 || dtype == DType::bf16 ? 4 : dtype_size_bytes(dtype);
+}
+
+// The vector lanes of the widest element `stmt` loads or stores (f16 and bf16 as f32).
+int64_t lanes_of_widest(const Stmt& stmt, int64_t vector_bytes) {
+  int64_t widest = 1;
+  for (const Access& access : collect_accesses(stmt, {}).list) {
+    widest = std::max(widest, lane_bytes(access.buffer.dtype()));
+  }
+  return vector_bytes / widest;
 }
 
 class Scheduler {
@@ -519,7 +528,7 @@ class Scheduler {
     }
     const int64_t lanes = *found_lanes;
     if (lanes < 2 || *extent < lanes) return;
-    if (reduces_columns(*leaf)) {
+    if (reduces_columns(*leaf, var)) {
       accumulate_columns(var, *extent, lanes, root, parallel_root, vector_loops);
       return;
     }
@@ -544,25 +553,11 @@ class Scheduler {
     std::vector<std::string> band;
     for (const For* f = loop(root); f != nullptr; f = f->body.as<For>()) band.push_back(f->var);
     if (band.size() < 2 || band.back() != leaf_var) return false;
-    const std::vector<Stmt> stmts = flatten_blocks(loop(leaf_var)->body);
-    const auto* store_stmt = stmts.size() == 1 ? stmts[0].as<Store>() : nullptr;
-    const auto* reduction = store_stmt != nullptr ? store_stmt->value.as<Reduce>() : nullptr;
-    if (reduction == nullptr || reduction->vectorized) return false;
-    const std::vector<Access> accesses = collect_accesses(stmts[0], {}).list;
-    int64_t widest = 1;
-    for (const Access& access : accesses) {
-      widest = std::max(widest, lane_bytes(access.buffer.dtype()));
-    }
-    const int64_t lanes = target_.vector_bytes / widest;
+    const int64_t lanes = lanes_of_widest(loop(leaf_var)->body, target_.vector_bytes);
     for (const std::string& columns : band) {
       if (columns == leaf_var) break;
       const std::optional<int64_t> extent = as_const_int(loop(columns)->extent);
-      const bool walks_down = std::ranges::any_of(accesses, [&](const Access& access) {
-        const std::optional<int64_t> along_terms = stride_of(access.index, reduction->var);
-        return !access.is_store && along_terms != 0 && along_terms != 1 &&
-               stride_of(access.index, columns) == 1;
-      });
-      if (!walks_down || !extent || *extent < lanes) continue;
+      if (!extent || *extent < lanes || !reduces_columns(*loop(leaf_var), columns)) continue;
       std::vector<std::string> order;
       std::ranges::copy_if(band, std::back_inserter(order),
                            [&](const std::string& var) { return var != columns; });
@@ -590,9 +585,9 @@ class Scheduler {
   // gathered, from lanes cache lines that the tile reads whole). Untiled, each load touched
   // another line, and another page, lanes of which the next rows of the tile read again long
   // after: ResNet-50's conv1 output, 64 channels of 112 x 112 taken back to channels first,
-  // ran a third faster in tiles, and a C++ probe of that copy 3.7x (docs/benchmarks.md). Only
-  // a perfect nest of the two loops whose extents the lanes divide, and a body with no
-  // reduction.
+  // took a third less time in tiles, and in a C++ probe of that copy 3.7x less
+  // (docs/benchmarks.md). Only a perfect nest of the two loops whose extents the lanes
+  // divide, and a body with no reduction.
   void tile_transpose(const std::string& leaf_var, const std::string& root,
                       std::string& parallel_root, std::set<std::string>& vector_loops) {
     const std::string* outer_var = nullptr;
@@ -606,17 +601,15 @@ class Scheduler {
     const For* leaf = loop(leaf_var);
     if (contains_reduce(leaf->body)) return;
     bool strided_rows = false;
-    int64_t widest = 1;
     for (const Access& access : collect_accesses(leaf->body, {}).list) {
       const std::optional<int64_t> along_leaf = stride_of(access.index, leaf_var);
       const std::optional<int64_t> along_outer = stride_of(access.index, *outer_var);
       if (!along_leaf || !along_outer) return;
-      widest = std::max(widest, lane_bytes(access.buffer.dtype()));
       if (*along_leaf == 1 || (*along_leaf == 0 && !access.is_store)) continue;
       if (access.is_store || *along_outer != 1) return;
       strided_rows = true;
     }
-    const int64_t lanes = target_.vector_bytes / widest;
+    const int64_t lanes = lanes_of_widest(leaf->body, target_.vector_bytes);
     const std::optional<int64_t> outer_extent = as_const_int(outer->extent);
     const std::optional<int64_t> leaf_extent = as_const_int(leaf->extent);
     if (!strided_rows || lanes < 2 || !outer_extent || !leaf_extent || *outer_extent % lanes != 0 ||
