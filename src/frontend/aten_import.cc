@@ -282,7 +282,7 @@ void AtenNode::ignore(std::initializer_list<std::string_view> names) {
 Status AtenNode::unsupported(std::string_view name, std::string_view why) const {
   const Json& args = node_.at("args");
   auto it = args.find(name);
-  return Status::errorf("argument {} = {} is not supported: {}", name,
+  return Status::errorf(ErrorCode::unsupported, "argument {} = {} is not supported: {}", name,
                         it == args.end() ? "(missing)" : it->dump(), why);
 }
 
@@ -314,6 +314,12 @@ Status check_node_fields(const Json& node) {
   return Status::ok();
 }
 
+// A converter's error as "unsupported", unless it is Kiln's own bug.
+Status as_unsupported(const Status& status) {
+  if (status.code() != ErrorCode::invalid_input) return status;
+  return Status::error(ErrorCode::unsupported, status.message());
+}
+
 // Converts one node and checks its results against PyTorch's metadata.
 Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& values,
                                            RandomStream& random, const Json& node) {
@@ -330,19 +336,24 @@ Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& va
   const std::string& target = node.at("target").get_ref<const std::string&>();
   auto converter = converters().find(target);
   if (converter == converters().end()) {
-    return Status::errorf("Kiln has no converter for ATen op {}", target);
+    return Status::errorf(ErrorCode::unsupported, "Kiln has no converter for ATen op {}", target);
   }
   AtenNode context(b, values, random, node, std::move(outputs));
   Expected<std::vector<Value*>> results = converter->second(context);
-  if (!results) return results.status();
-  if (!b.ok()) return b.status();
+  // PyTorch made the node, so a converter that refuses it, or builds what Kiln's ops refuse,
+  // does not support this form of the op; its own bugs stay internal.
+  if (!results) return as_unsupported(results.status());
+  if (!b.ok()) return as_unsupported(b.status());
   if (std::vector<std::string> unread = context.unread_arguments(); !unread.empty()) {
-    return Status::errorf("argument(s) {} are not read by Kiln's converter of {}",
+    return Status::errorf(ErrorCode::unsupported,
+                          "argument(s) {} are not read by Kiln's converter of {}",
                           fmt::join(unread, ", "), target);
   }
   if (results->size() != static_cast<size_t>(context.num_outputs())) {
-    return Status::errorf("the converter gives {} results, PyTorch's metadata {}", results->size(),
-                          context.num_outputs());
+    return Status::errorf(ErrorCode::internal,
+                          "internal compiler error: the converter gives {} results, PyTorch's "
+                          "metadata {}",
+                          results->size(), context.num_outputs());
   }
   for (int i = 0; i < context.num_outputs(); ++i) {
     Value* result = (*results)[static_cast<size_t>(i)];
@@ -350,10 +361,12 @@ Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& va
       (*results)[static_cast<size_t>(i)] = nullptr;
       continue;
     }
-    if (result == nullptr) return Status::errorf("result {} was not built", i);
+    if (result == nullptr) return Status::errorf(ErrorCode::internal, "internal compiler error: result {} was not built", i);
     if (result->type() != context.output_type(i)) {
-      return Status::errorf("result {} converts to {}, but PyTorch gives {}", i,
-                            result->type().to_string(), context.output_type(i).to_string());
+      return Status::errorf(ErrorCode::internal,
+                            "internal compiler error: result {} converts to {}, but PyTorch "
+                            "gives {}",
+                            i, result->type().to_string(), context.output_type(i).to_string());
     }
   }
   return results;

@@ -85,7 +85,10 @@ Status CudaDriver::check(CUresult result, std::string_view what) const {
   if (cuGetErrorString == nullptr || cuGetErrorString(result, &description) != CUDA_SUCCESS) {
     description = nullptr;
   }
-  return Status::errorf("{}: {} ({})", what,
+  // Out of memory is the machine's limit; any other failure of a call Kiln makes is its own.
+  const ErrorCode code =
+      result == CUDA_ERROR_OUT_OF_MEMORY ? ErrorCode::resource_exhausted : ErrorCode::internal;
+  return Status::errorf(code, "{}: {} ({})", what,
                         name != nullptr ? name : "CUDA error " + std::to_string(result),
                         description != nullptr ? description : "no description");
 }

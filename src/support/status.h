@@ -1,14 +1,24 @@
-// Status and Expected<T>: how Kiln reports user errors.
+// Status and Expected<T>: how Kiln reports errors.
 //
-// Kiln distinguishes two kinds of failure. A *user error* (a malformed file, an unsupported op,
-// an attribute out of range) is returned as a Status carrying a message that names the node, op
-// or source location; callers propagate it with KILN_RETURN_IF_ERROR / KILN_ASSIGN_OR_RETURN and
-// the CLI turns it into exit code 1. A broken *internal invariant* is not a Status: it is
-// KILN_CHECK (support/check.h), which aborts with "internal compiler error".
+// A failure is a Status with a code and a message that names the node, op or source location;
+// callers propagate it with KILN_RETURN_IF_ERROR / KILN_ASSIGN_OR_RETURN and add context on the
+// way up (with_context keeps the code). The code says whose the failure is, and so what a
+// caller may do with it:
+//   invalid_input       a malformed file, an attribute out of range, a wrong option: the
+//                       user's to fix (Status::error without a code means this)
+//   unsupported         well formed, but Kiln does not compile or run it (an op, a dtype, a
+//                       shape a target cannot take): the Python backend leaves such a graph to
+//                       PyTorch, and only such a graph
+//   resource_exhausted  memory or another resource ran out
+//   internal            a bug in Kiln ("internal compiler error")
+// The CLI turns any of them into exit code 1. A broken internal invariant deep in a pass is
+// KILN_CHECK (support/check.h) instead, which aborts, or raises in the Python module.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -16,27 +26,43 @@
 
 namespace kiln {
 
+enum class ErrorCode : uint8_t { ok, invalid_input, unsupported, resource_exhausted, internal };
+
+// "ok", "invalid input", "unsupported", "resource exhausted", "internal".
+std::string_view error_code_name(ErrorCode code);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;  // success
   static Status ok() { return Status(); }
-  static Status error(std::string message) { return Status(std::move(message)); }
+  static Status error(std::string message) {
+    return Status(ErrorCode::invalid_input, std::move(message));
+  }
+  static Status error(ErrorCode code, std::string message) {
+    return Status(code, std::move(message));
+  }
   template <typename... Args>
   static Status errorf(fmt::format_string<Args...> format, Args&&... args) {
-    return Status(fmt::format(format, std::forward<Args>(args)...));
+    return Status(ErrorCode::invalid_input, fmt::format(format, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  static Status errorf(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
+    return Status(code, fmt::format(format, std::forward<Args>(args)...));
   }
 
-  bool is_ok() const { return !message_.has_value(); }
+  bool is_ok() const { return code_ == ErrorCode::ok; }
   explicit operator bool() const { return is_ok(); }
+  ErrorCode code() const { return code_; }
   const std::string& message() const;
 
-  // Returns a copy whose message is prefixed with `context: `. Used to add the node, op or
-  // location to an error raised deeper down.
+  // Returns a copy whose message is prefixed with `context: `, with the same code. Used to add
+  // the node, op or location to an error raised deeper down.
   Status with_context(std::string_view context) const;
 
  private:
-  explicit Status(std::string message) : message_(std::move(message)) {}
-  std::optional<std::string> message_;
+  Status(ErrorCode code, std::string message);
+  ErrorCode code_ = ErrorCode::ok;
+  std::string message_;
 };
 
 // A value or the Status saying why there is none.
@@ -46,7 +72,8 @@ class [[nodiscard]] Expected {
   Expected(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   Expected(Status status) : state_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(state_).is_ok()) {
-      state_ = Status::error("internal compiler error: Expected built from an OK status");
+      state_ = Status::error(ErrorCode::internal,
+                             "internal compiler error: Expected built from an OK status");
     }
   }
 
