@@ -38,9 +38,11 @@ Recognitions canonicalize(Graph& graph, std::span<const Rule> rules) {
   for (int pass = 0; pass < kMaxCanonicalPasses; ++pass) {
     bool changed = false;
     for (const Rule& rule : rules) {
-      if (const int applied = apply_everywhere(graph, rule); applied > 0) {
-        recognized[rule.name] += applied;
-        changed = true;
+      for (const Rule& instance : instances_of(rule)) {
+        if (const int applied = apply_everywhere(graph, instance); applied > 0) {
+          recognized[rule.name] += applied;
+          changed = true;
+        }
       }
     }
     if (!changed) break;

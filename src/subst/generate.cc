@@ -471,7 +471,11 @@ std::optional<Rule> rule_at(const Candidate& source, const Candidate& target,
   Expected<Graph> from = build_graph(source, params, dims, DType::f32, "source");
   Expected<Graph> to = build_graph(target, params, dims, DType::f32, "target");
   if (!from || !to || from->outputs()[0]->type() != to->outputs()[0]->type()) return std::nullopt;
-  Rule rule{name, "generated", {}, {}, std::move(from).value(), std::move(to).value(), {}};
+  Rule rule;
+  rule.name = name;
+  rule.origin = "generated";
+  rule.source = std::move(from).value();
+  rule.target = std::move(to).value();
   if (!check_rule_numerically(rule).is_ok()) return std::nullopt;
   return rule;
 }
@@ -658,6 +662,19 @@ std::string print_rules(const std::vector<Rule>& rules) {
       text += fmt::format("constant {}{}\n",
                           print_value_ref(*rule.source.inputs()[constant.variable]),
                           constant.attribute.empty() ? "" : " as " + constant.attribute);
+    }
+    if (!rule.dtypes.empty()) {
+      std::vector<std::string_view> names;
+      for (const DType dtype : rule.dtypes) names.push_back(dtype_name(dtype));
+      text += fmt::format("dtypes {}\n", fmt::join(names, " | "));
+    }
+    if (!rule.ranks.variables.empty()) {
+      std::vector<std::string> variables;
+      for (const size_t v : rule.ranks.variables) {
+        variables.push_back(print_value_ref(*rule.source.inputs()[v]));
+      }
+      text += fmt::format("ranks {} {}\n", fmt::join(variables, " "),
+                          fmt::join(rule.ranks.ranks, " | "));
     }
     text += print_graph(rule.source);
     text += print_graph(rule.target);

@@ -545,6 +545,15 @@ Status prove_instance(const Rule& rule, const Graph& source, const Graph& target
 }  // namespace
 
 Expected<Proof> prove_rule(const Rule& rule, const ProofOptions& options, Rejection* rejection) {
+  if (!rule.instances.empty()) {
+    Proof total;
+    for (const Rule& instance : rule.instances) {
+      KILN_ASSIGN_OR_RETURN(const Proof proof, prove_rule(instance, options, rejection));
+      total.instances += proof.instances;
+      total.skipped += proof.skipped;
+    }
+    return total;
+  }
   Rejection ignored = Rejection::unsupported;
   Rejection& why = rejection != nullptr ? *rejection : ignored;
   why = Rejection::unsupported;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "interp/random_inputs.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/dtype.h"
 
 namespace kiln::subst {
 namespace {
@@ -255,6 +257,234 @@ Status parse_constant(const std::string& text, const std::string& where, Rule& r
   return Status::ok();
 }
 
+Status check_rule_shape(const Rule& rule);
+
+// The float dtype of every floating value of `rule`'s example, or why there is not one.
+Expected<DType> example_float_dtype(const Rule& rule) {
+  std::optional<DType> found;
+  for (const Graph* graph : {&rule.source, &rule.target}) {
+    std::vector<const Value*> values(graph->inputs().begin(), graph->inputs().end());
+    for (const Node* node : graph->nodes()) {
+      values.insert(values.end(), node->outputs().begin(), node->outputs().end());
+    }
+    for (const Value* value : values) {
+      if (!is_floating(value->dtype())) continue;
+      if (found && *found != value->dtype()) {
+        return Status::errorf("the example mixes {} and {}", dtype_name(*found),
+                              dtype_name(value->dtype()));
+      }
+      found = value->dtype();
+    }
+  }
+  if (!found) return Status::error("the example has no floating value");
+  return *found;
+}
+
+// "f32 | bf16 | f16": the float dtypes the rule matches at, the example's moved first.
+Status parse_dtypes(const std::string& text, const std::string& where, Rule& rule) {
+  if (!rule.dtypes.empty()) return Status::errorf("{}: a second 'dtypes' line", where);
+  Expected<DType> example = example_float_dtype(rule);
+  if (!example) return example.status().with_context(fmt::format("{}: dtypes", where));
+  std::stringstream alternatives(text);
+  std::string alternative;
+  while (std::getline(alternatives, alternative, '|')) {
+    std::stringstream word(alternative);
+    std::string name, extra;
+    word >> name >> extra;
+    const std::optional<DType> dtype = parse_dtype(name);
+    if (!dtype || !is_floating(*dtype) || !extra.empty()) {
+      return Status::errorf("{}: '{}' is not a float dtype", where, name + extra);
+    }
+    if (std::ranges::find(rule.dtypes, *dtype) != rule.dtypes.end()) {
+      return Status::errorf("{}: {} is listed twice", where, name);
+    }
+    rule.dtypes.push_back(*dtype);
+  }
+  const auto own = std::ranges::find(rule.dtypes, *example);
+  if (own == rule.dtypes.end()) {
+    return Status::errorf("{}: the example's dtype {} is not listed", where,
+                          dtype_name(*example));
+  }
+  std::rotate(rule.dtypes.begin(), own, own + 1);
+  return Status::ok();
+}
+
+// "%x 3 | 2 | 4": variables of one example rank and the ranks they match at, the example's
+// moved first.
+Status parse_ranks(const std::string& text, const std::string& where, Rule& rule) {
+  if (!rule.ranks.variables.empty()) return Status::errorf("{}: a second 'ranks' line", where);
+  std::stringstream words(text);
+  std::string word;
+  std::string ranks_text;
+  const auto& params = rule.source.inputs();
+  while (words >> word) {
+    if (word[0] != '%') {
+      ranks_text += word + " ";
+      continue;
+    }
+    if (!ranks_text.empty()) {
+      return Status::errorf("{}: 'ranks' lists its variables before the ranks", where);
+    }
+    const auto param = std::ranges::find(params, word.substr(1), &Value::name);
+    if (param == params.end()) {
+      return Status::errorf("{}: '{}' names no parameter of the source", where, word);
+    }
+    rule.ranks.variables.push_back(static_cast<size_t>(param - params.begin()));
+  }
+  if (rule.ranks.variables.empty()) {
+    return Status::errorf("{}: ranks are written 'ranks %VARIABLE... RANK | RANK ...'", where);
+  }
+  const int example = params[rule.ranks.variables[0]]->shape().rank();
+  for (const size_t variable : rule.ranks.variables) {
+    if (params[variable]->shape().rank() != example) {
+      return Status::errorf("{}: the variables of 'ranks' differ in their example's rank", where);
+    }
+  }
+  std::stringstream alternatives(ranks_text);
+  std::string alternative;
+  while (std::getline(alternatives, alternative, '|')) {
+    const std::optional<AttrValue> value = parse_attribute_value(alternative);
+    if (!value || value->kind() != AttrKind::integer || value->as_int() < 1 ||
+        value->as_int() > 8) {
+      std::stringstream trimmed(alternative);
+      std::string shown;
+      trimmed >> shown;
+      return Status::errorf("{}: '{}' is not a rank from 1 to 8", where, shown);
+    }
+    const int rank = static_cast<int>(value->as_int());
+    if (std::ranges::find(rule.ranks.ranks, rank) != rule.ranks.ranks.end()) {
+      return Status::errorf("{}: rank {} is listed twice", where, rank);
+    }
+    rule.ranks.ranks.push_back(rank);
+  }
+  const auto own = std::ranges::find(rule.ranks.ranks, example);
+  if (own == rule.ranks.ranks.end()) {
+    return Status::errorf("{}: the example's rank {} is not listed", where, example);
+  }
+  std::rotate(rule.ranks.ranks.begin(), own, own + 1);
+  return Status::ok();
+}
+
+// How one instance of a rule retypes its example.
+struct Retyping {
+  DType from = DType::f32;  // the example's float dtype
+  DType to = DType::f32;
+  std::vector<bool> ranked;           // per source parameter: whether its rank changes
+  std::vector<int64_t> leading_dims;  // the instance's leading extents where the rank grows
+  int rank_change = 0;                // the instance's rank less the example's
+
+  TensorType type(TensorType type, bool is_ranked) const {
+    if (type.dtype == from) type.dtype = to;
+    if (!is_ranked || rank_change == 0) return type;
+    std::vector<int64_t> dims = type.shape.dims();
+    if (rank_change < 0) {
+      dims.erase(dims.begin(), dims.begin() + (-rank_change));
+    } else {
+      dims.insert(dims.begin(), leading_dims.begin(), leading_dims.begin() + rank_change);
+    }
+    type.shape = Shape(std::move(dims));
+    return type;
+  }
+
+  // A constant's value and a dtype attribute follow the dtype; constants are rounded to it.
+  Attrs attrs(const Attrs& attrs) const {
+    Attrs retyped = attrs;
+    for (const auto& [name, value] : attrs.entries()) {
+      if (value.kind() == AttrKind::dtype && value.as_dtype() == from) retyped.set(name, to);
+      if (value.kind() == AttrKind::tensor && value.as_tensor().dtype == from) {
+        const Array& example = value.as_tensor();
+        retyped.set(name, Array(to, example.shape, example.data));
+      }
+    }
+    return retyped;
+  }
+};
+
+// `graph` built again, node by node, from parameters of the retyped types: each node's types
+// are inferred anew.
+Expected<Graph> retype_graph(const Graph& graph, const Retyping& retyping) {
+  Graph built(graph.name());
+  std::map<const Value*, Value*> value_of;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const Value* input = graph.inputs()[i];
+    value_of[input] = built.add_input(retyping.type(input->type(), retyping.ranked[i]),
+                                      input->name());
+  }
+  for (const Node* node : graph.nodes()) {
+    std::vector<Value*> inputs;
+    for (const Value* input : node->inputs()) inputs.push_back(value_of.at(input));
+    std::vector<std::string> names;
+    for (const Value* output : node->outputs()) names.push_back(output->name());
+    KILN_ASSIGN_OR_RETURN(Node * made, built.add_node(node->op(), std::move(inputs),
+                                                      retyping.attrs(node->attrs()), names));
+    for (int k = 0; k < node->num_outputs(); ++k) value_of[node->output(k)] = made->output(k);
+  }
+  std::vector<Value*> outputs;
+  for (const Value* output : graph.outputs()) outputs.push_back(value_of.at(output));
+  built.set_outputs(std::move(outputs));
+  return built;
+}
+
+// `rule` at `dtype` and `rank` (of its ranked variables).
+Expected<Rule> instantiate(const Rule& rule, DType dtype, int rank) {
+  const auto& params = rule.source.inputs();
+  Retyping retyping;
+  retyping.from = rule.dtypes.empty() ? dtype : rule.dtypes[0];
+  retyping.to = dtype;
+  retyping.ranked.assign(params.size(), false);
+  for (const size_t variable : rule.ranks.variables) retyping.ranked[variable] = true;
+  if (!rule.ranks.variables.empty()) {
+    retyping.rank_change = rank - rule.ranks.ranks[0];
+    // New leading extents, distinct from the declared ones, which attributes may name.
+    for (const int64_t extent : {7, 11, 13, 17, 19, 23, 29, 31}) {
+      if (std::ranges::find(rule.extents, extent, &SymbolicExtent::example) == rule.extents.end()) {
+        retyping.leading_dims.push_back(extent);
+      }
+    }
+  }
+  std::vector<std::string> label;
+  if (!rule.dtypes.empty()) label.emplace_back(dtype_name(dtype));
+  if (!rule.ranks.variables.empty()) label.push_back(fmt::format("rank {}", rank));
+  Rule instance;
+  instance.name = rule.name;
+  instance.origin = fmt::format("{} ({})", rule.origin, fmt::join(label, ", "));
+  instance.attribute_choices = rule.attribute_choices;
+  instance.constants = rule.constants;
+  for (SymbolicExtent extent : rule.extents) {
+    if (retyping.ranked[extent.variable]) extent.axis += retyping.rank_change;
+    if (extent.axis < 0) {
+      return Status::errorf("{}: rule '{}': rank {} drops the declared extent of %{}",
+                            rule.origin, rule.name, rank, params[extent.variable]->name());
+    }
+    instance.extents.push_back(extent);
+  }
+  const auto context = fmt::format("{}: rule '{}'", instance.origin, rule.name);
+  Expected<Graph> source = retype_graph(rule.source, retyping);
+  if (!source) return source.status().with_context(context);
+  Expected<Graph> target = retype_graph(rule.target, retyping);
+  if (!target) return target.status().with_context(context);
+  instance.source = std::move(*source);
+  instance.target = std::move(*target);
+  KILN_RETURN_IF_ERROR(check_rule_shape(instance));
+  return instance;
+}
+
+// The instances of a rule with dtypes or ranks (rule.h), the example first.
+Status instantiate_all(Rule& rule) {
+  if (rule.dtypes.empty() && rule.ranks.variables.empty()) return Status::ok();
+  std::vector<DType> dtypes = rule.dtypes;
+  if (dtypes.empty()) dtypes.push_back(DType::f32);
+  std::vector<int> ranks = rule.ranks.ranks;
+  if (ranks.empty()) ranks.push_back(0);
+  for (const DType dtype : dtypes) {
+    for (const int rank : ranks) {
+      KILN_ASSIGN_OR_RETURN(Rule instance, instantiate(rule, dtype, rank));
+      rule.instances.push_back(std::move(instance));
+    }
+  }
+  return Status::ok();
+}
+
 // The agreements parse_rules promises (rule.h).
 Status check_rule_shape(const Rule& rule) {
   const Graph& source = rule.source;
@@ -349,10 +579,13 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
       extents_where = scanner.where();
       extents = scanner.rest_of_line();
     }
-    std::vector<std::pair<std::string, std::string>> choices, constants;  // (text, where)
+    // (text, where)
+    std::vector<std::pair<std::string, std::string>> choices, constants, dtypes, ranks;
     while (true) {
       auto* lines = scanner.accept("attributes") ? &choices
                     : scanner.accept("constant") ? &constants
+                    : scanner.accept("dtypes")   ? &dtypes
+                    : scanner.accept("ranks")    ? &ranks
                                                  : nullptr;
       if (lines == nullptr) break;
       const std::string where = scanner.where();
@@ -369,6 +602,9 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
     for (const auto& [constant, where] : constants) {
       KILN_RETURN_IF_ERROR(parse_constant(constant, where, rule));
     }
+    for (const auto& [line, where] : dtypes) KILN_RETURN_IF_ERROR(parse_dtypes(line, where, rule));
+    for (const auto& [line, where] : ranks) KILN_RETURN_IF_ERROR(parse_ranks(line, where, rule));
+    KILN_RETURN_IF_ERROR(instantiate_all(rule));
     rules.push_back(std::move(rule));
   }
   return rules;
@@ -382,6 +618,11 @@ Expected<std::vector<Rule>> read_rules_file(const std::string& path) {
   return parse_rules(text.str(), path);
 }
 
+std::span<const Rule> instances_of(const Rule& rule) {
+  if (rule.instances.empty()) return {&rule, 1};
+  return rule.instances;
+}
+
 std::optional<double> splat_constant(const Value& value) {
   const Node* producer = value.producer();
   if (producer == nullptr || producer->op() != Op::constant) return std::nullopt;
@@ -393,6 +634,12 @@ std::optional<double> splat_constant(const Value& value) {
 }
 
 Status check_rule_numerically(const Rule& rule, int trials) {
+  if (!rule.instances.empty()) {
+    for (const Rule& instance : rule.instances) {
+      KILN_RETURN_IF_ERROR(check_rule_numerically(instance, trials));
+    }
+    return Status::ok();
+  }
   for (int trial = 0; trial < trials; ++trial) {
     std::vector<Array> inputs =
         random_inputs(rule.source, {.seed = static_cast<uint64_t>(trial) + 1});

@@ -48,6 +48,19 @@
 // example value, which the numeric check gives the variable; the prover does not take a rule
 // that binds an attribute so (its target would not depend on the variable).
 //
+// A rule may be written once over dtypes and ranks, its graphs giving one example: a line
+//   dtypes f32 | bf16 | f16
+// lets the rule match at each listed float dtype (the example's own among them): every value,
+// constant and dtype attribute of the example's dtype takes the listed one, and a constant's
+// value is rounded to it, so a pattern's constants match what an exporter writes in that
+// dtype; a line
+//   ranks %x 3 | 2 | 4
+// lets the listed variables (of one example rank, which is listed) match at each listed rank:
+// leading axes are dropped, or new ones put in front, and every node is built again at the
+// new types. The rule is then the set of its instances, one per dtype and rank (`instances`,
+// the example's first), each a rule of fixed types as above: it is matched, applied, proved
+// and checked instance by instance.
+//
 // A rule file's rules are checked when read: the two graphs agree in parameters and result
 // types, every variable is used by the source, the source computes each of its results, and
 // names are unique. check_rule_numerically compares the two graphs on random inputs: a
@@ -55,6 +68,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,15 +97,28 @@ struct ConstantVariable {
   std::string attribute;  // the target attribute that takes its value, or empty
 };
 
+// Variables that match at several ranks (see above).
+struct RankChoice {
+  std::vector<size_t> variables;  // indices of source parameters, of one example rank
+  std::vector<int> ranks;         // the example's first
+};
+
 struct Rule {
   std::string name;
-  std::string origin;  // "FILE:LINE" of its `rule` line
+  std::string origin;  // "FILE:LINE" of its `rule` line; an instance adds "(bf16, rank 2)"
   std::vector<SymbolicExtent> extents;
   std::vector<AttributeChoice> attribute_choices;
   Graph source;
   Graph target;
   std::vector<ConstantVariable> constants;
+  std::vector<DType> dtypes;  // `dtypes`, the example's first; empty when not given
+  RankChoice ranks;           // `ranks`; no variables when not given
+  // With dtypes or ranks: the rule at each combination, the example first; else empty.
+  std::vector<Rule> instances;
 };
+
+// The rules of fixed types `rule` stands for: its instances, or the rule itself.
+std::span<const Rule> instances_of(const Rule& rule);
 
 Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view filename = "<rules>");
 Expected<std::vector<Rule>> read_rules_file(const std::string& path);

@@ -43,7 +43,14 @@ constexpr const char* kExportedNormAndGelu = R"(graph @g(%x: f32[2,3,8], %w: f32
 })";
 
 TEST(CanonicalRules, TheBuildKeptEveryCanonicalRule) {
-  EXPECT_GE(subst::canonical_rules().size(), 20u);
+  // The rules at f32 are the per-rank rules the file held before it listed dtypes and ranks.
+  size_t f32_instances = 0;
+  for (const subst::Rule& rule : subst::canonical_rules()) {
+    for (const subst::Rule& instance : subst::instances_of(rule)) {
+      f32_instances += instance.source.outputs()[0]->dtype() == DType::f32 ? 1 : 0;
+    }
+  }
+  EXPECT_GE(f32_instances, 20u);
   EXPECT_TRUE(subst::canonical_rules_left_out().empty()) << subst::canonical_rules_left_out()[0];
   for (const subst::Rule& rule : subst::canonical_rules()) {
     const Status checked = subst::check_rule_numerically(rule);
@@ -83,7 +90,7 @@ Compiled compile_and_check(bool canonicalize) {
 TEST(Canonicalize, AnExportedLayerNormAndGeluCompileAsTheComposites) {
   const Compiled canonical = compile_and_check(true);
   const std::map<std::string, int> expected = {
-      {"gelu-erf-rank3", 1}, {"layer-norm-rank3", 1}, {"square-as-product-rank3", 1}};
+      {"gelu-erf", 1}, {"layer-norm", 1}, {"square-as-product", 1}};
   EXPECT_EQ(canonical.rewrites.passes.recognized, expected);
   EXPECT_EQ(std::ranges::count(canonical.ops, Op::layer_norm), 1);
   EXPECT_EQ(std::ranges::count(canonical.ops, Op::gelu), 1);

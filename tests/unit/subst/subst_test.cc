@@ -640,8 +640,12 @@ graph @target(%x: f32[2,3], %y: f32[2,3]) {
   ASSERT_TRUE(pushed.has_value()) << pushed.status().message();
   const std::vector<Rule> shipped = shipped_rules();
   const Rule& cancel = rule_named(shipped, "neg-neg-cancel");
-  pushed->push_back(
-      {cancel.name, cancel.origin, {}, {}, cancel.source.clone(), cancel.target.clone(), {}});
+  Rule copy;
+  copy.name = cancel.name;
+  copy.origin = cancel.origin;
+  copy.source = cancel.source.clone();
+  copy.target = cancel.target.clone();
+  pushed->push_back(std::move(copy));
   Graph graph;
   GraphBuilder b(graph);
   const auto input = [&](const char* name) { return b.input(name, DType::f32, {2, 3}); };
