@@ -4,7 +4,7 @@
     model = torch.compile(model, backend="kiln")   # forward and backward compiled by Kiln
 
 Kiln compiles the Core ATen graphs that torch.compile's AOTAutograd traces (forward and
-backward) for this machine's CPU, or for its GPU when the tensors are on cuda:0; the ops it
+backward) for this machine's CPU, or for a GPU when the tensors are on it (cuda:N); the ops it
 does not convert run in PyTorch between its kernels. ``kiln.explain(model, *inputs)`` tells
 what was fused and what was left to PyTorch.
 ``kiln.compile_train_step(model, loss_fn, optimizer="adamw")`` compiles forward, backward and
@@ -17,7 +17,8 @@ from importlib.metadata import PackageNotFoundError, version as _version
 # bundle's copies, scripts/gpu-bundle) made PyTorch's import abort ("free(): invalid pointer").
 import torch  # noqa: F401
 
-from ._kiln import CompileError, supported_aten_ops
+from ._kiln import (CompileError, InternalError, InvalidInputError, ResourceExhaustedError,
+                    UnsupportedError, supported_aten_ops)
 from .backend import Report, compile_graph, kiln_backend, make_backend
 from .train_step import TrainStep, compile_train_step
 
@@ -26,8 +27,9 @@ try:
 except PackageNotFoundError:  # imported from the source tree
     __version__ = "unknown"
 
-__all__ = ["CompileError", "Report", "TrainStep", "compile_graph", "compile_train_step",
-           "explain", "kiln_backend", "make_backend", "supported_aten_ops"]
+__all__ = ["CompileError", "InternalError", "InvalidInputError", "Report", "ResourceExhaustedError",
+           "TrainStep", "UnsupportedError", "compile_graph", "compile_train_step", "explain",
+           "kiln_backend", "make_backend", "supported_aten_ops"]
 
 
 def explain(model, *example_inputs, backward: bool = True) -> str:

@@ -3,7 +3,7 @@
 AOTAutograd traces the model's forward and backward into two graphs of Core ATen ops, with
 FakeTensor metadata on every node, and hands each to ``compile_graph``. Kiln takes the parts
 of a graph it converts (asking its ATen importer about each node) and compiles each part with
-its whole pipeline, for the CPU or, when the graph's tensors are on cuda:0, for that GPU; the
+its whole pipeline, for the CPU or, when the graph's tensors are on a GPU (cuda:N), for it; the
 nodes it does not convert stay with PyTorch, between the Kiln parts, and are reported once
 with the reason.
 """
@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_leaves
 from functorch.compile import make_boxed_func
 
 from . import _aten
-from ._kiln import CompileError, compile_aten_graph, import_error
+from ._kiln import CompileError, UnsupportedError, compile_aten_graph, import_error
 
 class KilnGraph(torch.nn.Module):
     """A graph of ATen ops compiled by Kiln, called with the graph's tensors, returning its
@@ -46,7 +46,7 @@ class KilnGraph(torch.nn.Module):
             with open(os.path.join(dump_dir, f"{name}.json"), "w") as f:
                 f.write(graph.text)
         self.device = device
-        self.compiled = compile_aten_graph(graph.text, device=device.type)
+        self.compiled = compile_aten_graph(graph.text, device=str(device))
         self.output_slots = graph.output_slots
         self.outputs = graph.outputs
         self.single_output = graph.single_output
@@ -159,27 +159,31 @@ class Report:
 
 
 def graph_device(example_inputs) -> torch.device | None:
-    """Where Kiln compiles a graph for: the CPU, or the first GPU (cuda:0, the one Kiln's CUDA
-    runtime uses), when every tensor input is there; None for other devices or a mix."""
+    """Where Kiln compiles a graph for: the CPU, or a GPU (cuda:N), when every tensor input is
+    there; None for other devices or a mix."""
     devices = {x.device for x in example_inputs if isinstance(x, torch.Tensor)}
     if devices <= {torch.device("cpu")}:
         return torch.device("cpu")
-    if devices == {torch.device("cuda", 0)}:
-        return devices.pop()
+    if len(devices) == 1:
+        device = devices.pop()
+        if device.type == "cuda":
+            return torch.device("cuda", device.index or 0)
     return None
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
                   report: Report | None = None):
     """Kiln's compilation of one ATen graph: a callable of the graph's inputs. Nodes Kiln does
-    not convert run in PyTorch, and so does a part Kiln cannot compile (symbolic shapes, say); a
-    graph whose tensors are on several devices, or on a GPU other than cuda:0, runs as it is.
-    Each with a warning."""
+    not convert run in PyTorch, and so does a part Kiln does not support (symbolic shapes, a
+    kernel the GPU cannot take: UnsupportedError); a graph whose tensors are on several
+    devices runs as it is. Each with a warning. Any other error
+    of Kiln's (InvalidInputError, ResourceExhaustedError, InternalError) is raised, naming the
+    graph part, node and op."""
     device = graph_device(example_inputs)
     if device is None:
         devices = sorted({str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)})
         warnings.warn(f"kiln: {name} runs in PyTorch: its tensors are on {', '.join(devices)}; "
-                      "Kiln compiles a graph whose tensors are all on the CPU or all on cuda:0")
+                      "Kiln compiles a graph whose tensors are all on the CPU or all on one GPU")
         return gm
     support = KilnSupport(device)
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
@@ -196,11 +200,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
         part = f"{name}.{node.target}"
         try:
             kiln_graph = KilnGraph(getattr(fused, node.target), part, device)
-        except (_aten.Unsupported, CompileError) as e:
+        except (_aten.Unsupported, UnsupportedError) as e:
             warnings.warn(f"kiln: {part} runs in PyTorch: {e}")
             if report is not None:
                 report.fallbacks.append((part, str(e)))
             continue
+        except CompileError as e:
+            # Invalid input, exhausted memory or a bug in Kiln: running the graph in PyTorch
+            # instead would hide it.
+            raise type(e)(f"kiln: {part}: {e}") from e
         setattr(fused, node.target, kiln_graph)
         if report is not None:
             report.graphs.append(kiln_graph)

@@ -123,7 +123,7 @@ class TrainStep:
         if device is None:
             raise CompileError(
                 "the step's tensors (parameters, optimizer state, inputs and targets) must all "
-                "be on the CPU or all on cuda:0, and are on " + ", ".join(
+                "be on the CPU or all on one GPU, and are on " + ", ".join(
                     sorted({str(t.device) for t in flat if isinstance(t, torch.Tensor)})))
         try:
             with _DropoutAsNativeDropout(), attention_kernels_for(device):

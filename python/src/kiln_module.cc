@@ -6,7 +6,7 @@
 // where the caller's tensors hold them, so the caller allocates the outputs (it knows their
 // types from the graph's metadata). Every tensor is checked against the graph's type and must
 // be dense and row-major, on the CPU for a graph compiled for it (nothing is copied), or on the
-// first GPU for a graph compiled for CUDA (the run is ordered on the caller's stream, and the
+// GPU a graph was compiled for (cuda:N; the run is ordered on the caller's stream, and the
 // executor copies device to device at the graph's edge: runtime/cuda_executor.h).
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
@@ -18,23 +18,58 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "frontend/aten_import.h"
 #include "fusion/partition.h"
 #include "kiln/kiln.h"
+#include "support/check.h"
 
 namespace nb = nanobind;
 
 namespace kiln {
 namespace {
 
-// kiln.CompileError: the graph did not import (the message names the node and its ATen op) or
-// did not compile.
+// kiln.CompileError: the graph did not import (the message names the node and its ATen op),
+// did not compile, or failed to run. Its subclasses carry the Status's code
+// (support/status.h), so that the backend leaves to PyTorch only what Kiln does not support.
 struct CompileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+struct InvalidInputError : CompileError {
+  using CompileError::CompileError;
+};
+struct UnsupportedError : CompileError {
+  using CompileError::CompileError;
+};
+struct ResourceExhaustedError : CompileError {
+  using CompileError::CompileError;
+};
+struct InternalError : CompileError {
+  using CompileError::CompileError;
+};
+
+// Raises `status` (an error) as the kiln exception of its code.
+[[noreturn]] void raise(const Status& status) {
+  switch (status.code()) {
+    case ErrorCode::unsupported:
+      throw UnsupportedError(status.message());
+    case ErrorCode::resource_exhausted:
+      throw ResourceExhaustedError(status.message());
+    case ErrorCode::internal:
+      throw InternalError(status.message());
+    case ErrorCode::ok:
+    case ErrorCode::invalid_input:
+      break;
+  }
+  throw InvalidInputError(status.message());
+}
+
+// A failed KILN_CHECK inside the module raises kiln.InternalError instead of aborting the
+// user's Python process (support/check.h).
+[[noreturn]] void raise_failed_check(const std::string& message) { throw InternalError(message); }
 
 // The DLPack type of a Kiln dtype, to compare with a tensor's.
 nb::dlpack::dtype dlpack_dtype(DType dtype) {
@@ -57,20 +92,22 @@ nb::dlpack::dtype dlpack_dtype(DType dtype) {
   return {};
 }
 
-// Checks that `array` holds a dense row-major tensor of `value`'s type, on the CPU or (`gpu`)
-// the first GPU; its data pointer. Runs for every tensor of every run, so the message is only
-// made for an error.
+// Checks that `array` holds a dense row-major tensor of `value`'s type on `device` (the CPU, or
+// a GPU); its data pointer. Runs for every tensor of every run, so the message is only made for
+// an error.
 void* checked_data(const nb::ndarray<>& array, const Value& value, std::string_view role,
-                   bool gpu) {
+                   const Device& device) {
   const TensorType& type = value.type();
   const auto refuse = [&](std::string_view why) {
     throw std::invalid_argument(
         fmt::format("{} '{}' ({}): {}", role, value.name(), type.to_string(), why));
   };
-  if (gpu) {
-    // The executor runs in the first GPU's primary context, as PyTorch's cuda:0 does.
-    if (array.device_type() != nb::device::cuda::value || array.device_id() != 0) {
-      refuse("the graph was compiled for the GPU, and the tensor is not on cuda:0");
+  if (device.kind == DeviceKind::cuda) {
+    // The executor runs in the GPU's primary context, as PyTorch's tensors on it do.
+    if (array.device_type() != nb::device::cuda::value ||
+        array.device_id() != static_cast<int32_t>(device.ordinal)) {
+      refuse(fmt::format("the graph was compiled for cuda:{}, and the tensor is not there",
+                         device.ordinal));
     }
   } else if (array.device_type() != nb::device::cpu::value) {
     refuse("the graph was compiled for the CPU, and the tensor is not on the CPU");
@@ -96,7 +133,8 @@ void* checked_data(const nb::ndarray<>& array, const Value& value, std::string_v
 // A compiled graph and what Python asks of it.
 class CompiledGraphHandle {
  public:
-  explicit CompiledGraphHandle(CompiledModel model) : model_(std::move(model)) {}
+  CompiledGraphHandle(CompiledModel model, Device device)
+      : model_(std::move(model)), device_(device) {}
 
   // Runs the graph: one tensor per graph input and per output, in the graph's order. On the
   // GPU, in order with `stream` (a CUstream's address; 0 is the legacy default stream), and
@@ -110,13 +148,14 @@ class CompiledGraphHandle {
           graph.outputs().size(), inputs.size(), outputs.size()));
     }
     const bool gpu = model_.on_gpu();
+    const Device device = gpu ? device_ : Device{};
     std::vector<const void*> in;
     std::vector<void*> out;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      in.push_back(checked_data(inputs[i], *graph.inputs()[i], "input", gpu));
+      in.push_back(checked_data(inputs[i], *graph.inputs()[i], "input", device));
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      out.push_back(checked_data(outputs[i], *graph.outputs()[i], "output", gpu));
+      out.push_back(checked_data(outputs[i], *graph.outputs()[i], "output", device));
     }
     Status status;
     {
@@ -131,11 +170,11 @@ class CompiledGraphHandle {
         status = model_.run_raw(in, out);
       }
     }
-    if (!status) throw std::runtime_error(status.message());
+    if (!status) raise(status);
   }
 
-  // "cpu" or "cuda", as compile_aten_graph was asked.
-  std::string device() const { return model_.on_gpu() ? "cuda" : "cpu"; }
+  // "cpu" or "cuda:N", as compile_aten_graph was asked.
+  std::string device() const { return device_name(device_); }
 
   // The fused kernels and why (fusion/partition.h: explain_partition).
   std::string explain() const {
@@ -157,17 +196,18 @@ class CompiledGraphHandle {
 
  private:
   CompiledModel model_;
+  Device device_;
 };
 
 CompiledGraphHandle compile_aten_graph(const std::string& text, bool substitution,
                                        bool reuse_compilations, const std::string& device) {
   CompileOptions options;
-  if (device == "cuda") {
-    options.device = Device::cuda;
-  } else if (device != "cpu") {
-    throw std::invalid_argument(
-        fmt::format("compile_aten_graph: device '{}': Kiln compiles for 'cpu' or 'cuda'", device));
+  Expected<Device> parsed = parse_device(device);
+  if (!parsed || parsed->kind == DeviceKind::cuda_mapping_on_cpu) {
+    throw std::invalid_argument(fmt::format(
+        "compile_aten_graph: device '{}': Kiln compiles for 'cpu', 'cuda' or 'cuda:N'", device));
   }
+  options.device = *parsed;
   options.substitution.enabled = substitution;
   options.reuse_compilations = reuse_compilations;
   Expected<CompiledModel> model = Status::error("not compiled");
@@ -176,8 +216,8 @@ CompiledGraphHandle compile_aten_graph(const std::string& text, bool substitutio
     Expected<Graph> graph = import_aten_graph(text);
     model = graph ? Compiler(options).compile(std::move(*graph)) : graph.status();
   }
-  if (!model) throw CompileError(model.status().message());
-  return CompiledGraphHandle(std::move(*model));
+  if (!model) raise(model.status());
+  return CompiledGraphHandle(std::move(*model), options.device);
 }
 
 // The import's error for a graph, or "" when it imports.
@@ -195,7 +235,14 @@ NB_MODULE(_kiln, m) {
   // torch.compile's caches keep compiled graphs alive until the interpreter is torn down, after
   // nanobind's leak check runs; those are not leaks of this module.
   nb::set_leak_warnings(false);
-  nb::exception<CompileError>(m, "CompileError");
+  // Base first: nanobind tries the translators last registered first, so each subclass is
+  // matched before its base.
+  const nb::exception<CompileError> compile_error(m, "CompileError");
+  nb::exception<InvalidInputError>(m, "InvalidInputError", compile_error);
+  nb::exception<UnsupportedError>(m, "UnsupportedError", compile_error);
+  nb::exception<ResourceExhaustedError>(m, "ResourceExhaustedError", compile_error);
+  nb::exception<InternalError>(m, "InternalError", compile_error);
+  set_check_failure_handler(raise_failed_check);
 
   m.def("supported_aten_ops", &supported_aten_ops,
         "The ATen overloads Kiln converts, as 'aten.addmm.default', sorted.");
@@ -204,19 +251,21 @@ NB_MODULE(_kiln, m) {
   m.def("compile_aten_graph", &compile_aten_graph, nb::arg("graph_json"),
         nb::arg("substitution") = true, nb::arg("reuse_compilations") = true,
         nb::arg("device") = "cpu",
-        "Compiles an ATen graph (JSON text) for this CPU ('cpu') or for the first NVIDIA GPU "
-        "('cuda'), or loads it from Kiln's compilation cache when this build compiled it "
-        "before with the same options. Raises CompileError naming the node and op that "
-        "failed, or saying why the GPU cannot run it.");
+        "Compiles an ATen graph (JSON text) for this CPU ('cpu') or for an NVIDIA GPU "
+        "('cuda:N'; 'cuda' is cuda:0), or loads it from Kiln's compilation cache when this "
+        "build compiled it before with the same options. Raises a kiln.CompileError naming the "
+        "node and op that failed: UnsupportedError for what Kiln does not compile (an op, a "
+        "dtype, a shape the GPU cannot take), InvalidInputError, ResourceExhaustedError, or "
+        "InternalError for a bug in Kiln.");
 
   nb::class_<CompiledGraphHandle>(m, "CompiledGraph")
       .def("run", &CompiledGraphHandle::run, nb::arg("inputs"), nb::arg("outputs"),
            nb::arg("stream") = 0,
            "Runs the graph on dense tensors (any DLPack producer) on its device, writing the "
-           "outputs in place. On the GPU (tensors on cuda:0), in order with `stream`, a "
+           "outputs in place. On a GPU (tensors on its cuda:N), in order with `stream`, a "
            "CUstream's address (torch.cuda.current_stream().cuda_stream), and without waiting "
            "for the GPU to finish.")
-      .def_prop_ro("device", &CompiledGraphHandle::device, "'cpu' or 'cuda'.")
+      .def_prop_ro("device", &CompiledGraphHandle::device, "'cpu' or 'cuda:N'.")
       .def("explain", &CompiledGraphHandle::explain, "The fused kernels and why.")
       .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels)
       .def_prop_ro("takes_rng_seed", &CompiledGraphHandle::takes_rng_seed,

@@ -2,29 +2,9 @@
 #include "kiln/kiln.h"
 #include "passes/eliminate_loss.h"
 #include "runtime/cuda_executor.h"
+#include "target/target.h"
 
 namespace kiln {
-namespace {
-
-// The executor of a complete compilation: on the GPU it was compiled for, or on this CPU.
-Expected<std::unique_ptr<runtime::ProgramExecutor>> make_executor(const CompiledGraph& compiled) {
-  if (const std::optional<CudaCompiled>& cuda = compiled.cuda) {
-    KILN_ASSIGN_OR_RETURN(
-        std::unique_ptr<runtime::CudaExecutor> executor,
-        runtime::CudaExecutor::create(compiled.program, cuda->cubin, cuda->launches));
-    return std::unique_ptr<runtime::ProgramExecutor>(std::move(executor));
-  }
-  std::vector<runtime::KernelFunction> functions;
-  for (size_t k = 0; k < compiled.kernels.size(); ++k) {
-    functions.push_back(compiled.kernels.function(k));
-  }
-  KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
-                        runtime::Executor::create(compiled.program, std::move(functions)));
-  return std::unique_ptr<runtime::ProgramExecutor>(
-      std::make_unique<runtime::Executor>(std::move(executor)));
-}
-
-}  // namespace
 
 // A cached compilation with its kernels loaded (from the kernel cache, normally), or nullopt
 // when the cache has none for the key.
@@ -45,7 +25,7 @@ Expected<std::optional<CompiledModel>> Compiler::load_cached(const std::string& 
   compiled->last_stage = Stage::codegen;
   compiled->cached_explanation = std::move(cached->explanation);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ProgramExecutor> executor,
-                        make_executor(*compiled));
+                        target_of(options_).make_executor(*compiled, options_.device));
   return std::optional<CompiledModel>(CompiledModel(std::make_unique<Graph>(std::move(graph)),
                                                     std::move(compiled), std::move(executor)));
 }
@@ -81,7 +61,7 @@ Expected<CompiledModel> Compiler::compile(Graph graph) const {
   // compilation made where no GPU runs it is stored too, for a later run where one does.
   if (key) (void)store_compilation(*key, *compilation.graph_, *compiled_graph);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ProgramExecutor> executor,
-                        make_executor(*compiled_graph));
+                        target_of(options_).make_executor(*compiled_graph, options_.device));
   return CompiledModel(std::move(compilation.graph_), std::move(compiled_graph),
                        std::move(executor));
 }

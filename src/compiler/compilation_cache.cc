@@ -15,6 +15,7 @@
 #include "loop/parser.h"
 #include "loop/printer.h"
 #include "support/files.h"
+#include "target/target.h"
 
 namespace kiln {
 namespace {
@@ -102,7 +103,7 @@ std::string compile_options_fingerprint(const CompileOptions& o) {
       "substitution {} max_expansions {} max_priced {} max_seconds {}\n"
       "fusion {} disabled [{}] max_candidates {} max_group_nodes {} ilp_seconds {} "
       "max_local_bytes {}\n",
-      static_cast<int>(o.device), o.deterministic, o.schedule, o.pack_weights, o.channels_last,
+      device_kind_name(o.device.kind), o.deterministic, o.schedule, o.pack_weights, o.channels_last,
       o.cpu.compiler, fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled,
       fmt::join(o.rewrites.disabled, ","), o.substitution.enabled, o.substitution.max_expansions,
       o.substitution.max_priced, o.substitution.max_seconds, fusion::fusion_mode_name(f.mode),
@@ -113,13 +114,12 @@ std::string compile_options_fingerprint(const CompileOptions& o) {
 
 Expected<std::optional<std::string>> compilation_key(const Graph& graph,
                                                      const CompileOptions& options) {
-  const bool cached_device = options.device == Device::cpu || options.device == Device::cuda;
-  if (!cached_device || constant_elements(graph) > kMaxCachedConstantElements) {
+  const Target& target = target_of(options);
+  if (!target.caches_compilations() || constant_elements(graph) > kMaxCachedConstantElements) {
     return std::optional<std::string>();
   }
   KILN_ASSIGN_OR_RETURN(std::string identity, binary_identity());
-  KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile,
-                        cost::given_or_host_profile(options.fusion.profile));
+  KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile, target.cost_profile(options));
   const std::vector<std::string> parts = {compile_options_fingerprint(options),
                                           cost::profile_to_json(profile)};
   return std::optional<std::string>(

@@ -1,5 +1,5 @@
 // The compilation cache: a graph that this build of Kiln compiled before for this CPU, or for
-// a GPU (Device::cuda), with the same options, is loaded instead of compiled
+// a GPU (DeviceKind::cuda), with the same options, is loaded instead of compiled
 // (CompileOptions::reuse_compilations). It is what lets a JIT (the torch.compile backend) or a
 // repeated `kiln run` skip the graph stages, the partition, the lowering and the code
 // generation of a graph it has seen.

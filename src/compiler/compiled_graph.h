@@ -101,13 +101,23 @@ struct CompileStats {
   int64_t arena_live_bound_bytes = 0;
 };
 
-// A compilation for Device::cuda: the CUDA C of every program kernel, its cubin, and the
+// A compilation for a CUDA device: the CUDA C of every program kernel, its cubin, and the
 // launches that run program kernel k (launches[k]).
 struct CudaCompiled {
   std::string source;
   std::string cubin;
   std::string architecture;
   runtime::CudaKernelLaunches launches;
+};
+
+// The distinct kernels as code (target/target.h: generate_code): C++ compiled through the
+// cache and loaded (the CPU, and the CUDA mapping on it), or CUDA C compiled by NVRTC to a
+// cubin with its launches (CUDA).
+struct GeneratedCode {
+  codegen::cpu::CompiledKernels cpu;
+  std::optional<CudaCompiled> cuda;
+  int units = 0;
+  int units_compiled = 0;
 };
 
 // Everything compiled from one graph. It points into the graph, which must outlive it. A
@@ -120,7 +130,7 @@ struct CompiledGraph {
   std::shared_ptr<const runtime::Program> program;
   std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
   codegen::cpu::CompiledKernels kernels;  // program kernel k is kernels.function(k) (CPU)
-  std::optional<CudaCompiled> cuda;       // for Device::cuda, instead of `kernels`
+  std::optional<CudaCompiled> cuda;       // for a CUDA device, instead of `kernels`
   CompileStats stats;
   std::vector<std::pair<Stage, double>> stage_seconds;  // each stage run, in order
   std::optional<Stage> last_stage;                      // the last stage run
@@ -134,7 +144,7 @@ struct CompiledGraph {
 };
 
 // The C++ source of every program kernel in one translation unit, kernel k as kiln_kernel_k
-// (the cache compiles them in smaller units; the code is the same); for Device::cuda, the
+// (the cache compiles them in smaller units; the code is the same); for a CUDA device, the
 // CUDA C NVRTC compiled.
 Expected<std::string> kernel_source(const CompiledGraph& compiled);
 

@@ -5,6 +5,7 @@
 #include "compiler/substitute_by_cost.h"
 #include "subst/canonicalize.h"
 #include "subst/shipped_rules.h"
+#include "target/target.h"
 
 namespace kiln {
 
@@ -32,27 +33,24 @@ Expected<std::optional<SubstitutionSummary>> substitute_stage(Graph& graph,
   return std::optional<SubstitutionSummary>(std::move(summary));
 }
 
-// On a GPU, composites stay whole: the estimate prices kernels on this machine's CPU, which
-// says nothing of a GPU's (a ResNet-50 step's batch norms, decomposed on a 16-core host for
-// an estimated 0.3%, ran their scaling in 49 kernels taking 37 ms of the step's 75 on an
-// H100), and the GPU mapping computes a composite's row statistics in one pass.
 Expected<std::vector<DecompositionDecision>> decompose_stage(Graph& graph,
                                                              const CompileOptions& options) {
   if (!options.rewrites.runs(kDecomposeRewrite) || options.fusion.mode == fusion::FusionMode::off ||
-      options.device != Device::cpu) {
+      !target_of(options).decomposes_by_cost()) {
     return std::vector<DecompositionDecision>();
   }
   return decompose_by_cost(graph, options);
 }
 
-// Only where oneDNN computes the convolutions (a CPU) and nothing asked for the graph as it
-// is (rewrites off); priced for the machine the partition prices its kernels for.
+// Only where a library computes the convolutions channels last, and nothing asked for the graph
+// as it is (rewrites off); priced for the machine the partition prices its kernels for.
 Expected<ChannelsLastReport> layout_stage(Graph& graph, const CompileOptions& options) {
-  if (options.device != Device::cpu || !options.channels_last || !options.rewrites.enabled) {
+  const Target& target = target_of(options);
+  if (!target.computes_convolutions_channels_last() || !options.channels_last ||
+      !options.rewrites.enabled) {
     return ChannelsLastReport();
   }
-  KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile,
-                        cost::given_or_host_profile(options.fusion.profile));
+  KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile, target.cost_profile(options));
   return convert_to_channels_last(graph, profile);
 }
 

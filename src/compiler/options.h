@@ -18,47 +18,40 @@
 #include "fusion/partition.h"
 #include "passes/rewrite_graph.h"
 #include "support/status.h"
+#include "target/device.h"
 
 namespace kiln {
 
-// What the kernels are compiled for.
-enum class Device : uint8_t {
-  cpu,  // C++ for this CPU (the default schedule, OpenMP), compiled and loaded
-  // CUDA for an NVIDIA GPU: each group mapped onto the GPU (loop/gpu_mapping.h), emitted as
-  // CUDA C and compiled by NVRTC into a cubin (codegen/cuda), run by the CUDA executor
-  // (runtime/cuda_executor.h); on a machine without a GPU, a compilation to read.
-  cuda,
-  // The GPU mapping's loop IR compiled for this CPU (GPU loops run serially): checks the
-  // mapping against the interpreter on a machine without a GPU. Slow; for tests.
-  cuda_mapping_on_cpu,
-};
+// The pipeline's stages, in the order they run: the one list from which the Stage enum,
+// kStages and the stages' names come, and against which the docs test checks the docs' lists
+// of them (tests/docs/check_references.py). The first five work on the graph, the rest turn
+// its partition into a program; compiler/stages.h says what each does. X(identifier, name).
+#define KILN_STAGES(X)                                                        \
+  X(verify, "verify")               /* the graph is well formed */            \
+  X(rewrite, "rewrite")             /* graph rewrites */                      \
+  X(substitute, "substitute")       /* the search over proved rules */        \
+  X(decompose, "decompose")         /* composites as primitives if cheaper */ \
+  X(layout, "layout")               /* convolutions channels last */          \
+  X(partition, "partition")         /* nodes into fused groups */             \
+  X(lower, "lower")                 /* each group to a loop-IR kernel */      \
+  X(schedule, "schedule")           /* the schedule, or the GPU mapping */    \
+  X(scratch, "scratch")             /* large local buffers to the arena */    \
+  X(pack_weights, "pack-weights")   /* constant weights kept packed */        \
+  X(share_kernels, "share-kernels") /* identical kernels compiled once */     \
+  X(plan_memory, "plan-memory")     /* buffers, steps and the arena */        \
+  X(codegen, "codegen")             /* the target's code, compiled */
 
-// "cpu", "cuda", "cuda-mapping-on-cpu".
-Expected<Device> parse_device(std::string_view name);
-
-// The pipeline's stages, in the order they run. The first five work on the graph, the rest
-// turn its partition into a program.
 enum class Stage : uint8_t {
-  verify,         // the graph as given is well formed (ir/verifier.h)
-  rewrite,        // graph rewrites (passes/rewrite_graph.h)
-  substitute,     // the search over proved rules (compiler/substitute_by_cost.h)
-  decompose,      // composites as primitives if cheaper (compiler/decompose_by_cost.h)
-  layout,         // convolutions channels last on a CPU (passes/channels_last.h)
-  partition,      // nodes into fused groups (fusion/partition.h)
-  lower,          // each group to a loop-IR kernel (loop/lower_group.h)
-  schedule,       // the default schedule (loop/default_schedule.h), or the GPU mapping
-  scratch,        // large local buffers become arena parameters (loop/scratch.h)
-  pack_weights,   // gemms keep a constant weight packed for this CPU (compiler/stages.h)
-  share_kernels,  // groups of identical loop IR share one compiled kernel
-  plan_memory,    // buffers, steps and the arena (runtime/program.h, runtime/memory_plan.h)
-  codegen,        // C++ compiled and loaded, or CUDA compiled to a cubin
+#define KILN_STAGE_ENUMERATOR(identifier, name) identifier,
+  KILN_STAGES(KILN_STAGE_ENUMERATOR)
+#undef KILN_STAGE_ENUMERATOR
 };
 
-inline constexpr std::array<Stage, 13> kStages = {
-    Stage::verify,  Stage::rewrite,      Stage::substitute,    Stage::decompose,
-    Stage::layout,  Stage::partition,    Stage::lower,         Stage::schedule,
-    Stage::scratch, Stage::pack_weights, Stage::share_kernels, Stage::plan_memory,
-    Stage::codegen};
+inline constexpr std::array kStages = {
+#define KILN_STAGE_ELEMENT(identifier, name) Stage::identifier,
+    KILN_STAGES(KILN_STAGE_ELEMENT)
+#undef KILN_STAGE_ELEMENT
+};
 
 // "verify", "rewrite", ..., "share-kernels", "plan-memory", "codegen".
 std::string_view stage_name(Stage stage);
@@ -91,7 +84,8 @@ struct SubstitutionOptions {
 };
 
 struct CompileOptions {
-  Device device = Device::cpu;
+  // What the kernels are compiled for, and where they run (target/device.h).
+  Device device;
   // On a GPU, no atomic adds (loop/gpu_mapping.h: GpuMappingOptions): every run gives the
   // same bits.
   bool deterministic = false;

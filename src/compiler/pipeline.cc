@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "compiler/stage_text.h"
 #include "compiler/stages.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "support/check.h"
 
 namespace kiln {
 namespace {
@@ -57,6 +59,21 @@ class StageLog {
   CompiledGraph& out_;
 };
 
+// The fault a test asks for with $KILN_FAULT, as a bug in Kiln would show itself: "internal"
+// returns an internal error, "check" fails a KILN_CHECK (support/check.h); unset or empty, none.
+// Tests use it to see how each host (the command line, the Python module and backend) reports
+// Kiln's own bugs.
+Status injected_fault() {
+  const char* fault = std::getenv("KILN_FAULT");
+  if (fault == nullptr || *fault == '\0') return Status::ok();
+  const std::string_view kind = fault;
+  KILN_CHECK(kind != "check", "KILN_FAULT=check");
+  if (kind == "internal") {
+    return Status::error(ErrorCode::internal, "internal compiler error: KILN_FAULT=internal");
+  }
+  return Status::errorf("KILN_FAULT='{}': the faults are 'internal' and 'check'", kind);
+}
+
 // A graph stage runs on `graph` when it may be rewritten; compile_graph's is compiled as given.
 template <typename Report>
 Expected<Report> graph_stage(Graph* graph, Expected<Report> (*stage)(Graph&, const CompileOptions&),
@@ -70,6 +87,7 @@ Expected<Report> graph_stage(Graph* graph, Expected<Report> (*stage)(Graph&, con
 Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
                                    std::span<const std::vector<Node*>> given,
                                    const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(injected_fault());
   CompiledGraph out;
   StageLog log(options.pipeline, out);
   const auto graph_text = [&] { return print_graph(graph); };

@@ -1,18 +1,9 @@
 // The compiler pipeline: every stage from a graph to compiled code, in order, in one function
-// that reads top to bottom (run_pipeline in pipeline.cc):
-//
-//   verify         the graph is well formed
-//   rewrite        graph rewrites: fold constants and layout ops, eliminate reductions
-//   substitute     TASO's search over the proved rules, priced after fusion
-//   decompose      composites as primitives where the estimate drops
-//   layout         convolutions channels last, through oneDNN (CPU, inference)
-//   partition      nodes into fused groups (greedy or the integer program over the cost model)
-//   lower          each group to a loop-IR kernel
-//   schedule       the default schedule for this CPU, or the mapping onto a GPU
-//   scratch        large local buffers become arena parameters (CPU)
-//   share-kernels  groups with identical loop IR share one compiled kernel
-//   plan-memory    program steps, buffers and the arena
-//   codegen        C++ compiled and loaded, or CUDA compiled to a cubin
+// that reads top to bottom (run_pipeline in pipeline.cc). The stages are listed once, in
+// compiler/options.h (KILN_STAGES): the graph stages (verify, rewrite, substitute, decompose,
+// layout), the partition into fused groups, and the back-end stages that turn the groups into
+// a program. Where a stage's work depends on the device, it asks the compilation's target
+// (target/target.h).
 //
 // Each stage is a call of compiler/stages.h with a typed input and output. Every entry point
 // compiles through here: Compiler::compile (include/kiln/kiln.h), every `kiln` command. The

@@ -26,7 +26,7 @@ std::string program_kernels_text(const CompiledGraph& compiled);
 // it computes (plan.txt).
 std::string plan_text(const CompiledGraph& compiled);
 
-// Per program kernel, its GPU launches: the function, grid and block (Device::cuda).
+// Per program kernel, its GPU launches: the function, grid and block (CUDA devices).
 std::string cuda_launches_text(const CompiledGraph& compiled);
 
 }  // namespace kiln

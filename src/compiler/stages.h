@@ -28,13 +28,14 @@ Expected<RewriteReport> rewrite_stage(Graph& graph, const CompileOptions& option
 Expected<std::optional<SubstitutionSummary>> substitute_stage(Graph& graph,
                                                               const CompileOptions& options);
 // Decomposition by cost (compiler/decompose_by_cost.h); no decisions when it does not run
-// (disabled, or fusion off: a composite's pieces would each be a kernel).
+// (disabled, fusion off: a composite's pieces would each be a kernel, or a target that keeps
+// composites whole).
 Expected<std::vector<DecompositionDecision>> decompose_stage(Graph& graph,
                                                              const CompileOptions& options);
 
-// The layout stage: on a CPU, an inference graph's convolutions channels last
-// (passes/channels_last.h); an empty report when it does not run (another device, rewrites
-// or options.channels_last off, no convolutions).
+// The layout stage: an inference graph's convolutions channels last (passes/channels_last.h)
+// where the target computes them so (the CPU, through oneDNN); an empty report when it does
+// not run (another target, rewrites or options.channels_last off, no convolutions).
 Expected<ChannelsLastReport> layout_stage(Graph& graph, const CompileOptions& options);
 
 // --- The partition. -------------------------------------------------------------------------
@@ -57,22 +58,20 @@ struct LoweredKernels {
 };
 Expected<LoweredKernels> lower_stage(const Graph& graph, const fusion::Partition& partition);
 
-// On a CPU, the default schedule for this machine applied to every kernel (unless
-// options.schedule is off); on a GPU device, every kernel mapped onto the GPU, which also
-// sizes its scratch buffers.
+// The target's schedule of every kernel (target/target.h): on the CPU, the default schedule for
+// this machine (unless options.schedule is off); on a GPU target, the mapping onto the GPU,
+// which also sizes its scratch buffers.
 Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
 
-// On a CPU, local buffers too large for the stack become scratch parameters in the arena
-// (loop/scratch.h); the GPU mapping placed its own.
+// Local buffers too large for the target's local memory become scratch parameters in the arena
+// (on the CPU, those too large for the stack: loop/scratch.h); the GPU mapping placed its own.
 void scratch_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
 
-// On a CPU (and unless options.pack_weights is off), a gemm whose B is a weight compiled in as
-// a constant keeps B packed in oneDNN's layout for this machine, made on the kernel's first
-// run, in a state parameter of its own (loop/stmt.h: packed_b). oneDNN's sgemm packs B on
-// every call, which costs a large share of the product when A has few rows (a batch of one
-// through BERT or ViT: 128 or 197 rows). Only f32 gemms outside loops that overwrite C, with
-// few rows and enough work to repay a primitive's setup, are packed. A conv statement's
-// constant weights are likewise kept in oneDNN's layout (loop/stmt.h: packed_w).
+// Unless options.pack_weights is off, the target keeps the constant weights of its library
+// calls packed in the library's layout (target/target.h: pack_weights). On the CPU, a gemm
+// whose B is a weight compiled in as a constant keeps B packed in oneDNN's layout for this
+// machine, made on the kernel's first run, in a state parameter of its own (loop/stmt.h:
+// packed_b); a conv statement's constant weights likewise (packed_w).
 void pack_weights_stage(std::vector<KernelRecord>& records, const CompileOptions& options);
 
 // Numbers the distinct kernels of `records` (by their printed loop IR) in order of first use,
@@ -92,14 +91,7 @@ Expected<PlannedProgram> plan_memory_stage(const Graph& graph,
                                            std::span<const loop::ViewOutput> views,
                                            int num_kernels);
 
-// The distinct kernels as code: C++ compiled through the cache and loaded (CPU devices), or
-// CUDA C compiled by NVRTC to a cubin with its launches (Device::cuda).
-struct GeneratedCode {
-  codegen::cpu::CompiledKernels cpu;
-  std::optional<CudaCompiled> cuda;
-  int units = 0;
-  int units_compiled = 0;
-};
+// The distinct kernels as the target's code (target/target.h: generate_code).
 Expected<GeneratedCode> codegen_stage(std::span<const loop::Kernel> kernels,
                                       const CompileOptions& options);
 

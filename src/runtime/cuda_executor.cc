@@ -123,9 +123,10 @@ struct CudaExecutor::Device {
     if (context != nullptr) driver->cuDevicePrimaryCtxRelease(device);
   }
 
-  // The first GPU's primary context, current on this thread, a stream, and the cubin loaded.
-  Status open(const std::string& cubin) {
-    KILN_RETURN_IF_ERROR(driver->check(driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+  // GPU `ordinal`'s primary context, current on this thread, a stream, and the cubin loaded.
+  Status open(const std::string& cubin, int ordinal) {
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuDeviceGet(&device, ordinal),
+                                       fmt::format("cuDeviceGet (GPU {})", ordinal)));
     std::array<char, 256> device_name{};
     if (driver->cuDeviceGetName(device_name.data(), device_name.size(), device) == CUDA_SUCCESS) {
       name = device_name.data();
@@ -443,11 +444,12 @@ struct CudaExecutor::Device {
   }
 };
 
-Expected<CudaDeviceInfo> cuda_device_info() {
+Expected<CudaDeviceInfo> cuda_device_info(int ordinal) {
   KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, load_cuda_driver());
   CudaDeviceInfo info;
   CUdevice device = 0;
-  KILN_RETURN_IF_ERROR(driver->check(driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+  KILN_RETURN_IF_ERROR(driver->check(driver->cuDeviceGet(&device, ordinal),
+                                     fmt::format("cuDeviceGet (GPU {})", ordinal)));
   char name[256] = {};
   KILN_RETURN_IF_ERROR(
       driver->check(driver->cuDeviceGetName(name, sizeof(name), device), "cuDeviceGetName"));
@@ -478,7 +480,7 @@ Expected<CudaDeviceInfo> cuda_device_info() {
 Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<const Program> program,
                                                              std::string cubin,
                                                              CudaKernelLaunches launches,
-                                                             const CudaDriver* driver,
+                                                             int ordinal, const CudaDriver* driver,
                                                              const CublasLt* lt) {
   KILN_RETURN_IF_ERROR(check_program(*program, launches.size()));
   Expected<const CublasLt*> library = lt;
@@ -490,7 +492,7 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<con
   }
   auto device = std::make_unique<Device>();
   device->driver = driver;
-  KILN_RETURN_IF_ERROR(device->open(cubin));
+  KILN_RETURN_IF_ERROR(device->open(cubin, ordinal));
   device->open_gemm_library(library);
   KILN_RETURN_IF_ERROR(device->allocate(*program));
   KILN_RETURN_IF_ERROR(device->resolve(*program, launches));

@@ -1,8 +1,8 @@
 // Running a Program on an NVIDIA GPU, through the CUDA driver API loaded at run time
 // (runtime/cuda_driver.h).
 //
-// The executor is made once per compiled model, on the first GPU of the machine, in its
-// primary context:
+// The executor is made once per compiled model, on the GPU it is given (an ordinal, as the
+// driver numbers the machine's GPUs), in that GPU's primary context:
 //  - the cubin is loaded once and every function the launches name is looked up;
 //  - one device allocation each holds the arena (the memory plan's size), the constant segment
 //    (uploaded once and kept resident), and the program's inputs and outputs;
@@ -44,7 +44,7 @@ namespace kiln::runtime {
 struct CudaDriver;
 struct CublasLt;
 
-// The first GPU, as the driver describes it.
+// A GPU, as the driver describes it.
 struct CudaDeviceInfo {
   std::string name;
   int compute_capability = 0;  // 10 * major + minor: 90 for an H100
@@ -53,17 +53,18 @@ struct CudaDeviceInfo {
   int64_t free_bytes = 0;
 };
 
-// The first GPU of this machine, or why there is none to use.
-Expected<CudaDeviceInfo> cuda_device_info();
+// GPU `ordinal` of this machine, or why there is none to use.
+Expected<CudaDeviceInfo> cuda_device_info(int ordinal);
 
 class CudaExecutor final : public ProgramExecutor {
  public:
-  // `cubin` holds every function `launches` names; launches[k] runs program kernel k. The
-  // process's driver (load_cuda_driver) and cuBLASLt (load_cublaslt) unless `driver` is given
-  // (tests), with `lt` or, when that is null, the gemms' template kernels.
+  // `cubin` holds every function `launches` names; launches[k] runs program kernel k; it runs
+  // on GPU `ordinal`. The process's driver (load_cuda_driver) and cuBLASLt (load_cublaslt)
+  // unless `driver` is given (tests), with `lt` or, when that is null, the gemms' template
+  // kernels.
   static Expected<std::unique_ptr<CudaExecutor>> create(std::shared_ptr<const Program> program,
                                                         std::string cubin,
-                                                        CudaKernelLaunches launches,
+                                                        CudaKernelLaunches launches, int ordinal,
                                                         const CudaDriver* driver = nullptr,
                                                         const CublasLt* lt = nullptr);
   ~CudaExecutor() override;
@@ -71,12 +72,12 @@ class CudaExecutor final : public ProgramExecutor {
   Status run(std::span<const void* const> inputs, std::span<void* const> outputs,
              const RunHooks& hooks = {}) override;
   // Runs on the caller's device memory, in order with the caller's stream (a CUstream; null is
-  // the legacy default stream), as a framework's tensors on the first GPU are: the run begins
-  // after the work queued on `stream` so far, work queued there later begins after the run
-  // (an event each way), and the call returns without waiting for the GPU. `inputs` and
-  // `outputs` are device addresses in the first GPU's primary context; they are copied device
-  // to device at the program's edge, so the captured CUDA graph, which holds this executor's
-  // own buffers, stays valid whatever addresses the caller gives.
+  // the legacy default stream), as a framework's tensors on a GPU are: the run begins after
+  // the work queued on `stream` so far, work queued there later begins after the run (an event
+  // each way), and the call returns without waiting for the GPU. `inputs` and `outputs` are
+  // device addresses in the primary context of the executor's GPU; they are copied device to
+  // device at the program's edge, so the captured CUDA graph, which holds this executor's own
+  // buffers, stays valid whatever addresses the caller gives.
   Status run_on_stream(std::span<const uint64_t> inputs, std::span<const uint64_t> outputs,
                        void* stream);
   const Program& program() const override { return *program_; }

@@ -235,8 +235,10 @@ expect run-zoo-input 1 '--input applies to model files' \
 expect run-zoo-unknown 1 "unknown model 'nope'" -- "$kiln" run zoo:nope
 
 # The compiler pipeline: every stage timed, dumped or stopped after, from any compiling command.
-for stage in verify rewrite substitute decompose partition lower schedule scratch share-kernels \
-             plan-memory codegen; do
+# The stages as compiler/options.h lists them (KILN_STAGES), the one list of them.
+stages=$(sed -n 's/^ *X([a-z_]*, "\([a-z-]*\)").*/\1/p' "$source_dir/src/compiler/options.h")
+[[ $(wc -w <<<"$stages") -ge 13 ]] || { echo "FAIL: no stages read from options.h"; exit 1; }
+for stage in $stages; do
   expect "time-stages-$stage" 0 "^stage $stage +[0-9.]+ ms" -- "$kiln" run "$example" --time-stages
 done
 expect dump-after-partition 0 '^// after stage partition' -- "$kiln" run "$example" --dump-after partition

@@ -56,6 +56,10 @@ Identifiers (Markdown inline code spans only)
   all-capitals names not starting with KILN_ (other programs' variables, `OMP_NUM_THREADS`).
   Names of other software written in Kiln's identifier form are listed in EXTERNAL_IDENTIFIERS.
 
+Stage lists
+  The pipeline's stages are listed once, in src/compiler/options.h (KILN_STAGES); the table of
+  docs/design/compiler.md and README's "The stages, in order: ..." must list the same, in order.
+
 Runs in well under a second; prints `file:line: what` for each stale reference and exits 1.
 """
 
@@ -486,6 +490,35 @@ def self_test(repo):
                  (missing, wrong))
 
 
+def pipeline_stages(repo):
+    """The stages in order, as src/compiler/options.h lists them once (KILN_STAGES)."""
+    with open(os.path.join(repo.root, "src", "compiler", "options.h"), encoding="utf-8") as f:
+        return re.findall(r'^\s*X\([a-z_]+, "([a-z-]+)"\)', f.read(), re.MULTILINE)
+
+
+def check_stage_lists(repo):
+    """Problems where a doc lists the pipeline's stages otherwise than KILN_STAGES: the table of
+    docs/design/compiler.md (one row per stage, its first cell) and README's sentence "The
+    stages, in order: ..."."""
+    stages = pipeline_stages(repo)
+    if len(stages) < 10:
+        return ["src/compiler/options.h: KILN_STAGES lists %d stages; the check reads none" %
+                len(stages)]
+    problems = []
+    with open(os.path.join(repo.root, "docs", "design", "compiler.md"), encoding="utf-8") as f:
+        table = re.findall(r"^\| `([a-z-]+)` \|", f.read(), re.MULTILINE)
+    if table != stages:
+        problems.append("docs/design/compiler.md: the stage table lists %s; KILN_STAGES %s" %
+                        (table, stages))
+    with open(os.path.join(repo.root, "README.md"), encoding="utf-8") as f:
+        readme = re.search(r"The stages, in order: ([^(]*)\(", f.read())
+    listed = re.findall(r"`([a-z-]+)`", readme.group(1)) if readme else []
+    if listed != stages:
+        problems.append("README.md: 'The stages, in order' lists %s; KILN_STAGES %s" %
+                        (listed, stages))
+    return problems
+
+
 def main():
     args = [a for a in sys.argv[1:] if a not in ("-v", "--verbose")]
     Checker.verbose = len(args) < len(sys.argv) - 1
@@ -499,6 +532,7 @@ def main():
     Checker.verbose = verbose
     checker = Checker(repo)
     checker.run()
+    checker.problems.extend(check_stage_lists(repo))
     for problem in checker.problems:
         print(problem)
     c = checker.counts

@@ -60,7 +60,7 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 @needs_gpu
 def test_a_gpu_graph_runs_on_cuda_tensors_in_order_with_the_callers_stream():
     graph = _kiln.compile_aten_graph(RELU, device="cuda")
-    assert graph.device == "cuda"
+    assert graph.device == "cuda:0"
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         for _ in range(3):  # fresh inputs each run: the outputs must follow them

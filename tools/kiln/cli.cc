@@ -207,12 +207,17 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
 void add_device_flag(CLI::App* command, CompileFlags& flags) {
   command
       ->add_option("--device", flags.device,
-                   "What the kernels are compiled for: cpu (this machine); cuda (NVIDIA GPUs: "
-                   "CUDA C compiled by NVRTC for sm_90, run through the CUDA driver on this "
-                   "machine's first GPU); cuda-mapping-on-cpu (the GPU mapping run on this CPU, "
-                   "to check it)")
+                   "What the kernels are compiled for: cpu (this machine); cuda or cuda:N "
+                   "(NVIDIA GPUs: CUDA C compiled by NVRTC for sm_90, run through the CUDA "
+                   "driver on this machine's GPU N, 0 by default); cuda-mapping-on-cpu (the GPU "
+                   "mapping run on this CPU, to check it)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda", "cuda-mapping-on-cpu"}));
+      ->check(CLI::Validator(
+          [](const std::string& name) {
+            Expected<Device> device = parse_device(name);
+            return device ? std::string() : device.status().message();
+          },
+          "DEVICE"));
   command->add_flag("--deterministic", flags.deterministic,
                     "On a GPU, no atomic adds: a scatter's or sparse product's gradient adds in "
                     "order, so that every run gives the same bits (slower; by default such "

@@ -75,7 +75,8 @@ Status bench(const BenchOptions& options) {
   const double compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_compile_summary(compiled.compiled());
-  if (compile_options.device == Device::cuda) fmt::print("runs on {}\n", compiled.runs_on());
+  if (compile_options.device.kind == DeviceKind::cuda)
+    fmt::print("runs on {}\n", compiled.runs_on());
   KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, compiled.run(inputs));
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (saved_output(model, i)) {
@@ -89,7 +90,7 @@ Status bench(const BenchOptions& options) {
   inputs.clear();
   // On a GPU, the program alone: a step's inputs and outputs stay on the device, as in a
   // training loop that keeps its state there, and as the peers are timed.
-  const bool on_gpu = compile_options.device == Device::cuda;
+  const bool on_gpu = compile_options.device.kind == DeviceKind::cuda;
   if (on_gpu) fmt::print("timing the program alone, its inputs and outputs left on the GPU\n");
   TimedRun run(compiled, buffers, on_gpu);
   KILN_RETURN_IF_ERROR(print_roofline(graph));

@@ -102,7 +102,7 @@ Status prepare(Variant& variant, const std::vector<Array>& inputs, RunBuffers& b
     variant.check = fmt::format("  ok ({:.3g})", worst);
   }
   // On a GPU, the program alone: a step's inputs and outputs stay on the device.
-  variant.run.emplace(*variant.compiled, buffers, variant.options.device == Device::cuda);
+  variant.run.emplace(*variant.compiled, buffers, variant.options.device.kind == DeviceKind::cuda);
   return variant.run->time_one().status();
 }
 

@@ -84,7 +84,7 @@ int run_compile(const CompileCommandOptions& options) {
   fmt::print("{}\n", model->description);
   Expected<CompileOptions> compile_options = compile_options_from(options.compile);
   if (!compile_options) return report(compile_options.status());
-  if (compile_options->device == Device::cuda && options.output_dir.empty()) {
+  if (compile_options->device.kind == DeviceKind::cuda && options.output_dir.empty()) {
     return report(Status::error("--device cuda needs -o DIR"));
   }
   Expected<Compilation> compilation =
@@ -104,7 +104,7 @@ int run_compile(const CompileCommandOptions& options) {
 // launches), and any stage asked to be dumped.
 std::optional<Stage> explain_stop(const CompileOptions& options) {
   if (options.pipeline.stop_after) return options.pipeline.stop_after;
-  if (options.device == Device::cuda) return std::nullopt;
+  if (options.device.kind == DeviceKind::cuda) return std::nullopt;
   Stage last = Stage::partition;
   for (const Stage stage : options.pipeline.dump_after) last = std::max(last, stage);
   return last;

@@ -49,7 +49,7 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
   }
   KILN_ASSIGN_OR_RETURN(CompiledModel model, Compiler(compile_options).compile(std::move(graph)));
   print_compile_summary(model.compiled());
-  if (compile_options.device == Device::cuda) fmt::print("runs on {}\n", model.runs_on());
+  if (compile_options.device.kind == DeviceKind::cuda) fmt::print("runs on {}\n", model.runs_on());
   if (options.check) {
     KILN_ASSIGN_OR_RETURN(const double worst, check_kernels(model, inputs));
     fmt::print("check: all {} agree with the reference (largest abs error {:.3g})\n",
@@ -62,7 +62,7 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
   if (options.repeat > 0 || profiling != nullptr) {
     RunBuffers buffers(model.graph(), inputs);
     // On a GPU, the program alone: its inputs and outputs stay on the device while timed.
-    const bool on_gpu = compile_options.device == Device::cuda;
+    const bool on_gpu = compile_options.device.kind == DeviceKind::cuda;
     KILN_ASSIGN_OR_RETURN(
         const std::vector<double> times,
         time_runs(model, buffers, std::max(options.repeat, 1), profiling, on_gpu));

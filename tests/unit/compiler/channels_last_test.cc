@@ -210,7 +210,7 @@ TEST(ChannelsLast, ConvolutionsItCannotTakeKeepConvWithTheReason) {
   EXPECT_EQ(count(without.graph(), Op::conv_channels_last), 0);
 
   CompileOptions gpu;
-  gpu.device = Device::cuda;
+  gpu.device.kind = DeviceKind::cuda;
   const Compilation on_gpu = compiled(residual_network(), gpu);
   EXPECT_EQ(count(on_gpu.graph(), Op::conv_channels_last), 0);
 }

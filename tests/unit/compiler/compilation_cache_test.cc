@@ -141,7 +141,7 @@ TEST_F(CompilationCacheTest, ADamagedEntryIsCompiledAgainNotTrusted) {
 TEST_F(CompilationCacheTest, AGpuCompilationIsStoredWholeAndLoadsAsCompiled) {
   if (!codegen::cuda::nvrtc_available()) GTEST_SKIP() << "no NVRTC";
   CompileOptions gpu = options();
-  gpu.device = Device::cuda;
+  gpu.device.kind = DeviceKind::cuda;
   Expected<std::optional<std::string>> key = compilation_key(layer(0.05), gpu);
   ASSERT_TRUE(key && *key) << key.status().message();
   Expected<std::optional<std::string>> cpu_key = compilation_key(layer(0.05), options());

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,48 @@ TEST(Pipeline, CompileGroupsTakesTheGroupsGiven) {
   ASSERT_TRUE(compiled) << compiled.status().message();
   ASSERT_EQ(compiled->records.size(), 1u);
   EXPECT_EQ(compiled->records[0].nodes.size(), all.size());
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// $KILN_FAULT set for one scope.
+class ScopedFault {
+ public:
+  explicit ScopedFault(const char* fault) { setenv("KILN_FAULT", fault, 1); }
+  ~ScopedFault() { unsetenv("KILN_FAULT"); }
+  ScopedFault(const ScopedFault&) = delete;
+  ScopedFault& operator=(const ScopedFault&) = delete;
+};
+
+TEST(Pipeline, AnInjectedInternalFaultFailsTheCompilationAsInternal) {
+  Graph graph = parse(kGraph);
+  ScopedFault fault("internal");
+  Expected<CompiledGraph> compiled = run_pipeline(graph);
+  ASSERT_FALSE(compiled);
+  EXPECT_EQ(compiled.status().code(), ErrorCode::internal);
+  EXPECT_NE(compiled.status().message().find("internal compiler error"), std::string::npos);
+}
+
+TEST(Pipeline, AnUnknownFaultIsInvalidInput) {
+  Graph graph = parse(kGraph);
+  ScopedFault fault("segfault");
+  Expected<CompiledGraph> compiled = run_pipeline(graph);
+  ASSERT_FALSE(compiled);
+  EXPECT_EQ(compiled.status().code(), ErrorCode::invalid_input);
+}
+
+TEST(PipelineDeathTest, AnInjectedCheckFaultFailsACheck) {
+  Graph graph = parse(kGraph);
+  EXPECT_DEATH(
+      {
+        ScopedFault fault("check");
+        (void)run_pipeline(graph);
+      },
+      "internal compiler error: .*check failed: .*KILN_FAULT=check");
 }
 
 }  // namespace

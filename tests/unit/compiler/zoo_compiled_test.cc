@@ -129,7 +129,7 @@ TEST(ZooCompiled, TinyPresetsGpuMappingComputesEachReductionOnce) {
     Expected<TinyStep> tiny = tiny_adam_step(preset);
     ASSERT_TRUE(tiny) << tiny.status().message();
     CompileOptions options;
-    options.device = Device::cuda;
+    options.device.kind = DeviceKind::cuda;
     options.pipeline.stop_after = Stage::schedule;
     Expected<Compilation> compilation = Compiler(options).run_pipeline(tiny->step.graph.clone());
     ASSERT_TRUE(compilation) << compilation.status().message();

@@ -184,7 +184,7 @@ inline Expected<std::vector<std::vector<double>>> run_group(const Graph&,
 class GpuPresent : public ::testing::Environment {
  public:
   void SetUp() override {
-    Expected<runtime::CudaDeviceInfo> device = runtime::cuda_device_info();
+    Expected<runtime::CudaDeviceInfo> device = runtime::cuda_device_info(0);
     if (device) return;
     if (std::getenv("KILN_REQUIRE_GPU") != nullptr) {
       FAIL() << "KILN_REQUIRE_GPU is set, but no GPU can be used: " << device.status().message();
@@ -258,7 +258,7 @@ inline Expected<std::vector<std::vector<double>>> run_group(const Graph& graph,
                                                             const std::vector<Array>& inputs) {
   const std::vector<Node*> nodes(group.begin(), group.end());
   CompileOptions options;
-  options.device = Device::cuda;
+  options.device.kind = DeviceKind::cuda;
   KILN_ASSIGN_OR_RETURN(
       CompiledGraph compiled,
       compile_groups(graph, std::span<const std::vector<Node*>>(&nodes, 1), options));
@@ -266,7 +266,7 @@ inline Expected<std::vector<std::vector<double>>> run_group(const Graph& graph,
   const CudaCompiled& cuda = *compiled.cuda;
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::CudaExecutor> executor,
-      runtime::CudaExecutor::create(compiled.program, cuda.cubin, cuda.launches));
+      runtime::CudaExecutor::create(compiled.program, cuda.cubin, cuda.launches, 0));
   // The program takes the graph's inputs in the graph's order; `inputs` are the group's.
   std::vector<std::vector<std::byte>> input_bytes;
   for (const Value* input : graph.inputs()) {

@@ -32,7 +32,7 @@ TEST(CudaDriver, WithoutAGpuTheLoaderSaysWhy) {
               message.find("no CUDA device") != std::string::npos ||
               message.find("without the CUDA toolkit") != std::string::npos)
       << message;
-  Expected<CudaDeviceInfo> info = cuda_device_info();
+  Expected<CudaDeviceInfo> info = cuda_device_info(0);
   ASSERT_FALSE(info);
   EXPECT_EQ(info.status().message(), message) << "the same reason on every call";
 }
@@ -308,7 +308,7 @@ class CudaExecutorTest : public ::testing::Test {
 
   std::unique_ptr<CudaExecutor> make(CudaKernelLaunches launches = two_kernel_launches()) {
     Expected<std::unique_ptr<CudaExecutor>> executor =
-        CudaExecutor::create(two_kernel_program(), "cubin", std::move(launches), &driver_);
+        CudaExecutor::create(two_kernel_program(), "cubin", std::move(launches), 0, &driver_);
     EXPECT_TRUE(executor) << executor.status().message();
     return executor ? std::move(*executor) : nullptr;
   }
@@ -436,7 +436,7 @@ TEST_F(CudaExecutorTest, SharedArenasKeepBothProgramsRight) {
 TEST_F(CudaExecutorTest, RunningOutOfMemorySaysWhatWasNeededAndFree) {
   state_.free_bytes = 100;
   Expected<std::unique_ptr<CudaExecutor>> executor =
-      CudaExecutor::create(two_kernel_program(), "cubin", two_kernel_launches(), &driver_);
+      CudaExecutor::create(two_kernel_program(), "cubin", two_kernel_launches(), 0, &driver_);
   ASSERT_FALSE(executor);
   const std::string& message = executor.status().message();
   EXPECT_NE(message.find("out of GPU memory allocating the"), std::string::npos) << message;
@@ -460,7 +460,7 @@ TEST_F(CudaExecutorTest, AFailingLaunchNamesTheKernelAndTheError) {
 
 TEST_F(CudaExecutorTest, AFunctionMissingFromTheCubinIsAnErrorWhenMade) {
   Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
-      two_kernel_program(), "cubin", two_kernel_launches("no_such_function"), &driver_);
+      two_kernel_program(), "cubin", two_kernel_launches("no_such_function"), 0, &driver_);
   ASSERT_FALSE(executor);
   EXPECT_NE(executor.status().message().find("mul #2: finding no_such_function in the cubin"),
             std::string::npos)
@@ -689,7 +689,7 @@ TEST_F(CudaExecutorTest, GemmsRunThroughCublasLtAsColumnMajorTransposes) {
       SCOPED_TRACE(fmt::format("transpose a {} b {}", ta, tb));
       for (const bool with_lt : {true, false}) {
         Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
-            gemm_program(), "cubin", gemm_launches(ta, tb), &driver_, with_lt ? &lt : nullptr);
+            gemm_program(), "cubin", gemm_launches(ta, tb), 0, &driver_, with_lt ? &lt : nullptr);
         ASSERT_TRUE(executor) << executor.status().message();
         const int matmuls = fake_matmuls, launches = state_.launches;
         std::vector<float> c(kM * kN, -1);
@@ -755,8 +755,8 @@ TEST_F(CudaExecutorTest, AStridedBatchOfGemmsIsOneLaunchEitherWay) {
   }
   for (const bool with_lt : {true, false}) {
     SCOPED_TRACE(with_lt ? "cuBLASLt" : "template kernel");
-    Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
-        program, "cubin", {{launch}}, &driver_, with_lt ? &lt : nullptr);
+    Expected<std::unique_ptr<CudaExecutor>> executor =
+        CudaExecutor::create(program, "cubin", {{launch}}, 0, &driver_, with_lt ? &lt : nullptr);
     ASSERT_TRUE(executor) << executor.status().message();
     const int matmuls = fake_matmuls, launches = state_.launches;
     std::vector<float> c(batch * m * n, -1);

@@ -1,0 +1,168 @@
+#include "target/cpu_target.h"
+
+#include <fmt/format.h>
+
+#include <type_traits>
+
+#include "codegen/cpu/emitter.h"
+#include "codegen/cpu/prelude.h"
+#include "loop/default_schedule.h"
+#include "loop/ir_visitor.h"
+#include "loop/printer.h"
+#include "loop/scratch.h"
+#include "loop/tuning.h"
+#include "runtime/kernel_abi.h"
+
+namespace kiln {
+namespace {
+
+static_assert(std::is_same_v<runtime::KernelFunction, codegen::cpu::KernelFunction>,
+              "the runtime and the code generator must agree on the kernel ABI");
+
+// Whether `value` is a weight compiled into the program's constants (plan_memory_stage).
+bool is_compiled_in_constant(const Value& value) {
+  const Node* producer = value.producer();
+  return producer != nullptr && producer->op() == Op::constant;
+}
+
+// Gives each qualifying gemm of a kernel, outside its loops (a gemm inside a loop runs on
+// other regions each time), a state parameter to keep its B packed in. oneDNN's sgemm packs B
+// on every call, which costs a large share of the product when A has few rows (a batch of one
+// through BERT or ViT: 128 or 197 rows). Only f32 gemms outside loops that overwrite C, with
+// few rows and enough work to repay a primitive's setup, are packed. A conv statement's
+// constant weights are likewise kept in oneDNN's layout (loop/stmt.h: packed_w).
+class PackConstantWeights final : public loop::IRMutator {
+ public:
+  explicit PackConstantWeights(KernelRecord& record) : record_(record) {}
+
+  void run() {
+    loop::Stmt body = mutate(record_.kernel.body);
+    if (added_.empty()) return;
+    record_.kernel.body = std::move(body);
+    record_.kernel.params.insert(record_.kernel.params.end(), added_.begin(), added_.end());
+  }
+
+ protected:
+  loop::Stmt visit_for(const loop::For&, const loop::Stmt& self) override { return self; }
+
+  loop::Stmt visit_gemm(const loop::Gemm& g, const loop::Stmt& self) override {
+    const auto m = loop::as_const_int(g.m), n = loop::as_const_int(g.n);
+    const auto k = loop::as_const_int(g.k);
+    if (g.accumulate || g.c.buffer.dtype() != DType::f32 || !m || !n || !k ||
+        !loop::as_const_int(g.b.offset) || *m > loop::kPackedGemmMaxRows ||
+        *m * *n * *k < loop::kPackedGemmMinWork || !reads_constant(g.b.buffer)) {
+      return self;
+    }
+    const int64_t bytes = codegen::cpu::packed_b_state_bytes(*k, *n);
+    const loop::Buffer packed =
+        loop::Buffer::param(fmt::format("packed_b{}", added_.size()), DType::i64, {bytes / 8});
+    added_.push_back(packed);
+    record_.state_bytes.push_back(bytes);
+    loop::GemmArgs args = loop::gemm_args(g);
+    args.packed_b = packed;
+    return loop::gemm(std::move(args));
+  }
+
+  loop::Stmt visit_conv(const loop::Conv& c, const loop::Stmt& self) override {
+    if (!reads_constant(c.w)) return self;
+    const int64_t bytes = codegen::cpu::conv_state_bytes(c);
+    const loop::Buffer kept =
+        loop::Buffer::param(fmt::format("packed_w{}", added_.size()), DType::i64, {bytes / 8});
+    added_.push_back(kept);
+    record_.state_bytes.push_back(bytes);
+    loop::ConvArgs args = loop::conv_args(c);
+    args.packed_w = kept;
+    return loop::conv(std::move(args));
+  }
+
+ private:
+  // Whether `buffer` is a parameter that receives a compiled-in constant: parameters are the
+  // record's inputs first, in order.
+  bool reads_constant(const loop::Buffer& buffer) const {
+    const std::vector<loop::Buffer>& params = record_.kernel.params;
+    for (size_t i = 0; i < params.size() && i < record_.inputs.size(); ++i) {
+      if (params[i].name() == buffer.name()) return is_compiled_in_constant(*record_.inputs[i]);
+    }
+    return false;
+  }
+
+  KernelRecord& record_;
+  std::vector<loop::Buffer> added_;
+};
+
+// This machine's CPU: the default schedule for its cores and vectors, C++ through the system
+// compiler, oneDNN and OpenBLAS for the library calls.
+class CpuTarget final : public Target {
+ public:
+  DeviceKind kind() const override { return DeviceKind::cpu; }
+
+  bool decomposes_by_cost() const override { return true; }
+  // oneDNN computes convolutions channels last.
+  bool computes_convolutions_channels_last() const override { return true; }
+  std::optional<cost::GpuProfile> gpu_profile(const CompileOptions&) const override {
+    return std::nullopt;
+  }
+
+  Status schedule(KernelRecord& record, const CompileOptions& options) const override {
+    if (!options.schedule) return Status::ok();
+    record.schedule = loop::default_schedule(record.kernel, loop::host_target());
+    Expected<loop::Kernel> scheduled = loop::apply_schedule(record.kernel, record.schedule);
+    if (!scheduled) {
+      // The default schedule keeps only directives it applied legally, so replaying it cannot
+      // fail: if it does, that is a bug, reported with the kernel.
+      return Status::errorf(ErrorCode::internal,
+                            "internal compiler error: the default schedule does not replay: "
+                            "{}\n{}",
+                            scheduled.status().message(), loop::print(record.kernel));
+    }
+    record.kernel = std::move(*scheduled);
+    return Status::ok();
+  }
+
+  void place_scratch(KernelRecord& record) const override {
+    record.kernel = loop::promote_scratch(record.kernel, record.scratch_bytes);
+  }
+
+  void pack_weights(KernelRecord& record) const override { PackConstantWeights(record).run(); }
+
+  Expected<GeneratedCode> generate_code(std::span<const loop::Kernel> kernels,
+                                        const CompileOptions& options) const override {
+    return compile_for_this_cpu(kernels, options);
+  }
+
+  Expected<std::unique_ptr<runtime::ProgramExecutor>> make_executor(const CompiledGraph& compiled,
+                                                                    const Device&) const override {
+    return cpu_executor(compiled);
+  }
+
+  bool caches_compilations() const override { return true; }
+};
+
+}  // namespace
+
+const Target& cpu_target() {
+  static const CpuTarget target;
+  return target;
+}
+
+Expected<GeneratedCode> compile_for_this_cpu(std::span<const loop::Kernel> kernels,
+                                             const CompileOptions& options) {
+  GeneratedCode code;
+  KILN_ASSIGN_OR_RETURN(code.cpu, codegen::cpu::compile_kernels(kernels, options.cpu));
+  code.units = code.cpu.units();
+  code.units_compiled = code.cpu.units_compiled();
+  return code;
+}
+
+Expected<std::unique_ptr<runtime::ProgramExecutor>> cpu_executor(const CompiledGraph& compiled) {
+  std::vector<runtime::KernelFunction> functions;
+  for (size_t k = 0; k < compiled.kernels.size(); ++k) {
+    functions.push_back(compiled.kernels.function(k));
+  }
+  KILN_ASSIGN_OR_RETURN(runtime::Executor executor,
+                        runtime::Executor::create(compiled.program, std::move(functions)));
+  return std::unique_ptr<runtime::ProgramExecutor>(
+      std::make_unique<runtime::Executor>(std::move(executor)));
+}
+
+}  // namespace kiln

@@ -1,0 +1,21 @@
+// The CPU's target, and the two things the CUDA mapping on the CPU shares with it: its kernels
+// compiled as C++ for this CPU, and run by the CPU's executor (target/target.h).
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "target/target.h"
+
+namespace kiln {
+
+const Target& cpu_target();
+
+// The kernels as C++, compiled through the cache and loaded (codegen/cpu/kernel_compiler.h).
+Expected<GeneratedCode> compile_for_this_cpu(std::span<const loop::Kernel> kernels,
+                                             const CompileOptions& options);
+
+// The executor of a compilation whose kernels were compiled for this CPU.
+Expected<std::unique_ptr<runtime::ProgramExecutor>> cpu_executor(const CompiledGraph& compiled);
+
+}  // namespace kiln

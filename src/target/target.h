@@ -1,0 +1,86 @@
+// One Target per kind of device: every decision the compiler makes because of the device it
+// compiles for. The pipeline's stages (compiler/stages.h) name no device; each asks the
+// compilation's target whether and how its work is done:
+//   - which graph stages run (decomposition by cost, convolutions channels last);
+//   - the cost profile the graph stages and the partitioner price kernels with, and for a GPU
+//     its own figures (target/gpu_profile.h);
+//   - each kernel's schedule, or its mapping onto the GPU, and where its scratch lives;
+//   - which library calls keep their constant weights packed;
+//   - the code generator, and the executor that runs the program;
+//   - whether compilations are cached.
+//
+// The targets: the CPU (C++ compiled and loaded, the default schedule, oneDNN and OpenBLAS),
+// CUDA (the GPU mapping, CUDA C through NVRTC, the CUDA executor with cuBLASLt), and the CUDA
+// mapping on the CPU (the GPU mapping's loop IR compiled for this CPU, to check the mapping
+// where no GPU is). Targets hold no state: the device's ordinal, which only the executor
+// needs, is the caller's.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "compiler/compiled_graph.h"
+#include "compiler/options.h"
+#include "cost/device_profile.h"
+#include "loop/stmt.h"
+#include "runtime/executor.h"
+#include "support/status.h"
+#include "target/device.h"
+#include "target/gpu_profile.h"
+
+namespace kiln {
+
+class Target {
+ public:
+  virtual ~Target() = default;
+
+  virtual DeviceKind kind() const = 0;
+
+  // --- The graph stages. ----------------------------------------------------------------------
+
+  // Whether composites are decomposed where the cost model prices their pieces cheaper
+  // (compiler/decompose_by_cost.h).
+  virtual bool decomposes_by_cost() const = 0;
+  // Whether an inference graph's convolutions may move channels last (passes/channels_last.h):
+  // only where a library computes them in that layout.
+  virtual bool computes_convolutions_channels_last() const = 0;
+  // The profile the graph stages price kernels with: the options' pinned one, else this
+  // machine's (cost::given_or_host_profile).
+  Expected<cost::DeviceProfile> cost_profile(const CompileOptions& options) const;
+  // The GPU's own figures, for a GPU target; nullopt for the CPU.
+  virtual std::optional<cost::GpuProfile> gpu_profile(const CompileOptions& options) const = 0;
+
+  // --- The kernel stages. ---------------------------------------------------------------------
+
+  // Schedules `record`'s kernel for the device: the default schedule (unless
+  // options.schedule is off), or the mapping onto the GPU, which also sizes its scratch.
+  virtual Status schedule(KernelRecord& record, const CompileOptions& options) const = 0;
+  // Moves local buffers too large for the device's local memory into scratch parameters.
+  virtual void place_scratch(KernelRecord& record) const = 0;
+  // Keeps the constant weights of `record`'s library calls packed in the library's layout,
+  // where the device's library gains by it.
+  virtual void pack_weights(KernelRecord& record) const = 0;
+  // The distinct kernels as the device's code, compiled.
+  virtual Expected<GeneratedCode> generate_code(std::span<const loop::Kernel> kernels,
+                                                const CompileOptions& options) const = 0;
+
+  // --- Running. -------------------------------------------------------------------------------
+
+  // The executor of a complete compilation, on `device` (its ordinal picks the GPU).
+  virtual Expected<std::unique_ptr<runtime::ProgramExecutor>> make_executor(
+      const CompiledGraph& compiled, const Device& device) const = 0;
+  // Whether the compilation cache keeps compilations for this target
+  // (compiler/compilation_cache.h).
+  virtual bool caches_compilations() const = 0;
+};
+
+// The target of every device of `kind`.
+const Target& target_for(DeviceKind kind);
+
+// The target of the device `options` compile for.
+inline const Target& target_of(const CompileOptions& options) {
+  return target_for(options.device.kind);
+}
+
+}  // namespace kiln
