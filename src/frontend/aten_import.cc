@@ -361,7 +361,9 @@ Expected<std::vector<Value*>> convert_node(GraphBuilder& b, const ValueTable& va
       (*results)[static_cast<size_t>(i)] = nullptr;
       continue;
     }
-    if (result == nullptr) return Status::errorf(ErrorCode::internal, "internal compiler error: result {} was not built", i);
+    if (result == nullptr)
+      return Status::errorf(ErrorCode::internal, "internal compiler error: result {} was not built",
+                            i);
     if (result->type() != context.output_type(i)) {
       return Status::errorf(ErrorCode::internal,
                             "internal compiler error: result {} converts to {}, but PyTorch "

@@ -193,7 +193,8 @@ Expected<const onnx::AttributeProto*> NodeContext::typed_attr(
   const onnx::AttributeProto* attr = find_attr(name);
   if (attr == nullptr) return static_cast<const onnx::AttributeProto*>(nullptr);
   if (!attr->ref_attr_name().empty()) {
-    return Status::errorf(ErrorCode::unsupported, "attribute '{}' refers to a function attribute, which is unsupported",
+    return Status::errorf(ErrorCode::unsupported,
+                          "attribute '{}' refers to a function attribute, which is unsupported",
                           name);
   }
   if (attr->type() != type) {
@@ -267,7 +268,8 @@ Expected<Array> NodeContext::attr_tensor(std::string_view name) const {
   if (attr == nullptr) return Status::errorf("attribute '{}' is required", name);
   // Constant tensors in attributes may not use external data: no base folder applies.
   if (attr->t().data_location() == onnx::TensorProto::EXTERNAL) {
-    return Status::errorf(ErrorCode::unsupported, "attribute '{}' holds external data, which is unsupported", name);
+    return Status::errorf(ErrorCode::unsupported,
+                          "attribute '{}' holds external data, which is unsupported", name);
   }
   return array_from_tensor_proto(attr->t(), "");
 }
@@ -322,7 +324,8 @@ Expected<TensorType> input_type(const onnx::ValueInfoProto& info,
     return status.with_context(fmt::format("input '{}'", info.name()));
   };
   if (!info.type().has_tensor_type()) {
-    return context(Status::error(ErrorCode::unsupported, "unsupported input type (only tensors are supported, not "
+    return context(Status::error(ErrorCode::unsupported,
+                                 "unsupported input type (only tensors are supported, not "
                                  "sequences, maps or optionals)"));
   }
   const onnx::TypeProto::Tensor& tensor = info.type().tensor_type();
@@ -367,7 +370,8 @@ Expected<TensorType> input_type(const onnx::ValueInfoProto& info,
 Status import_graph_inputs(const onnx::GraphProto& graph, const std::string& base_dir,
                            const OnnxImportOptions& options, ImportState& state,
                            int& num_data_inputs) {
-  if (graph.sparse_initializer_size() > 0) return Status::error(ErrorCode::unsupported, "sparse initializers are unsupported");
+  if (graph.sparse_initializer_size() > 0)
+    return Status::error(ErrorCode::unsupported, "sparse initializers are unsupported");
   std::set<std::string> initializer_names;
   for (const onnx::TensorProto& tensor : graph.initializer()) {
     Expected<Array> array = array_from_tensor_proto(tensor, base_dir);
@@ -422,11 +426,13 @@ std::string describe_node(const onnx::NodeProto& node, int opset) {
 
 Status import_node(const onnx::NodeProto& node, int opset, ImportState& state) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
-    return Status::errorf(ErrorCode::unsupported, "unsupported operator domain '{}'", node.domain());
+    return Status::errorf(ErrorCode::unsupported, "unsupported operator domain '{}'",
+                          node.domain());
   }
   if (opset == 0) return Status::error("the model imports no default-domain (ai.onnx) opset");
   Converter converter = find_converter(node.op_type());
-  if (converter == nullptr) return Status::errorf(ErrorCode::unsupported, "unsupported operator '{}'", node.op_type());
+  if (converter == nullptr)
+    return Status::errorf(ErrorCode::unsupported, "unsupported operator '{}'", node.op_type());
   std::vector<Operand> inputs;
   for (const std::string& name : node.input()) {
     if (name.empty()) {
@@ -450,7 +456,8 @@ Status import_node(const onnx::NodeProto& node, int opset, ImportState& state) {
     if (name.empty()) continue;
     const Operand* operand = state.find(name);
     if (operand == nullptr) {
-      return Status::errorf(ErrorCode::unsupported, "output {} ('{}') is not supported by Kiln's conversion", i, name);
+      return Status::errorf(ErrorCode::unsupported,
+                            "output {} ('{}') is not supported by Kiln's conversion", i, name);
     }
     // Values this node created carry the ONNX names, so the graph reads like the model.
     Value* value = operand->value;

@@ -145,7 +145,8 @@ Status convert_prelu(NodeContext& ctx) {
 Status convert_shrink(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   if (!is_floating(x.dtype())) {
-    return Status::errorf(ErrorCode::unsupported, "Shrink of {} is unsupported (floating types only)",
+    return Status::errorf(ErrorCode::unsupported,
+                          "Shrink of {} is unsupported (floating types only)",
                           dtype_name(x.dtype()));
   }
   KILN_ASSIGN_OR_RETURN(const double lambd, ctx.attr_float("lambd", 0.5));

@@ -34,7 +34,9 @@ Expected<DType> dtype_from_onnx(int32_t data_type) {
     case onnx::TensorProto::INT32: return DType::i32;
     case onnx::TensorProto::INT64: return DType::i64;
     case onnx::TensorProto::BOOL: return DType::boolean;
-    default: return Status::errorf(ErrorCode::unsupported, "unsupported element type {}", onnx_type_name(data_type));
+    default:
+      return Status::errorf(ErrorCode::unsupported, "unsupported element type {}",
+                            onnx_type_name(data_type));
   }
 }
 
@@ -70,7 +72,9 @@ Expected<PackedType> packed_type_from_onnx(int32_t data_type) {
     case onnx::TensorProto::UINT32: return PackedType::u32;
     case onnx::TensorProto::UINT64: return PackedType::u64;
     case onnx::TensorProto::BOOL: return PackedType::boolean;
-    default: return Status::errorf(ErrorCode::unsupported, "unsupported tensor data type {}", onnx_type_name(data_type));
+    default:
+      return Status::errorf(ErrorCode::unsupported, "unsupported tensor data type {}",
+                            onnx_type_name(data_type));
   }
 }
 
@@ -223,7 +227,8 @@ Expected<std::string> read_external_data(const onnx::TensorProto& proto,
 Expected<Array> array_from_proto_contents(const onnx::TensorProto& proto,
                                           const std::string& base_dir) {
   KILN_ASSIGN_OR_RETURN(PackedType type, packed_type_from_onnx(proto.data_type()));
-  if (proto.has_segment()) return Status::error(ErrorCode::unsupported, "segmented tensors are unsupported");
+  if (proto.has_segment())
+    return Status::error(ErrorCode::unsupported, "segmented tensors are unsupported");
   KILN_ASSIGN_OR_RETURN(
       Shape shape, Shape::make(std::vector<int64_t>(proto.dims().begin(), proto.dims().end())));
   const int64_t num_bytes = shape.num_elements() * packed_size_bytes(type);

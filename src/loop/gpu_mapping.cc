@@ -37,7 +37,8 @@ Expected<Kernel> make_row_passes(const Kernel& kernel) {
   Expected<Kernel> passes = apply_schedule(kernel, row_passes(kernel));
   if (!passes) {
     // The directives were applied legally once, so they replay: failing is a bug.
-    return Status::errorf(ErrorCode::internal, "internal compiler error: the row passes do not replay: {}\n{}",
+    return Status::errorf(ErrorCode::internal,
+                          "internal compiler error: the row passes do not replay: {}\n{}",
                           passes.status().message(), print(kernel));
   }
   return passes;
@@ -260,7 +261,8 @@ class GpuMapper {
     mapping.kernel = Kernel{lowered_.name, promoted.params, block(std::move(launches_))};
     const Status verified = verify(mapping.kernel);
     if (!verified) {
-      return Status::errorf(ErrorCode::internal, "internal compiler error: the GPU mapping of a kernel is invalid: "
+      return Status::errorf(ErrorCode::internal,
+                            "internal compiler error: the GPU mapping of a kernel is invalid: "
                             "{}\n{}",
                             verified.message(), print(mapping.kernel));
     }
@@ -299,7 +301,8 @@ class GpuMapper {
       }
       case StmtKind::gemm: return add_gemm(*stmt.as<Gemm>());
       default:
-        return Status::errorf(ErrorCode::internal, "internal compiler error: a {} statement around a gemm on a GPU",
+        return Status::errorf(ErrorCode::internal,
+                              "internal compiler error: a {} statement around a gemm on a GPU",
                               first_line_of(stmt));
     }
   }
@@ -327,7 +330,8 @@ class GpuMapper {
     const Expr folded = simplify(substitute(expr, host_substitution()));
     const std::optional<int64_t> value = as_const_int(folded);
     if (!value) {
-      return Status::errorf(ErrorCode::unsupported, "a GPU runs the loops around a gemm on the host, and {} is not "
+      return Status::errorf(ErrorCode::unsupported,
+                            "a GPU runs the loops around a gemm on the host, and {} is not "
                             "known there",
                             print(expr));
     }
@@ -336,7 +340,8 @@ class GpuMapper {
 
   Status count_launch() {
     if (static_cast<int64_t>(launches_.size()) >= kMaxGpuLaunchesPerKernel) {
-      return Status::errorf(ErrorCode::unsupported, "a kernel needs more than {} GPU launches (a gemm inside loops of "
+      return Status::errorf(ErrorCode::unsupported,
+                            "a kernel needs more than {} GPU launches (a gemm inside loops of "
                             "that many iterations)",
                             kMaxGpuLaunchesPerKernel);
     }
@@ -515,8 +520,9 @@ class GpuMapper {
   static Status check_thread_local(const Stmt& inner) {
     const int64_t bytes = allocated_bytes(inner);
     if (bytes > kMaxGpuThreadLocalBytes) {
-      return Status::errorf(ErrorCode::unsupported, "a GPU thread would need {} bytes of local buffers (at most {})",
-                            bytes, kMaxGpuThreadLocalBytes);
+      return Status::errorf(ErrorCode::unsupported,
+                            "a GPU thread would need {} bytes of local buffers (at most {})", bytes,
+                            kMaxGpuThreadLocalBytes);
     }
     return Status::ok();
   }
@@ -603,7 +609,8 @@ class GpuMapper {
       case StmtKind::conv:
         break;
     }
-    return Status::errorf(ErrorCode::internal, "internal compiler error: a gemm inside a GPU launch");
+    return Status::errorf(ErrorCode::internal,
+                          "internal compiler error: a gemm inside a GPU launch");
   }
 
   const Kernel& lowered_;

@@ -83,7 +83,8 @@ Expected<LoopPassRun> run_pass(const LoopPassInfo& pass, Kernel& kernel,
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   if (!result) return result.status().with_context(fmt::format("loop pass '{}'", pass.name));
   if (Status valid = verify(*result); !valid) {
-    return Status::errorf(ErrorCode::internal, "internal compiler error: loop pass '{}' left an invalid kernel: {}",
+    return Status::errorf(ErrorCode::internal,
+                          "internal compiler error: loop pass '{}' left an invalid kernel: {}",
                           pass.name, valid.message());
   }
   kernel = std::move(result).value();

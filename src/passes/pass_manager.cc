@@ -78,7 +78,8 @@ Expected<std::vector<PassRun>> run_passes(Graph& graph, std::span<const std::str
     }
     if (options.verify_each) {
       if (Status valid = verify(graph); !valid) {
-        return Status::errorf(ErrorCode::internal, "internal compiler error: pass '{}' left an invalid graph: {}",
+        return Status::errorf(ErrorCode::internal,
+                              "internal compiler error: pass '{}' left an invalid graph: {}",
                               pass->name, valid.message());
       }
     }

@@ -91,7 +91,9 @@ Expected<std::byte*> Executor::allocate_aligned(int64_t bytes, std::string_view 
   // aligned_alloc wants a multiple of the alignment; the plan's offsets are aligned to it.
   auto* memory = static_cast<std::byte*>(
       std::aligned_alloc(kArenaAlignment, static_cast<size_t>(round_up(bytes))));
-  if (memory == nullptr) return Status::errorf(ErrorCode::resource_exhausted, "cannot allocate the {}-byte {}", bytes, what);
+  if (memory == nullptr)
+    return Status::errorf(ErrorCode::resource_exhausted, "cannot allocate the {}-byte {}", bytes,
+                          what);
   return memory;
 }
 

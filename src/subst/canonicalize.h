@@ -11,8 +11,9 @@
 // checks the rest numerically (subst/shipped_rules.h).
 //
 // Rules apply in file order (a rule written over dtypes and ranks as its instances, in order:
-// rule.h), each wherever it matches, and the whole list again while one applies (a square written as Pow becomes x * x, which the layer norm's rule then matches).
-// Replaced nodes are left for dead-code elimination.
+// rule.h), each wherever it matches, and the whole list again while one applies (a square written
+// as Pow becomes x * x, which the layer norm's rule then matches). Replaced nodes are left for
+// dead-code elimination.
 #pragma once
 
 #include <map>

@@ -1,5 +1,7 @@
 #include "subst/rule.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -9,13 +11,11 @@
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
+#include "ir/dtype.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
-#include "ir/dtype.h"
 
 namespace kiln::subst {
 namespace {
@@ -302,8 +302,7 @@ Status parse_dtypes(const std::string& text, const std::string& where, Rule& rul
   }
   const auto own = std::ranges::find(rule.dtypes, *example);
   if (own == rule.dtypes.end()) {
-    return Status::errorf("{}: the example's dtype {} is not listed", where,
-                          dtype_name(*example));
+    return Status::errorf("{}: the example's dtype {} is not listed", where, dtype_name(*example));
   }
   std::rotate(rule.dtypes.begin(), own, own + 1);
   return Status::ok();
@@ -407,8 +406,8 @@ Expected<Graph> retype_graph(const Graph& graph, const Retyping& retyping) {
   std::map<const Value*, Value*> value_of;
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Value* input = graph.inputs()[i];
-    value_of[input] = built.add_input(retyping.type(input->type(), retyping.ranked[i]),
-                                      input->name());
+    value_of[input] =
+        built.add_input(retyping.type(input->type(), retyping.ranked[i]), input->name());
   }
   for (const Node* node : graph.nodes()) {
     std::vector<Value*> inputs;
@@ -453,8 +452,8 @@ Expected<Rule> instantiate(const Rule& rule, DType dtype, int rank) {
   for (SymbolicExtent extent : rule.extents) {
     if (retyping.ranked[extent.variable]) extent.axis += retyping.rank_change;
     if (extent.axis < 0) {
-      return Status::errorf("{}: rule '{}': rank {} drops the declared extent of %{}",
-                            rule.origin, rule.name, rank, params[extent.variable]->name());
+      return Status::errorf("{}: rule '{}': rank {} drops the declared extent of %{}", rule.origin,
+                            rule.name, rank, params[extent.variable]->name());
     }
     instance.extents.push_back(extent);
   }
@@ -602,8 +601,10 @@ Expected<std::vector<Rule>> parse_rules(std::string_view text, std::string_view 
     for (const auto& [constant, where] : constants) {
       KILN_RETURN_IF_ERROR(parse_constant(constant, where, rule));
     }
-    for (const auto& [line, where] : dtypes) KILN_RETURN_IF_ERROR(parse_dtypes(line, where, rule));
-    for (const auto& [line, where] : ranks) KILN_RETURN_IF_ERROR(parse_ranks(line, where, rule));
+    for (const auto& [listed, where] : dtypes) {
+      KILN_RETURN_IF_ERROR(parse_dtypes(listed, where, rule));
+    }
+    for (const auto& [listed, where] : ranks) KILN_RETURN_IF_ERROR(parse_ranks(listed, where, rule));
     KILN_RETURN_IF_ERROR(instantiate_all(rule));
     rules.push_back(std::move(rule));
   }

@@ -11,9 +11,9 @@
 // the process.
 #pragma once
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 namespace kiln {
 

@@ -15,14 +15,14 @@
 // KILN_CHECK (support/check.h) instead, which aborts, or raises in the Python module.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
-
-#include <fmt/format.h>
 
 namespace kiln {
 

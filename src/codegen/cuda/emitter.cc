@@ -257,7 +257,8 @@ class UnitEmitter {
       return Status::errorf("a GPU kernel's launch is not a gpu_block loop: {}", loop::print(inner));
     }
     KILN_ASSIGN_OR_RETURN(int64_t blocks, constant(f->extent, "grid"));
-    if (blocks > kMaxGridX) return Status::errorf(ErrorCode::unsupported, "a GPU launch of {} blocks", blocks);
+    if (blocks > kMaxGridX)
+      return Status::errorf(ErrorCode::unsupported, "a GPU launch of {} blocks", blocks);
     const std::string text = LaunchEmitter(kernel, host).emit(*f);
     auto [it, inserted] =
         function_of_.emplace(text, fmt::format("kiln_cuda_{}", function_of_.size()));
@@ -354,7 +355,8 @@ class UnitEmitter {
                              .args = {},
                              .gemm = std::nullopt};
     if (made.grid[0] > kMaxGridX || made.grid[1] > kMaxGridY) {
-      return Status::errorf(ErrorCode::unsupported, "a gemm of {} x {} is beyond the GPU template's grid", m, n);
+      return Status::errorf(ErrorCode::unsupported,
+                            "a gemm of {} x {} is beyond the GPU template's grid", m, n);
     }
     for (const loop::MatrixRegion* region : {&g.a, &g.b, &g.c}) {
       KILN_ASSIGN_OR_RETURN(int param, param_index(kernel, region->buffer));

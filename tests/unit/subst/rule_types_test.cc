@@ -60,8 +60,8 @@ TEST(RuleTypes, ARuleStandsForOneInstancePerDtypeAndRankTheExampleFirst) {
   EXPECT_EQ(rule.dtypes, (std::vector<DType>{DType::f32, DType::bf16, DType::f16}));
   EXPECT_EQ(rule.ranks.ranks, (std::vector<int>{3, 2}));
   ASSERT_EQ(instances_of(rule).size(), 6u);
-  const std::vector<std::string> types = {"f32[2,3,5]",  "f32[3,5]",  "bf16[2,3,5]",
-                                          "bf16[3,5]",   "f16[2,3,5]", "f16[3,5]"};
+  const std::vector<std::string> types = {"f32[2,3,5]", "f32[3,5]",   "bf16[2,3,5]",
+                                          "bf16[3,5]",  "f16[2,3,5]", "f16[3,5]"};
   for (size_t i = 0; i < types.size(); ++i) {
     const Rule& instance = instances_of(rule)[i];
     EXPECT_EQ(instance.name, "gelu-erf");
@@ -132,14 +132,12 @@ TEST(RuleTypes, TheLinesErrorsSayWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(parse_error(with("dtypes f32 | i32\n")).find("'i32' is not a float dtype"),
             std::string::npos);
-  EXPECT_NE(parse_error(with("dtypes f32 | f32\n")).find("f32 is listed twice"),
-            std::string::npos);
+  EXPECT_NE(parse_error(with("dtypes f32 | f32\n")).find("f32 is listed twice"), std::string::npos);
   EXPECT_NE(parse_error(with("dtypes f32\ndtypes f16\n")).find("a second 'dtypes' line"),
             std::string::npos);
   EXPECT_NE(parse_error(with("ranks %x 2 | 4\n")).find("the example's rank 3 is not listed"),
             std::string::npos);
-  EXPECT_NE(parse_error(with("ranks %y 3\n")).find("'%y' names no parameter"),
-            std::string::npos);
+  EXPECT_NE(parse_error(with("ranks %y 3\n")).find("'%y' names no parameter"), std::string::npos);
   EXPECT_NE(parse_error(with("ranks %x 3 | 9\n")).find("'9' is not a rank from 1 to 8"),
             std::string::npos);
   EXPECT_NE(parse_error(with("ranks 3 | 2\n")).find("ranks are written"), std::string::npos);
@@ -156,14 +154,15 @@ graph @target(%a: f32[3,4]) {
   %y = relu(%a) : f32[3,4]
   return %y
 }
-)").find("rank 1 drops the declared extent of %a"),
+)")
+                .find("rank 1 drops the declared extent of %a"),
             std::string::npos);
 }
 
 std::vector<Rule> canonical_rules_file() {
   const char* root = std::getenv("KILN_SOURCE_DIR");
-  Expected<std::vector<Rule>> rules = read_rules_file(
-      std::string(root != nullptr ? root : ".") + "/src/subst/rules/canonical.rules");
+  Expected<std::vector<Rule>> rules = read_rules_file(std::string(root != nullptr ? root : ".") +
+                                                      "/src/subst/rules/canonical.rules");
   EXPECT_TRUE(rules.has_value()) << rules.status().message();
   return rules ? std::move(rules).value() : std::vector<Rule>{};
 }

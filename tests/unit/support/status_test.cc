@@ -1,12 +1,13 @@
 // Status's codes (support/status.h) and the handler a host installs for failed checks
 // (support/check.h).
+#include "support/status.h"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 
 #include "support/check.h"
-#include "support/status.h"
 
 namespace kiln {
 namespace {
@@ -55,8 +56,7 @@ TEST(Check, AnInstalledHandlerThrowsInsteadOfAborting) {
   } catch (const FailedCheck& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("internal compiler error: "), std::string::npos) << message;
-    EXPECT_NE(message.find("check failed: value % 2 == 0: 3 is odd"), std::string::npos)
-        << message;
+    EXPECT_NE(message.find("check failed: value % 2 == 0: 3 is odd"), std::string::npos) << message;
   }
   EXPECT_EQ(set_check_failure_handler(previous), throw_failed_check);
 }
