@@ -146,6 +146,8 @@ class GraphText:
     outputs: list  # OutputSpec per Kiln graph output
     # Whether the fx graph returns one value rather than a tuple.
     single_output: bool
+    # Per graph input, the dtype PyTorch traced it with.
+    input_dtypes: list
 
 
 def output_spec(node: torch.fx.Node) -> OutputSpec:
@@ -159,11 +161,12 @@ def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
     other kind of node."""
     encoder = Encoder()
     inputs, nodes, outputs = [], [], []
-    output_slots, output_specs = [], []
+    output_slots, output_specs, input_dtypes = [], [], []
     single_output = False
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             inputs.append({"name": node.name, **tensor_meta(node.meta.get("val"))})
+            input_dtypes.append(node.meta["val"].dtype)
         elif node.op == "call_function" and node.target is operator.getitem:
             source, index = node.args
             encoder.aliases[node] = {"tensor": source.name, "index": index}
@@ -188,7 +191,7 @@ def graph_to_json(gm: torch.fx.GraphModule, name: str = "graph") -> GraphText:
         {"format": FORMAT, "name": name, "inputs": inputs, "nodes": nodes, "outputs": outputs},
         allow_nan=False,
     )
-    return GraphText(text, output_slots, output_specs, single_output)
+    return GraphText(text, output_slots, output_specs, single_output, input_dtypes)
 
 
 def single_node_json(node: torch.fx.Node) -> str:

@@ -50,10 +50,12 @@ class KilnGraph(torch.nn.Module):
         self.output_slots = graph.output_slots
         self.outputs = graph.outputs
         self.single_output = graph.single_output
+        self.input_dtypes = graph.input_dtypes
 
     def forward(self, *args):
         # DLPack refuses tensors that require grad; detaching shares their memory.
-        inputs = [a.detach().contiguous() for a in args]
+        inputs = [as_traced(a.detach().contiguous(), dtype)
+                  for a, dtype in zip(args, self.input_dtypes)]
         if self.compiled.takes_rng_seed:
             # Dropout's masks: a new seed for each run, from torch's generator, so that
             # torch.manual_seed repeats a run (below 2**53, the range Kiln's reference keeps).
@@ -69,6 +71,17 @@ class KilnGraph(torch.nn.Module):
 
     def explain(self) -> str:
         return self.compiled.explain()
+
+
+def as_traced(tensor, dtype):
+    """`tensor` in the dtype PyTorch traced it with. Some of PyTorch's meta kernels give a
+    result another dtype than the kernel that runs: under autocast on the CPU, batch norm's
+    saved mean and inverse deviation are traced bf16 and computed in f32. A Kiln graph compiled
+    for the traced dtype reads them rounded to it, as it was compiled to; any other mismatch
+    is left for the run's own check to refuse."""
+    if tensor.dtype == dtype or not (tensor.is_floating_point() and dtype.is_floating_point):
+        return tensor
+    return tensor.to(dtype)
 
 
 def with_traced_strides(tensor, strides):

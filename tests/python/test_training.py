@@ -320,3 +320,44 @@ def test_attention_on_a_gpu_is_traced_in_the_math_form_kiln_converts():
     assert not report.fallbacks, f"left to PyTorch: {report.fallbacks}"
     assert len(report.graphs) == 2
     assert not any("attention" in graph.graph_json for graph in report.graphs)
+
+
+class SqueezeExcite(nn.Module):
+    """A convolution with batch norm and a squeeze-and-excite gate, as a user writes one."""
+
+    def __init__(self, channels=48, classes=10):
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 3, padding=1)
+        self.norm = nn.BatchNorm2d(channels)
+        self.squeeze = nn.Linear(channels, channels // 4)
+        self.excite = nn.Linear(channels // 4, channels)
+        self.head = nn.Linear(channels, classes)
+
+    def forward(self, x):
+        h = F.relu(self.norm(self.conv(x)))
+        gate = torch.sigmoid(self.excite(F.relu(self.squeeze(h.mean((2, 3))))))
+        return self.head((h * gate[:, :, None, None]).mean((2, 3)))
+
+
+def test_a_batch_norm_under_bf16_autocast_trains_as_eagerly():
+    """PyTorch traces batch norm's saved statistics as bf16 under autocast and computes them in
+    f32 on the CPU; the Kiln graph of the backward reads them in the dtype it was compiled for."""
+    torch.manual_seed(0)
+    eager = SqueezeExcite()
+    under_kiln = copy.deepcopy(eager)
+    compiled, report = kiln_compile(under_kiln)
+    x, labels = torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
+    losses = {}
+    for name, model, forward in (("eager", eager, eager), ("kiln", under_kiln, compiled)):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses[name] = []
+        for _ in range(3):
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(forward(x), labels)
+            loss.backward()
+            optimizer.step()
+            losses[name].append(loss.item())
+    for step, (k, e) in enumerate(zip(losses["kiln"], losses["eager"])):
+        assert abs(k - e) <= 1e-2 * abs(e), f"step {step}: loss {k} under Kiln, {e} eager"
+    assert report.graphs, "Kiln compiled none of the step"
