@@ -46,7 +46,9 @@ Expected<LoweredKernels> lower_stage(const Graph& graph, const fusion::Partition
 Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& options) {
   const Target& target = target_of(options);
   for (KernelRecord& record : records) {
-    KILN_RETURN_IF_ERROR(target.schedule(record, options).with_context(kernel_label(record.nodes)));
+    const std::string label = kernel_label(record.nodes);
+    KILN_RETURN_IF_ERROR(target.runs_library_calls(record.kernel).with_context(label));
+    KILN_RETURN_IF_ERROR(target.schedule(record, options).with_context(label));
   }
   return Status::ok();
 }

@@ -21,7 +21,8 @@ namespace {
 // proof can read: each element of C stored once from a row of op(A) and a column of op(B).
 class GemmsAsLoops : public IRMutator {
  protected:
-  Stmt visit_gemm(const Gemm& g, const Stmt&) override {
+  Stmt visit_library_call(const LibraryCall& g, const Stmt& self) override {
+    if (g.op != LibraryOp::gemm) return IRMutator::visit_library_call(g, self);
     const int serial = count_++;
     const std::string row = fmt::format("gemm_row{}", serial);
     const std::string column = fmt::format("gemm_column{}", serial);
@@ -29,14 +30,16 @@ class GemmsAsLoops : public IRMutator {
     const auto element = [](const MatrixRegion& region, const Expr& r, const Expr& c) {
       return region.offset + r * region.leading_dim + c;
     };
-    const Expr a = g.transpose_a ? load(g.a.buffer, element(g.a, var(depth), var(row)))
-                                 : load(g.a.buffer, element(g.a, var(row), var(depth)));
-    const Expr b = g.transpose_b ? load(g.b.buffer, element(g.b, var(column), var(depth)))
-                                 : load(g.b.buffer, element(g.b, var(depth), var(column)));
-    const Expr c_index = element(g.c, var(row), var(column));
-    Expr value = reduce(ReduceOp::sum, depth, 0, g.k, a * b);
-    if (g.accumulate) value = load(g.c.buffer, c_index) + value;
-    return for_loop(row, 0, g.m, for_loop(column, 0, g.n, store(g.c.buffer, c_index, value)));
+    const Expr a = g.gemm().transpose_a ? load(g.a().buffer, element(g.a(), var(depth), var(row)))
+                                        : load(g.a().buffer, element(g.a(), var(row), var(depth)));
+    const Expr b = g.gemm().transpose_b
+                       ? load(g.b().buffer, element(g.b(), var(column), var(depth)))
+                       : load(g.b().buffer, element(g.b(), var(depth), var(column)));
+    const Expr c_index = element(g.c(), var(row), var(column));
+    Expr value = reduce(ReduceOp::sum, depth, 0, g.gemm().k, a * b);
+    if (g.gemm().accumulate) value = load(g.c().buffer, c_index) + value;
+    return for_loop(row, 0, g.gemm().m,
+                    for_loop(column, 0, g.gemm().n, store(g.c().buffer, c_index, value)));
   }
 
  private:
@@ -73,23 +76,22 @@ class SliceBuffers : public IRMutator {
     return store(slice->expanded, simplify(slice->offset + index), value);
   }
 
-  Stmt visit_gemm(const Gemm& g, const Stmt&) override {
+  Stmt visit_library_call(const LibraryCall& g, const Stmt& self) override {
+    if (g.op != LibraryOp::gemm) return IRMutator::visit_library_call(g, self);
     const auto region = [&](const MatrixRegion& r) {
       const Slice* slice = slice_of(r.buffer);
       if (slice == nullptr) return MatrixRegion{r.buffer, mutate(r.offset), r.leading_dim};
       return MatrixRegion{slice->expanded, simplify(slice->offset + mutate(r.offset)),
                           r.leading_dim};
     };
-    return gemm({.a = region(g.a),
-                 .b = region(g.b),
-                 .c = region(g.c),
-                 .transpose_a = g.transpose_a,
-                 .transpose_b = g.transpose_b,
-                 .m = mutate(g.m),
-                 .n = mutate(g.n),
-                 .k = mutate(g.k),
-                 .accumulate = g.accumulate,
-                 .packed_b = g.packed_b});
+    GemmArgs args = gemm_args(g);
+    args.a = region(g.a());
+    args.b = region(g.b());
+    args.c = region(g.c());
+    args.m = mutate(args.m);
+    args.n = mutate(args.n);
+    args.k = mutate(args.k);
+    return gemm(std::move(args));
   }
 
  private:

@@ -96,9 +96,8 @@ class Evaluator {
       case StmtKind::block:
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(exec(child));
         return Status::ok();
-      case StmtKind::gemm: return exec_gemm(*s.as<Gemm>());
-      case StmtKind::conv:
-        return exec_conv(*s.as<Conv>());
+      case StmtKind::library_call:
+        return exec_library_call(*s.as<LibraryCall>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -200,31 +199,38 @@ class Evaluator {
   // The plain triple loop: each C element's sum runs over p in increasing order starting from
   // the first product (0 when k <= 0), then is added to C when accumulating; every operation
   // rounds to the dtype.
-  Status exec_gemm(const Gemm& g) {
-    KILN_ASSIGN_OR_RETURN(Region a, region(g.a));
-    KILN_ASSIGN_OR_RETURN(Region b, region(g.b));
-    KILN_ASSIGN_OR_RETURN(Region c, region(g.c));
-    KILN_ASSIGN_OR_RETURN(Scalar m_value, eval(g.m));
-    KILN_ASSIGN_OR_RETURN(Scalar n_value, eval(g.n));
-    KILN_ASSIGN_OR_RETURN(Scalar k_value, eval(g.k));
+  // One reference semantics per library operation (loop/stmt.h).
+  Status exec_library_call(const LibraryCall& call) {
+    if (call.op == LibraryOp::gemm) return exec_gemm(call);
+    return exec_conv(call);
+  }
+
+  Status exec_gemm(const LibraryCall& g) {
+    KILN_ASSIGN_OR_RETURN(Region a, region(g.a()));
+    KILN_ASSIGN_OR_RETURN(Region b, region(g.b()));
+    KILN_ASSIGN_OR_RETURN(Region c, region(g.c()));
+    KILN_ASSIGN_OR_RETURN(Scalar m_value, eval(g.gemm().m));
+    KILN_ASSIGN_OR_RETURN(Scalar n_value, eval(g.gemm().n));
+    KILN_ASSIGN_OR_RETURN(Scalar k_value, eval(g.gemm().k));
     const int64_t m = std::get<int64_t>(m_value), n = std::get<int64_t>(n_value),
                   k = std::get<int64_t>(k_value);
-    const DType dtype = g.c.buffer.dtype();
+    const LibraryDTypes& dtypes = g.dtypes;
+    const DType dtype = dtypes.accumulate;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         Scalar acc = 0.0;
         for (int64_t p = 0; p < k; ++p) {
-          KILN_ASSIGN_OR_RETURN(double* x, g.transpose_a ? at(a, p, i) : at(a, i, p));
-          KILN_ASSIGN_OR_RETURN(double* y, g.transpose_b ? at(b, j, p) : at(b, p, j));
-          const Scalar product = apply_binary(BinaryOp::mul, dtype, round_to_dtype(*x, dtype),
-                                              round_to_dtype(*y, dtype));
+          KILN_ASSIGN_OR_RETURN(double* x, g.gemm().transpose_a ? at(a, p, i) : at(a, i, p));
+          KILN_ASSIGN_OR_RETURN(double* y, g.gemm().transpose_b ? at(b, j, p) : at(b, p, j));
+          const Scalar product = apply_binary(BinaryOp::mul, dtype, round_to_dtype(*x, dtypes.a),
+                                              round_to_dtype(*y, dtypes.b));
           acc = p == 0 ? product : apply_binary(BinaryOp::add, dtype, acc, product);
         }
         KILN_ASSIGN_OR_RETURN(double* out, at(c, i, j));
-        if (g.accumulate) {
+        if (g.gemm().accumulate) {
           acc = apply_binary(BinaryOp::add, dtype, round_to_dtype(*out, dtype), acc);
         }
-        *out = std::get<double>(acc);
+        *out = round_to_dtype(std::get<double>(acc), dtypes.out);
       }
     }
     return Status::ok();
@@ -232,26 +238,27 @@ class Evaluator {
 
   // The sum of loop/stmt.h's definition, over channels and then taps in increasing order, then
   // the bias and the relu, every operation rounded to f32.
-  Status exec_conv(const Conv& c) {
-    const ConvGeometry& geo = c.geometry;
-    KILN_ASSIGN_OR_RETURN(std::vector<double> * x, storage(c.x));
-    KILN_ASSIGN_OR_RETURN(std::vector<double> * w, storage(c.w));
-    KILN_ASSIGN_OR_RETURN(std::vector<double> * y, storage(c.y));
+  Status exec_conv(const LibraryCall& c) {
+    const ConvGeometry& geo = c.conv();
+    KILN_ASSIGN_OR_RETURN(std::vector<double> * x, storage(c.x().buffer));
+    KILN_ASSIGN_OR_RETURN(std::vector<double> * w, storage(c.w().buffer));
+    KILN_ASSIGN_OR_RETURN(std::vector<double> * y, storage(c.y().buffer));
     std::vector<double>* bias = nullptr;
-    if (c.bias.defined()) {
-      KILN_ASSIGN_OR_RETURN(bias, storage(c.bias));
+    if (c.bias().defined()) {
+      KILN_ASSIGN_OR_RETURN(bias, storage(c.bias()));
       if (static_cast<int64_t>(bias->size()) < geo.out_channels) {
-        return Status::errorf("conv's bias '{}' has fewer than {} elements", c.bias.name(),
+        return Status::errorf("conv's bias '{}' has fewer than {} elements", c.bias().name(),
                               geo.out_channels);
       }
     }
-    KILN_ASSIGN_OR_RETURN(Scalar x_at, eval(c.x_offset));
-    KILN_ASSIGN_OR_RETURN(Scalar y_at, eval(c.y_offset));
+    KILN_ASSIGN_OR_RETURN(Scalar x_at, eval(c.x().offset));
+    KILN_ASSIGN_OR_RETURN(Scalar y_at, eval(c.y().offset));
     const int64_t x_base = std::get<int64_t>(x_at), y_base = std::get<int64_t>(y_at);
     if (x_base < 0 || x_base + geo.x_elements() > static_cast<int64_t>(x->size()) || y_base < 0 ||
         y_base + geo.y_elements() > static_cast<int64_t>(y->size()) ||
         geo.w_elements() > static_cast<int64_t>(w->size())) {
-      return Status::errorf("conv of '{}' into '{}' is out of bounds", c.x.name(), c.y.name());
+      return Status::errorf("conv of '{}' into '{}' is out of bounds", c.x().buffer.name(),
+                            c.y().buffer.name());
     }
     const int spatial = geo.spatial();
     const int64_t cg = geo.channels / geo.groups, og = geo.out_channels / geo.groups;
@@ -261,7 +268,7 @@ class Evaluator {
       out_positions *= geo.out_spatial[static_cast<size_t>(d)];
       taps *= geo.kernel[static_cast<size_t>(d)];
     }
-    const DType dtype = DType::f32;
+    const DType dtype = c.dtypes.accumulate;
     std::vector<int64_t> position(static_cast<size_t>(spatial)), tap(position.size());
     for (int64_t n = 0; n < geo.images; ++n) {
       for (int64_t p = 0; p < out_positions; ++p) {
@@ -294,7 +301,7 @@ class Evaluator {
             acc = apply_binary(BinaryOp::add, dtype, acc,
                                round_to_dtype((*bias)[static_cast<size_t>(o)], dtype));
           }
-          if (c.relu && !(std::get<double>(acc) > 0)) acc = 0.0;
+          if (c.applies(EpilogueKind::relu) && !(std::get<double>(acc) > 0)) acc = 0.0;
           (*y)[static_cast<size_t>(y_base + (n * out_positions + p) * geo.out_channels + o)] =
               std::get<double>(acc);
         }

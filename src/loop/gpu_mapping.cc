@@ -105,8 +105,7 @@ int64_t work_of(const Stmt& stmt, const BoundsScope& scope) {
       }
       return total;
     }
-    case StmtKind::gemm:
-    case StmtKind::conv:
+    case StmtKind::library_call:
       return kWorkCap;
   }
   return 0;
@@ -299,7 +298,9 @@ class GpuMapper {
         if (condition != 0) return map_host(branch.then_case);
         return branch.else_case.defined() ? map_host(branch.else_case) : Status::ok();
       }
-      case StmtKind::gemm: return add_gemm(*stmt.as<Gemm>());
+      case StmtKind::library_call:
+        if (stmt.as<LibraryCall>()->op == LibraryOp::gemm) return add_gemm(*stmt.as<LibraryCall>());
+        [[fallthrough]];
       default:
         return Status::errorf(ErrorCode::internal,
                               "internal compiler error: a {} statement around a gemm on a GPU",
@@ -348,21 +349,27 @@ class GpuMapper {
     return Status::ok();
   }
 
-  Status add_gemm(const Gemm& g) {
+  Status add_gemm(const LibraryCall& g) {
     KILN_RETURN_IF_ERROR(count_launch());
     const auto region = [&](const MatrixRegion& r) -> Expected<MatrixRegion> {
       KILN_ASSIGN_OR_RETURN(int64_t offset, host_value(r.offset));
       return MatrixRegion{r.buffer, make_int(offset), r.leading_dim};
     };
-    KILN_ASSIGN_OR_RETURN(MatrixRegion a, region(g.a));
-    KILN_ASSIGN_OR_RETURN(MatrixRegion b, region(g.b));
-    KILN_ASSIGN_OR_RETURN(MatrixRegion c, region(g.c));
-    KILN_ASSIGN_OR_RETURN(int64_t m, host_value(g.m));
-    KILN_ASSIGN_OR_RETURN(int64_t n, host_value(g.n));
-    KILN_ASSIGN_OR_RETURN(int64_t k, host_value(g.k));
-    launches_.push_back(gemm({.a = a, .b = b, .c = c, .transpose_a = g.transpose_a,
-                              .transpose_b = g.transpose_b, .m = make_int(m), .n = make_int(n),
-                              .k = make_int(k), .accumulate = g.accumulate}));
+    KILN_ASSIGN_OR_RETURN(MatrixRegion a, region(g.a()));
+    KILN_ASSIGN_OR_RETURN(MatrixRegion b, region(g.b()));
+    KILN_ASSIGN_OR_RETURN(MatrixRegion c, region(g.c()));
+    KILN_ASSIGN_OR_RETURN(int64_t m, host_value(g.gemm().m));
+    KILN_ASSIGN_OR_RETURN(int64_t n, host_value(g.gemm().n));
+    KILN_ASSIGN_OR_RETURN(int64_t k, host_value(g.gemm().k));
+    launches_.push_back(gemm({.a = a,
+                              .b = b,
+                              .c = c,
+                              .transpose_a = g.gemm().transpose_a,
+                              .transpose_b = g.gemm().transpose_b,
+                              .m = make_int(m),
+                              .n = make_int(n),
+                              .k = make_int(k),
+                              .accumulate = g.gemm().accumulate}));
     return Status::ok();
   }
 
@@ -605,8 +612,7 @@ class GpuMapper {
         }
         return block(std::move(children));
       }
-      case StmtKind::gemm:
-      case StmtKind::conv:
+      case StmtKind::library_call:
         break;
     }
     return Status::errorf(ErrorCode::internal,
@@ -733,7 +739,9 @@ class RecomputedReductionFinder : public IRVisitor {
 Expected<GpuMapping> map_to_gpu(const Kernel& lowered, const GpuMappingOptions& options) {
   struct ConvFinder : IRVisitor {
     bool found = false;
-    void visit_conv(const Conv&) override { found = true; }
+    void visit_library_call(const LibraryCall& call) override {
+      found = found || call.op == LibraryOp::conv;
+    }
   } convs;
   convs.visit(lowered.body);
   if (convs.found) {

@@ -29,9 +29,8 @@ void IRVisitor::visit(const Stmt& s) {
     case StmtKind::allocate: return visit_allocate(*s.as<Allocate>());
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>());
     case StmtKind::block: return visit_block(*s.as<Block>());
-    case StmtKind::gemm: return visit_gemm(*s.as<Gemm>());
-    case StmtKind::conv:
-      return visit_conv(*s.as<Conv>());
+    case StmtKind::library_call:
+      return visit_library_call(*s.as<LibraryCall>());
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }
@@ -84,18 +83,13 @@ void IRVisitor::visit_block(const Block& node) {
   for (const Stmt& s : node.stmts) visit(s);
 }
 
-void IRVisitor::visit_gemm(const Gemm& node) {
-  visit(node.a.offset);
-  visit(node.b.offset);
-  visit(node.c.offset);
-  visit(node.m);
-  visit(node.n);
-  visit(node.k);
-}
-
-void IRVisitor::visit_conv(const Conv& node) {
-  visit(node.x_offset);
-  visit(node.y_offset);
+void IRVisitor::visit_library_call(const LibraryCall& node) {
+  for (const MatrixRegion& operand : node.operands) visit(operand.offset);
+  if (node.op == LibraryOp::gemm) {
+    visit(node.gemm().m);
+    visit(node.gemm().n);
+    visit(node.gemm().k);
+  }
 }
 
 Expr IRMutator::mutate(const Expr& e) {
@@ -123,9 +117,8 @@ Stmt IRMutator::mutate(const Stmt& s) {
     case StmtKind::allocate: return visit_allocate(*s.as<Allocate>(), s);
     case StmtKind::if_then_else: return visit_if_then_else(*s.as<IfThenElse>(), s);
     case StmtKind::block: return visit_block(*s.as<Block>(), s);
-    case StmtKind::gemm: return visit_gemm(*s.as<Gemm>(), s);
-    case StmtKind::conv:
-      return visit_conv(*s.as<Conv>(), s);
+    case StmtKind::library_call:
+      return visit_library_call(*s.as<LibraryCall>(), s);
   }
   KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
 }
@@ -238,32 +231,25 @@ Stmt IRMutator::visit_block(const Block& node, const Stmt& self) {
   return changed ? block(std::move(stmts)) : self;
 }
 
-Stmt IRMutator::visit_gemm(const Gemm& node, const Stmt& self) {
-  Expr a = mutate(node.a.offset), b = mutate(node.b.offset), c = mutate(node.c.offset);
-  Expr m = mutate(node.m), n = mutate(node.n), k = mutate(node.k);
-  if (a.same_as(node.a.offset) && b.same_as(node.b.offset) && c.same_as(node.c.offset) &&
-      m.same_as(node.m) && n.same_as(node.n) && k.same_as(node.k)) {
-    return self;
+Stmt IRMutator::visit_library_call(const LibraryCall& node, const Stmt& self) {
+  bool changed = false;
+  std::vector<MatrixRegion> operands = node.operands;
+  for (MatrixRegion& operand : operands) {
+    Expr offset = mutate(operand.offset);
+    changed = changed || !offset.same_as(operand.offset);
+    operand.offset = std::move(offset);
   }
-  return gemm({.a = {node.a.buffer, std::move(a), node.a.leading_dim},
-               .b = {node.b.buffer, std::move(b), node.b.leading_dim},
-               .c = {node.c.buffer, std::move(c), node.c.leading_dim},
-               .transpose_a = node.transpose_a,
-               .transpose_b = node.transpose_b,
-               .m = std::move(m),
-               .n = std::move(n),
-               .k = std::move(k),
-               .accumulate = node.accumulate,
-               .packed_b = node.packed_b});
-}
-
-Stmt IRMutator::visit_conv(const Conv& node, const Stmt& self) {
-  Expr x = mutate(node.x_offset), y = mutate(node.y_offset);
-  if (x.same_as(node.x_offset) && y.same_as(node.y_offset)) return self;
-  ConvArgs args = conv_args(node);
-  args.x_offset = std::move(x);
-  args.y_offset = std::move(y);
-  return conv(std::move(args));
+  std::variant<GemmShape, ConvGeometry> shape = node.shape;
+  if (GemmShape* gemm = std::get_if<GemmShape>(&shape)) {
+    for (Expr* size : {&gemm->m, &gemm->n, &gemm->k}) {
+      Expr mutated = mutate(*size);
+      changed = changed || !mutated.same_as(*size);
+      *size = std::move(mutated);
+    }
+  }
+  if (!changed) return self;
+  return Stmt(std::make_shared<const LibraryCall>(node.op, std::move(operands), std::move(shape),
+                                                  node.dtypes, node.epilogues, node.hints));
 }
 
 }  // namespace kiln::loop

@@ -4,8 +4,8 @@
 // the base handler to keep walking into children. A mutator rebuilds a tree bottom-up: each
 // handler receives the node and its handle (`self`) and returns the replacement; the base
 // handlers mutate the children and return `self` unchanged when no child changed, so
-// untouched subtrees stay shared. A gemm's base handlers visit (or mutate) its expressions:
-// the three offsets, then m, n and k; a conv's, its two offsets (x's, then y's). Handlers have
+// untouched subtrees stay shared. A library call's base handlers visit (or mutate) its
+// expressions: its operands' offsets in order, then a gemm's m, n and k. Handlers have
 // distinct names (visit_binary, visit_for, ...) so that overriding one hides no other.
 #pragma once
 
@@ -39,8 +39,7 @@ class IRVisitor {
   virtual void visit_allocate(const Allocate& node);
   virtual void visit_if_then_else(const IfThenElse& node);
   virtual void visit_block(const Block& node);
-  virtual void visit_gemm(const Gemm& node);
-  virtual void visit_conv(const Conv& node);
+  virtual void visit_library_call(const LibraryCall& node);
 };
 
 class IRMutator {
@@ -68,8 +67,7 @@ class IRMutator {
   virtual Stmt visit_allocate(const Allocate& node, const Stmt& self);
   virtual Stmt visit_if_then_else(const IfThenElse& node, const Stmt& self);
   virtual Stmt visit_block(const Block& node, const Stmt& self);
-  virtual Stmt visit_gemm(const Gemm& node, const Stmt& self);
-  virtual Stmt visit_conv(const Conv& node, const Stmt& self);
+  virtual Stmt visit_library_call(const LibraryCall& node, const Stmt& self);
 };
 
 }  // namespace kiln::loop

@@ -164,9 +164,8 @@ class StmtPrinter {
       case StmtKind::block:
         for (const Stmt& child : s.as<Block>()->stmts) print(child);
         return;
-      case StmtKind::gemm: return print_gemm(*s.as<Gemm>());
-      case StmtKind::conv:
-        return print_conv(*s.as<Conv>());
+      case StmtKind::library_call:
+        return print_library_call(*s.as<LibraryCall>());
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -180,36 +179,43 @@ class StmtPrinter {
     scope(fmt::format("{}for ({}, {}, {})", kind, f.var, expr(f.min), expr(f.extent)), f.body);
   }
 
+  // A library call in its operation's form (below). Its dtypes are its operands' (the
+  // verifier's rule), so the text leaves them out.
+  void print_library_call(const LibraryCall& call) {
+    if (call.op == LibraryOp::gemm) return print_gemm(call);
+    print_conv(call);
+  }
+
   // gemm(m, n, k) c[offset, ld] = a[offset, ld]^T * b[offset, ld]   (+= when accumulating),
   // then ` packed in NAME` when B is kept packed.
-  void print_gemm(const Gemm& g) {
+  void print_gemm(const LibraryCall& g) {
     const auto region = [](const MatrixRegion& r, bool transposed) {
       return fmt::format("{}[{}, ld {}]{}", r.buffer.name(), expr(r.offset), r.leading_dim,
                          transposed ? "^T" : "");
     };
-    line(fmt::format("gemm({}, {}, {}) {} {} {} * {}{}", expr(g.m), expr(g.n), expr(g.k),
-                     region(g.c, false), g.accumulate ? "+=" : "=", region(g.a, g.transpose_a),
-                     region(g.b, g.transpose_b),
-                     g.packed_b.defined() ? " packed in " + g.packed_b.name() : ""));
+    line(fmt::format("gemm({}, {}, {}) {} {} {} * {}{}", expr(g.gemm().m), expr(g.gemm().n),
+                     expr(g.gemm().k), region(g.c(), false), g.gemm().accumulate ? "+=" : "=",
+                     region(g.a(), g.gemm().transpose_a), region(g.b(), g.gemm().transpose_b),
+                     g.hints.packed.defined() ? " packed in " + g.hints.packed.name() : ""));
   }
 
   // conv(images N, channels C to O, groups G, in [D], out [Y], kernel [K], strides [S],
   // pads [P], dilations [L]) y[offset] = x[offset] * w, then ` + bias` with a bias, ` relu`
   // with the relu and ` packed in NAME` when w is kept reordered.
-  void print_conv(const Conv& c) {
-    const ConvGeometry& g = c.geometry;
+  void print_conv(const LibraryCall& c) {
+    const ConvGeometry& g = c.conv();
     const auto ints = [](const std::vector<int64_t>& v) {
       return fmt::format("{}", fmt::join(v, ", "));
     };
-    line(
-        fmt::format("conv(images {}, channels {} to {}, groups {}, in [{}], out [{}], kernel [{}], "
-                    "strides [{}], pads [{}], dilations [{}]) {}[{}] = {}[{}] * {}{}{}{}{}",
-                    g.images, g.channels, g.out_channels, g.groups, ints(g.in_spatial),
-                    ints(g.out_spatial), ints(g.kernel), ints(g.strides), ints(g.pads_begin),
-                    ints(g.dilations), c.y.name(), expr(c.y_offset), c.x.name(), expr(c.x_offset),
-                    c.w.name(), c.bias.defined() ? " + " + c.bias.name() : "",
-                    c.relu ? " relu" : "", c.winograd ? " winograd" : "",
-                    c.packed_w.defined() ? " packed in " + c.packed_w.name() : ""));
+    line(fmt::format(
+        "conv(images {}, channels {} to {}, groups {}, in [{}], out [{}], kernel [{}], "
+        "strides [{}], pads [{}], dilations [{}]) {}[{}] = {}[{}] * {}{}{}{}{}",
+        g.images, g.channels, g.out_channels, g.groups, ints(g.in_spatial), ints(g.out_spatial),
+        ints(g.kernel), ints(g.strides), ints(g.pads_begin), ints(g.dilations), c.y().buffer.name(),
+        expr(c.y().offset), c.x().buffer.name(), expr(c.x().offset), c.w().buffer.name(),
+        c.bias().defined() ? " + " + c.bias().name() : "",
+        c.applies(EpilogueKind::relu) ? " relu" : "", c.hints.winograd ? " winograd" : "",
+        c.hints.packed.defined() ? " packed in " + c.hints.packed.name() : ""));
   }
 
   void print_if(const IfThenElse& s) {

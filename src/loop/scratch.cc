@@ -69,29 +69,33 @@ class ScratchPromoter : public IRMutator {
     return store(*buffer, std::move(index), std::move(value));
   }
 
-  Stmt visit_gemm(const Gemm& node, const Stmt& self) override {
-    const Stmt mutated = IRMutator::visit_gemm(node, self);
-    const Gemm& g = *mutated.as<Gemm>();
+  // A gemm's regions, or a conv's operands and bias, moved to the scratch buffers.
+  Stmt visit_library_call(const LibraryCall& node, const Stmt& self) override {
+    const Stmt mutated = IRMutator::visit_library_call(node, self);
+    const LibraryCall& call = *mutated.as<LibraryCall>();
+    return call.op == LibraryOp::gemm ? moved_gemm(call, mutated) : moved_conv(call, mutated);
+  }
+
+  Stmt moved_gemm(const LibraryCall& g, const Stmt& mutated) {
     const auto region = [&](const MatrixRegion& r) {
       const Buffer* buffer = replaced(r.buffer);
       return MatrixRegion{buffer != nullptr ? *buffer : r.buffer, r.offset, r.leading_dim};
     };
-    if (replaced(g.a.buffer) == nullptr && replaced(g.b.buffer) == nullptr &&
-        replaced(g.c.buffer) == nullptr) {
+    if (replaced(g.a().buffer) == nullptr && replaced(g.b().buffer) == nullptr &&
+        replaced(g.c().buffer) == nullptr) {
       return mutated;
     }
     GemmArgs args = gemm_args(g);
-    args.a = region(g.a);
-    args.b = region(g.b);
-    args.c = region(g.c);
+    args.a = region(g.a());
+    args.b = region(g.b());
+    args.c = region(g.c());
     return gemm(std::move(args));
   }
 
-  Stmt visit_conv(const Conv& node, const Stmt& self) override {
-    const Stmt mutated = IRMutator::visit_conv(node, self);
-    const Conv& c = *mutated.as<Conv>();
-    if (replaced(c.x) == nullptr && replaced(c.w) == nullptr && replaced(c.y) == nullptr &&
-        (!c.bias.defined() || replaced(c.bias) == nullptr)) {
+  Stmt moved_conv(const LibraryCall& c, const Stmt& mutated) {
+    if (replaced(c.x().buffer) == nullptr && replaced(c.w().buffer) == nullptr &&
+        replaced(c.y().buffer) == nullptr &&
+        (!c.bias().defined() || replaced(c.bias()) == nullptr)) {
       return mutated;
     }
     const auto moved = [&](const Buffer& b) {
@@ -99,10 +103,10 @@ class ScratchPromoter : public IRMutator {
       return buffer != nullptr ? *buffer : b;
     };
     ConvArgs args = conv_args(c);
-    args.x = moved(c.x);
-    args.w = moved(c.w);
-    args.y = moved(c.y);
-    if (c.bias.defined()) args.bias = moved(c.bias);
+    args.x = moved(c.x().buffer);
+    args.w = moved(c.w().buffer);
+    args.y = moved(c.y().buffer);
+    if (c.bias().defined()) args.bias = moved(c.bias());
     return conv(std::move(args));
   }
 

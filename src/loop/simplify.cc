@@ -343,14 +343,17 @@ class Simplifier : public IRMutator {
     return if_then_else(mutate(!condition), else_case);
   }
 
-  Stmt visit_gemm(const Gemm& node, const Stmt& self) override {
-    Stmt simplified = IRMutator::visit_gemm(node, self);
-    const Gemm& g = *simplified.as<Gemm>();
+  Stmt visit_library_call(const LibraryCall& node, const Stmt& self) override {
+    Stmt simplified = IRMutator::visit_library_call(node, self);
+    const LibraryCall& g = *simplified.as<LibraryCall>();
+    if (g.op != LibraryOp::gemm) return simplified;
     const auto at_most_zero = [](const Expr& e) {
       const std::optional<int64_t> value = as_const_int(e);
       return value && *value <= 0;
     };
-    if (at_most_zero(g.m) || at_most_zero(g.n) || (g.accumulate && at_most_zero(g.k))) {
+    const GemmShape& shape = g.gemm();
+    if (at_most_zero(shape.m) || at_most_zero(shape.n) ||
+        (shape.accumulate && at_most_zero(shape.k))) {
       return no_op();
     }
     return simplified;

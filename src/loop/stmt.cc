@@ -1,5 +1,7 @@
 #include "loop/stmt.h"
 
+#include <algorithm>
+
 #include "support/check.h"
 
 namespace kiln::loop {
@@ -91,6 +93,27 @@ std::vector<Stmt> flatten_blocks(const Stmt& stmt) {
   return flat;
 }
 
+std::string_view library_op_name(LibraryOp op) {
+  switch (op) {
+    case LibraryOp::gemm:
+      return "gemm";
+    case LibraryOp::conv:
+      return "conv";
+  }
+  return "?";
+}
+
+Buffer LibraryCall::bias() const {
+  for (const Epilogue& epilogue : epilogues) {
+    if (epilogue.kind == EpilogueKind::bias) return epilogue.operand;
+  }
+  return Buffer();
+}
+
+bool LibraryCall::applies(EpilogueKind epilogue_kind) const {
+  return std::ranges::any_of(epilogues, [&](const Epilogue& e) { return e.kind == epilogue_kind; });
+}
+
 Stmt gemm(GemmArgs args) {
   for (const MatrixRegion* region : {&args.a, &args.b, &args.c}) {
     KILN_CHECK(region->buffer.defined() && region->offset.defined(),
@@ -98,24 +121,35 @@ Stmt gemm(GemmArgs args) {
   }
   KILN_CHECK(args.m.defined() && args.n.defined() && args.k.defined(),
              "gemm with an undefined extent");
-  return Stmt(std::make_shared<const Gemm>(std::move(args.a), std::move(args.b),
-                                           std::move(args.c), args.transpose_a, args.transpose_b,
-                                           std::move(args.m), std::move(args.n),
-                                           std::move(args.k), args.accumulate,
-                                           std::move(args.packed_b)));
+  const LibraryDTypes dtypes =
+      args.dtypes.value_or(LibraryDTypes{.a = args.a.buffer.dtype(),
+                                         .b = args.b.buffer.dtype(),
+                                         .accumulate = args.c.buffer.dtype(),
+                                         .out = args.c.buffer.dtype()});
+  return Stmt(std::make_shared<const LibraryCall>(
+      LibraryOp::gemm, std::vector<MatrixRegion>{args.a, args.b, args.c},
+      GemmShape{.transpose_a = args.transpose_a,
+                .transpose_b = args.transpose_b,
+                .m = std::move(args.m),
+                .n = std::move(args.n),
+                .k = std::move(args.k),
+                .accumulate = args.accumulate},
+      dtypes, std::vector<Epilogue>{}, LibraryHints{.packed = std::move(args.packed_b)}));
 }
 
-GemmArgs gemm_args(const Gemm& g) {
-  return {.a = g.a,
-          .b = g.b,
-          .c = g.c,
-          .transpose_a = g.transpose_a,
-          .transpose_b = g.transpose_b,
-          .m = g.m,
-          .n = g.n,
-          .k = g.k,
-          .accumulate = g.accumulate,
-          .packed_b = g.packed_b};
+GemmArgs gemm_args(const LibraryCall& call) {
+  const GemmShape& shape = call.gemm();
+  return {.a = call.a(),
+          .b = call.b(),
+          .c = call.c(),
+          .transpose_a = shape.transpose_a,
+          .transpose_b = shape.transpose_b,
+          .m = shape.m,
+          .n = shape.n,
+          .k = shape.k,
+          .accumulate = shape.accumulate,
+          .packed_b = call.hints.packed,
+          .dtypes = call.dtypes};
 }
 
 namespace {
@@ -143,26 +177,36 @@ std::vector<int64_t> ConvGeometry::pads_end() const {
 }
 
 Stmt conv(ConvArgs args) {
-  KILN_CHECK(args.x.defined() && args.w.defined() && args.y.defined() && args.x_offset.defined() &&
+  KILN_CHECK(args.x.defined() && args.x_offset.defined() && args.w.defined() && args.y.defined() &&
                  args.y_offset.defined(),
              "conv with an undefined operand");
-  return Stmt(std::make_shared<const Conv>(
-      std::move(args.x), std::move(args.x_offset), std::move(args.w), std::move(args.bias),
-      std::move(args.y), std::move(args.y_offset), std::move(args.geometry), args.relu,
-      args.winograd, std::move(args.packed_w)));
+  std::vector<Epilogue> epilogues;
+  if (args.bias.defined()) epilogues.push_back({EpilogueKind::bias, std::move(args.bias)});
+  if (args.relu) epilogues.push_back({EpilogueKind::relu, Buffer()});
+  const LibraryDTypes dtypes{.a = args.x.dtype(),
+                             .b = args.w.dtype(),
+                             .accumulate = args.y.dtype(),
+                             .out = args.y.dtype()};
+  return Stmt(std::make_shared<const LibraryCall>(
+      LibraryOp::conv,
+      std::vector<MatrixRegion>{{args.x, std::move(args.x_offset), 0},
+                                {args.w, make_int(0), 0},
+                                {args.y, std::move(args.y_offset), 0}},
+      std::move(args.geometry), dtypes, std::move(epilogues),
+      LibraryHints{.packed = std::move(args.packed_w), .winograd = args.winograd}));
 }
 
-ConvArgs conv_args(const Conv& c) {
-  return {.x = c.x,
-          .x_offset = c.x_offset,
-          .w = c.w,
-          .bias = c.bias,
-          .y = c.y,
-          .y_offset = c.y_offset,
-          .geometry = c.geometry,
-          .relu = c.relu,
-          .winograd = c.winograd,
-          .packed_w = c.packed_w};
+ConvArgs conv_args(const LibraryCall& call) {
+  return {.x = call.x().buffer,
+          .x_offset = call.x().offset,
+          .w = call.w().buffer,
+          .bias = call.bias(),
+          .y = call.y().buffer,
+          .y_offset = call.y().offset,
+          .geometry = call.conv(),
+          .relu = call.applies(EpilogueKind::relu),
+          .winograd = call.hints.winograd,
+          .packed_w = call.hints.packed};
 }
 
 Stmt no_op() { return block({}); }

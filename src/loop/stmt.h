@@ -22,8 +22,16 @@
 //    uninitialised, that lives for body's execution (per iteration of enclosing loops).
 //  - `if_then_else(c, then, else)` (else optional), `block(s...)` runs statements in order.
 //    The empty block is the no-op.
-//  - `gemm` is a matrix product over regions of three buffers of one floating dtype (f32 or
-//    f64): for i in [0, m), j in [0, n)
+//  - `library call`: an operation a library computes (BLAS, oneDNN, cuBLASLt), one statement
+//    with its operation, its operands (regions of buffers), the dtypes it reads, accumulates
+//    in and writes {a, b, accumulate, out}, the epilogues it applies to each result element
+//    in order (bias, relu), and hints for how to run it that never change what it computes
+//    (a buffer where a constant operand is kept packed; Winograd's algorithm). The evaluator
+//    gives each operation one reference semantics; each target maps it onto a library
+//    (target/target.h), and a combination a library does not run is not lowered to a call.
+//    The operations:
+//  - gemm, a matrix product over regions of three buffers of one floating dtype (f32 or f64,
+//    accumulating in it): for i in [0, m), j in [0, n)
 //        C(i, j) = (accumulate ? C(i, j) : 0) + sum(p, 0, k, op(A)(i, p) * op(B)(p, j))
 //    where a region's element (r, c) is buffer[offset + r * leading_dim + c] (row-major with a
 //    row stride, as BLAS's row-major layout), op(A)(i, p) is A(i, p), or A(p, i) when A is
@@ -34,33 +42,35 @@
 //    of its own, not a pattern of loops, so that code generators call a library for the inner
 //    block of a contraction (codegen/cpu: cblas_sgemm / cblas_dgemm) while lowering keeps the
 //    loops around it (batch, row blocks) and the epilogues that run on each block.
-//    A gemm may name a `packed_b` buffer, an i64 parameter where the code generator keeps B
+//    A gemm may name a packed buffer, an i64 parameter where the code generator keeps B
 //    repacked into its library's layout from the first run on: it promises that B's region
 //    holds the same values at every run of the kernel with that buffer (a weight compiled in
 //    as a constant), so the copy made once stays valid. It changes how B is read, never what
 //    the gemm computes, and the evaluator ignores it.
-//  - `conv` is a convolution of channels-last images run by a library (oneDNN on a CPU), for
-//    f32 only: x holds `images` images [D..., C] from x_offset on, y their outputs [Y..., O]
-//    from y_offset on, and w the weights [O, C/groups, K...] (ONNX's layout) from element 0:
+//  - conv, a convolution of channels-last images run by a library (oneDNN on a CPU), for f32
+//    only: x holds `images` images [D..., C] from x's offset on, y their outputs [Y..., O]
+//    from y's offset on, and w the weights [O, C/groups, K...] (ONNX's layout) from element 0:
 //        y[n, p..., o] = sum over c < C/groups and taps t of
 //                        x[n, p * stride - pad_begin + t * dilation..., g * C/groups + c]
 //                        * w[o, c, t...]        (g = o / (O/groups); x outside D is 0)
-//    with 1 to 3 spatial dims, plus bias[o] when it names a `bias` buffer (O elements), then
-//    (v > 0 ? v : 0) when it applies `relu`, as the relu op (so NaN gives 0). It overwrites y. As
-//    with gemm, the sum's order is the library's, so results agree with the evaluator's to
-//    rounding. It may name a `packed_w` buffer, an i64 parameter where the code generator keeps w
-//    reordered into the library's layout from the first run on: it promises that w holds the same
-//    values at every run (a constant weight), and the evaluator ignores it. A conv marked
-//    `winograd` asks the library for Winograd's minimal filtering (the same sum with fewer
-//    multiplications, rounded differently), and gets the direct sum where the library has no
-//    such kernel for its shape; the evaluator computes the sum as for any conv.
+//    with 1 to 3 spatial dims, then its epilogues: plus bias[o] (a bias buffer of O
+//    elements), then (v > 0 ? v : 0) for a relu, as the relu op (so NaN gives 0). It
+//    overwrites y. As with gemm, the sum's order is the library's, so results agree with the
+//    evaluator's to rounding. It may name a packed buffer, an i64 parameter where the code
+//    generator keeps w reordered into the library's layout from the first run on: it promises
+//    that w holds the same values at every run (a constant weight), and the evaluator ignores
+//    it. A conv hinted `winograd` asks the library for Winograd's minimal filtering (the same
+//    sum with fewer multiplications, rounded differently), and gets the direct sum where the
+//    library has no such kernel for its shape; the evaluator computes the sum as for any conv.
 // A Kernel is a name, its parameter buffers (scope global) and a body that reads and writes
 // them; it is what lowering produces, scheduling transforms and code generators consume.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "loop/buffer.h"
@@ -75,8 +85,7 @@ enum class StmtKind : uint8_t {
   allocate,
   if_then_else,
   block,
-  gemm,
-  conv
+  library_call
 };
 enum class ForKind : uint8_t { serial, parallel, vectorized, unrolled, gpu_block, gpu_thread };
 
@@ -172,30 +181,43 @@ struct MatrixRegion {
   int64_t leading_dim = 0;
 };
 
-struct Gemm final : StmtNode {
-  static constexpr StmtKind kKind = StmtKind::gemm;
-  Gemm(MatrixRegion a_region, MatrixRegion b_region, MatrixRegion c_region, bool ta, bool tb,
-       Expr rows, Expr cols, Expr depth, bool acc, Buffer packed)
-      : StmtNode(kKind), a(std::move(a_region)), b(std::move(b_region)), c(std::move(c_region)),
-        transpose_a(ta), transpose_b(tb), m(std::move(rows)), n(std::move(cols)),
-        k(std::move(depth)), accumulate(acc), packed_b(std::move(packed)) {}
-  const MatrixRegion a, b, c;
-  const bool transpose_a, transpose_b;
-  const Expr m, n, k;  // i64: C is m x n, the sum runs over k
-  const bool accumulate;  // C += (BLAS's beta 1) instead of C = (beta 0)
-  const Buffer packed_b;  // undefined, or where B is kept packed (above)
+// The operation a library call computes (above). Batched gemms, the backward passes of
+// convolutions, attention and sparse products are to join them.
+enum class LibraryOp : uint8_t { gemm, conv };
+std::string_view library_op_name(LibraryOp op);  // "gemm", "conv"
+
+// The dtypes a library call reads (a, b: gemm's A and B, conv's x and w), accumulates in and
+// writes.
+struct LibraryDTypes {
+  DType a = DType::f32, b = DType::f32, accumulate = DType::f32, out = DType::f32;
+  bool operator==(const LibraryDTypes&) const = default;
 };
 
-// The arguments of `gemm`, named so that call sites read (designated initializers).
-struct GemmArgs {
-  MatrixRegion a = {}, b = {}, c = {};
+// What a library call applies to each result element before storing it, in order.
+enum class EpilogueKind : uint8_t {
+  bias,  // plus operand[o], o the element's output channel (conv)
+  relu,  // v > 0 ? v : 0
+};
+struct Epilogue {
+  EpilogueKind kind = EpilogueKind::relu;
+  Buffer operand = {};  // bias's values
+  bool operator==(const Epilogue&) const = default;
+};
+
+// How a library runs a call, never what it computes (above).
+struct LibraryHints {
+  Buffer packed = {};     // where the constant operand (gemm's B, conv's w) is kept packed
+  bool winograd = false;  // conv: Winograd's minimal filtering where the library has it
+};
+
+// A gemm's shape: C is m x n, the sum runs over k (i64 expressions).
+struct GemmShape {
   bool transpose_a = false, transpose_b = false;
   Expr m = {}, n = {}, k = {};
-  bool accumulate = false;
-  Buffer packed_b = {};
+  bool accumulate = false;  // C += (BLAS's beta 1) instead of C = (beta 0)
 };
 
-// The sizes of a `conv` statement (above); spatial vectors have one entry per spatial dim.
+// The sizes of a conv (above); spatial vectors have one entry per spatial dim.
 struct ConvGeometry {
   int64_t images = 0;
   int64_t channels = 0, out_channels = 0, groups = 1;    // C, O
@@ -212,34 +234,53 @@ struct ConvGeometry {
   bool operator==(const ConvGeometry&) const = default;
 };
 
-struct Conv final : StmtNode {
-  static constexpr StmtKind kKind = StmtKind::conv;
-  Conv(Buffer x_buffer, Expr x_at, Buffer w_buffer, Buffer bias_buffer, Buffer y_buffer, Expr y_at,
-       ConvGeometry geometry_, bool with_relu, bool by_winograd, Buffer packed)
+struct LibraryCall final : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::library_call;
+  LibraryCall(LibraryOp op_, std::vector<MatrixRegion> operands_,
+              std::variant<GemmShape, ConvGeometry> shape_, LibraryDTypes dtypes_,
+              std::vector<Epilogue> epilogues_, LibraryHints hints_)
       : StmtNode(kKind),
-        x(std::move(x_buffer)),
-        x_offset(std::move(x_at)),
-        w(std::move(w_buffer)),
-        bias(std::move(bias_buffer)),
-        y(std::move(y_buffer)),
-        y_offset(std::move(y_at)),
-        geometry(std::move(geometry_)),
-        relu(with_relu),
-        winograd(by_winograd),
-        packed_w(std::move(packed)) {}
-  const Buffer x;
-  const Expr x_offset;  // i64
-  const Buffer w;
-  const Buffer bias;  // undefined, or O elements added per output channel
-  const Buffer y;
-  const Expr y_offset;  // i64
-  const ConvGeometry geometry;
-  const bool relu;        // v > 0 ? v : 0 after the bias
-  const bool winograd;    // asks for Winograd's algorithm (above)
-  const Buffer packed_w;  // undefined, or where w is kept reordered (above)
+        op(op_),
+        operands(std::move(operands_)),
+        shape(std::move(shape_)),
+        dtypes(dtypes_),
+        epilogues(std::move(epilogues_)),
+        hints(std::move(hints_)) {}
+  const LibraryOp op;
+  // In the operation's order: gemm's A, B, C; conv's x, w, y (a conv operand's leading_dim is
+  // 0: its images, or its weights, lie from the offset on).
+  const std::vector<MatrixRegion> operands;
+  const std::variant<GemmShape, ConvGeometry> shape;
+  const LibraryDTypes dtypes;
+  const std::vector<Epilogue> epilogues;
+  const LibraryHints hints;
+
+  // Named operands and shapes: gemm's a, b, c; conv's x, w, y.
+  const MatrixRegion& a() const { return operands[0]; }
+  const MatrixRegion& b() const { return operands[1]; }
+  const MatrixRegion& c() const { return operands[2]; }
+  const MatrixRegion& x() const { return operands[0]; }
+  const MatrixRegion& w() const { return operands[1]; }
+  const MatrixRegion& y() const { return operands[2]; }
+  const GemmShape& gemm() const { return std::get<GemmShape>(shape); }
+  const ConvGeometry& conv() const { return std::get<ConvGeometry>(shape); }
+  // The bias epilogue's buffer, or an undefined one.
+  Buffer bias() const;
+  bool applies(EpilogueKind epilogue_kind) const;
 };
 
-// The arguments of `conv`, named so that call sites read.
+// The arguments of a gemm call, named so that call sites read (designated initializers);
+// dtypes empty: every operand's, accumulating in C's.
+struct GemmArgs {
+  MatrixRegion a = {}, b = {}, c = {};
+  bool transpose_a = false, transpose_b = false;
+  Expr m = {}, n = {}, k = {};
+  bool accumulate = false;
+  Buffer packed_b = {};
+  std::optional<LibraryDTypes> dtypes = std::nullopt;
+};
+
+// The arguments of a conv call, named so that call sites read.
 struct ConvArgs {
   Buffer x = {};
   Expr x_offset = {};
@@ -272,11 +313,12 @@ Stmt let_stmt(std::string name, Expr value, Stmt body);
 Stmt allocate(Buffer buffer, Stmt body);
 Stmt if_then_else(Expr condition, Stmt then_case, Stmt else_case = Stmt());
 Stmt block(std::vector<Stmt> stmts);
+// Library calls of each operation, and the arguments that make one again, for a copy with
+// some of them changed.
 Stmt gemm(GemmArgs args);
-// The arguments that make `g` again, for a copy with some of them changed.
-GemmArgs gemm_args(const Gemm& g);
+GemmArgs gemm_args(const LibraryCall& call);
 Stmt conv(ConvArgs args);
-ConvArgs conv_args(const Conv& c);
+ConvArgs conv_args(const LibraryCall& call);
 Stmt no_op();  // the empty block
 bool is_no_op(const Stmt& stmt);
 // The statements of `stmt` in order, nested blocks opened: {a, {b, c}} -> a, b, c.

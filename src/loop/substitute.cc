@@ -93,11 +93,12 @@ class UseCollector : public IRVisitor {
     buffers.insert(node.buffer.name());
     IRVisitor::visit_store(node);
   }
-  void visit_gemm(const Gemm& node) override {
-    for (const MatrixRegion* region : {&node.a, &node.b, &node.c}) {
-      buffers.insert(region->buffer.name());
+  void visit_library_call(const LibraryCall& node) override {
+    for (const MatrixRegion& operand : node.operands) buffers.insert(operand.buffer.name());
+    for (const Epilogue& epilogue : node.epilogues) {
+      if (epilogue.operand.defined()) buffers.insert(epilogue.operand.name());
     }
-    IRVisitor::visit_gemm(node);
+    IRVisitor::visit_library_call(node);
   }
   void visit_let(const Let& node) override {
     visit(node.value);
@@ -210,7 +211,9 @@ bool uses_buffer(const Stmt& stmt, std::string_view name) {
 bool contains_gemm(const Stmt& stmt) {
   struct Finder : IRVisitor {
     bool found = false;
-    void visit_gemm(const Gemm&) override { found = true; }
+    void visit_library_call(const LibraryCall& call) override {
+      found = found || call.op == LibraryOp::gemm;
+    }
   } finder;
   finder.visit(stmt);
   return finder.found;

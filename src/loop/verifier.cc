@@ -210,29 +210,29 @@ Status check_region(const MatrixRegion& region, const Expr& rows, const Expr& co
 
 // B kept packed (loop/stmt.h): one fixed f32 region, overwritten (not accumulated into),
 // packed into an i64 parameter of its own.
-Status check_packed_b(const Gemm& g, const std::string& line) {
-  const Buffer& packed = g.packed_b;
+Status check_packed_b(const LibraryCall& g, const std::string& line) {
+  const Buffer& packed = g.hints.packed;
   if (packed.scope() != MemoryScope::global || packed.dtype() != DType::i64) {
     return fail(fmt::format("gemm packs B into '{}', which is not an i64 parameter", packed.name()),
                 line);
   }
-  for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+  for (const MatrixRegion* region : {&g.a(), &g.b(), &g.c()}) {
     if (region->buffer.name() == packed.name()) {
       return fail(fmt::format("gemm packs B into '{}', one of its operands", packed.name()),
                   line);
     }
   }
-  if (g.c.buffer.dtype() != DType::f32) return fail("gemm packs B of a non-f32 product", line);
-  if (g.accumulate) return fail("gemm packs B and accumulates", line);
-  for (const Expr* fixed : {&g.m, &g.n, &g.k, &g.b.offset}) {
+  if (g.c().buffer.dtype() != DType::f32) return fail("gemm packs B of a non-f32 product", line);
+  if (g.gemm().accumulate) return fail("gemm packs B and accumulates", line);
+  for (const Expr* fixed : {&g.gemm().m, &g.gemm().n, &g.gemm().k, &g.b().offset}) {
     if (!as_const_int(*fixed)) return fail("gemm packs B of a shape or place not constant", line);
   }
   return Status::ok();
 }
 
-Status check_gemm_operands(const Gemm& g, const std::string& line) {
-  const DType dtype = g.c.buffer.dtype();
-  for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+Status check_gemm_operands(const LibraryCall& g, const std::string& line) {
+  const DType dtype = g.c().buffer.dtype();
+  for (const MatrixRegion* region : {&g.a(), &g.b(), &g.c()}) {
     if (region->offset.type() != DType::i64) return fail("a gemm offset is not i64", line);
     if (region->buffer.dtype() != dtype) {
       return fail(fmt::format("gemm operands hold {} and {}", dtype_name(region->buffer.dtype()),
@@ -243,17 +243,17 @@ Status check_gemm_operands(const Gemm& g, const std::string& line) {
   if (dtype != DType::f32 && dtype != DType::f64) {
     return fail(fmt::format("a gemm of {}; it takes f32 or f64", dtype_name(dtype)), line);
   }
-  if (g.c.buffer.name() == g.a.buffer.name() || g.c.buffer.name() == g.b.buffer.name()) {
-    return fail(fmt::format("gemm writes '{}', which it also reads", g.c.buffer.name()), line);
+  if (g.c().buffer.name() == g.a().buffer.name() || g.c().buffer.name() == g.b().buffer.name()) {
+    return fail(fmt::format("gemm writes '{}', which it also reads", g.c().buffer.name()), line);
   }
-  return g.packed_b.defined() ? check_packed_b(g, line) : Status::ok();
+  return g.hints.packed.defined() ? check_packed_b(g, line) : Status::ok();
 }
 
 Status check_gemm(const Stmt& s) {
-  const Gemm& g = *s.as<Gemm>();
+  const LibraryCall& g = *s.as<LibraryCall>();
   const std::string line = first_line(s);
   KILN_RETURN_IF_ERROR(check_gemm_operands(g, line));
-  for (const Expr* extent : {&g.m, &g.n, &g.k}) {
+  for (const Expr* extent : {&g.gemm().m, &g.gemm().n, &g.gemm().k}) {
     if (extent->type() != DType::i64) return fail("a gemm extent is not i64", line);
     const std::optional<int64_t> value = as_const_int(*extent);
     if (value && *value > kMaxGemmExtent) {
@@ -261,19 +261,19 @@ Status check_gemm(const Stmt& s) {
     }
   }
   // Stored shapes: A is m x k (k x m transposed), B is k x n (n x k), C is m x n.
-  KILN_RETURN_IF_ERROR(check_region(g.a, g.transpose_a ? g.k : g.m, g.transpose_a ? g.m : g.k,
-                                    "A", line));
-  KILN_RETURN_IF_ERROR(check_region(g.b, g.transpose_b ? g.n : g.k, g.transpose_b ? g.k : g.n,
-                                    "B", line));
-  return check_region(g.c, g.m, g.n, "C", line);
+  KILN_RETURN_IF_ERROR(check_region(g.a(), g.gemm().transpose_a ? g.gemm().k : g.gemm().m,
+                                    g.gemm().transpose_a ? g.gemm().m : g.gemm().k, "A", line));
+  KILN_RETURN_IF_ERROR(check_region(g.b(), g.gemm().transpose_b ? g.gemm().n : g.gemm().k,
+                                    g.gemm().transpose_b ? g.gemm().k : g.gemm().n, "B", line));
+  return check_region(g.c(), g.gemm().m, g.gemm().n, "C", line);
 }
 
 // A conv's geometry describes a convolution (positive sizes, channels divisible by groups,
 // the output size the window gives), its operands are f32 buffers other than y, and where
 // its offsets are constant its regions lie inside them.
 Status check_conv(const Stmt& s) {
-  const Conv& c = *s.as<Conv>();
-  const ConvGeometry& g = c.geometry;
+  const LibraryCall& c = *s.as<LibraryCall>();
+  const ConvGeometry& g = c.conv();
   const std::string line = first_line(s);
   const int spatial = g.spatial();
   const auto size = static_cast<size_t>(spatial);
@@ -296,22 +296,24 @@ Status check_conv(const Stmt& s) {
       return fail("a conv's output size is not its window's", line);
     }
   }
-  if (c.bias.defined() && (c.bias.dtype() != DType::f32 || c.bias.flat_size() < g.out_channels)) {
+  if (c.bias().defined() &&
+      (c.bias().dtype() != DType::f32 || c.bias().flat_size() < g.out_channels)) {
     return fail(
-        fmt::format("conv's bias '{}' is not {} f32 elements", c.bias.name(), g.out_channels),
+        fmt::format("conv's bias '{}' is not {} f32 elements", c.bias().name(), g.out_channels),
         line);
   }
-  for (const Buffer* operand : {&c.x, &c.w, &c.y}) {
+  for (const Buffer* operand : {&c.x().buffer, &c.w().buffer, &c.y().buffer}) {
     if (operand->dtype() != DType::f32) {
       return fail(fmt::format("a conv of {}; it takes f32", dtype_name(operand->dtype())), line);
     }
   }
-  if (c.y.name() == c.x.name() || c.y.name() == c.w.name() ||
-      (c.bias.defined() && c.y.name() == c.bias.name())) {
-    return fail(fmt::format("conv writes '{}', which it also reads", c.y.name()), line);
+  if (c.y().buffer.name() == c.x().buffer.name() || c.y().buffer.name() == c.w().buffer.name() ||
+      (c.bias().defined() && c.y().buffer.name() == c.bias().name())) {
+    return fail(fmt::format("conv writes '{}', which it also reads", c.y().buffer.name()), line);
   }
   const std::pair<const Expr*, std::pair<const Buffer*, int64_t>> regions[] = {
-      {&c.x_offset, {&c.x, g.x_elements()}}, {&c.y_offset, {&c.y, g.y_elements()}}};
+      {&c.x().offset, {&c.x().buffer, g.x_elements()}},
+      {&c.y().offset, {&c.y().buffer, g.y_elements()}}};
   for (const auto& [offset, operand] : regions) {
     if (offset->type() != DType::i64) return fail("a conv offset is not i64", line);
     const std::optional<int64_t> at = as_const_int(*offset);
@@ -321,19 +323,64 @@ Status check_conv(const Stmt& s) {
                   line);
     }
   }
-  if (g.w_elements() > c.w.flat_size()) {
+  if (g.w_elements() > c.w().buffer.flat_size()) {
     return fail(fmt::format("conv reads {} weights of '{}', which has {}", g.w_elements(),
-                            c.w.name(), c.w.flat_size()),
+                            c.w().buffer.name(), c.w().buffer.flat_size()),
                 line);
   }
-  if (c.packed_w.defined()) {
-    const Buffer& packed = c.packed_w;
+  if (c.hints.packed.defined()) {
+    const Buffer& packed = c.hints.packed;
     if (packed.scope() != MemoryScope::global || packed.dtype() != DType::i64) {
       return fail(fmt::format("conv keeps w in '{}', which is not an i64 parameter", packed.name()),
                   line);
     }
   }
   return Status::ok();
+}
+
+// A library call's dtypes are its operands' (a gemm accumulating in its output's, a conv in
+// y's), and its epilogues are its operation's: none for a gemm, a bias then a relu, each at
+// most once, for a conv; then the operation's own checks.
+Status check_library_call(const Stmt& s) {
+  const LibraryCall& call = *s.as<LibraryCall>();
+  const std::string line = first_line(s);
+  if (call.operands.size() != 3) {
+    return fail(fmt::format("a {} call has {} operands, not 3", library_op_name(call.op),
+                            call.operands.size()),
+                line);
+  }
+  const LibraryDTypes operands{.a = call.operands[0].buffer.dtype(),
+                               .b = call.operands[1].buffer.dtype(),
+                               .accumulate = call.operands[2].buffer.dtype(),
+                               .out = call.operands[2].buffer.dtype()};
+  if (call.dtypes != operands) {
+    return fail(
+        fmt::format("a {} call computes ({}, {}, {}, {}) on operands of ({}, {}, {})",
+                    library_op_name(call.op), dtype_name(call.dtypes.a), dtype_name(call.dtypes.b),
+                    dtype_name(call.dtypes.accumulate), dtype_name(call.dtypes.out),
+                    dtype_name(operands.a), dtype_name(operands.b), dtype_name(operands.out)),
+        line);
+  }
+  if (call.op == LibraryOp::gemm) {
+    if (!std::holds_alternative<GemmShape>(call.shape))
+      return fail("a gemm without its shape", line);
+    if (!call.epilogues.empty() || call.hints.winograd) {
+      return fail("a gemm call takes no epilogue and no winograd hint", line);
+    }
+    return check_gemm(s);
+  }
+  if (!std::holds_alternative<ConvGeometry>(call.shape))
+    return fail("a conv without its geometry", line);
+  const std::vector<Epilogue>& epilogues = call.epilogues;
+  const size_t biases = epilogues.empty() || epilogues[0].kind != EpilogueKind::bias ? 0 : 1;
+  for (size_t i = 0; i < epilogues.size(); ++i) {
+    const bool in_order = i < biases ? epilogues[i].kind == EpilogueKind::bias
+                                     : i == biases && epilogues[i].kind == EpilogueKind::relu;
+    if (!in_order || epilogues[i].operand.defined() != (epilogues[i].kind == EpilogueKind::bias)) {
+      return fail("a conv's epilogues are a bias (with its buffer), then a relu", line);
+    }
+  }
+  return check_conv(s);
 }
 
 Status check_stmt_node(const Stmt& s) {
@@ -353,9 +400,8 @@ Status check_stmt_node(const Stmt& s) {
       return fail(fmt::format("an if condition is {}, not bool", dtype_name(condition.type())),
                   first_line(s));
     }
-    case StmtKind::gemm: return check_gemm(s);
-    case StmtKind::conv:
-      return check_conv(s);
+    case StmtKind::library_call:
+      return check_library_call(s);
     case StmtKind::let_stmt:
     case StmtKind::block: return Status::ok();
   }
@@ -417,9 +463,8 @@ class Verifier {
       case StmtKind::block:
         for (const Stmt& child : s.as<Block>()->stmts) KILN_RETURN_IF_ERROR(check(child));
         return Status::ok();
-      case StmtKind::gemm: return check_gemm_uses(s);
-      case StmtKind::conv:
-        return check_conv_uses(s);
+      case StmtKind::library_call:
+        return s.as<LibraryCall>()->op == LibraryOp::gemm ? check_gemm_uses(s) : check_conv_uses(s);
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
   }
@@ -526,17 +571,18 @@ class Verifier {
   }
 
   Status check_gemm_uses(const Stmt& s) {
-    const Gemm& g = *s.as<Gemm>();
+    const LibraryCall& g = *s.as<LibraryCall>();
     const std::string line = first_line(s);
     // A GPU runs a gemm as a launch of its own (codegen/cuda/gpu_mapping.h).
     if (gpu_level_ != GpuLevel::none) return fail("a gemm inside a GPU loop", line);
-    for (const MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+    for (const MatrixRegion* region : {&g.a(), &g.b(), &g.c()}) {
       KILN_RETURN_IF_ERROR(check_buffer_use(region->buffer, line));
       KILN_RETURN_IF_ERROR(check(region->offset));
     }
-    for (const Expr* extent : {&g.m, &g.n, &g.k}) KILN_RETURN_IF_ERROR(check(*extent));
-    if (g.packed_b.defined()) {
-      KILN_RETURN_IF_ERROR(check_buffer_use(g.packed_b, line));
+    for (const Expr* extent : {&g.gemm().m, &g.gemm().n, &g.gemm().k})
+      KILN_RETURN_IF_ERROR(check(*extent));
+    if (g.hints.packed.defined()) {
+      KILN_RETURN_IF_ERROR(check_buffer_use(g.hints.packed, line));
       // Packed once per kernel run, by whichever thread gets there: not inside a loop.
       if (loop_depth_ > 0) return fail("a gemm with packed B inside a loop", line);
     }
@@ -544,17 +590,17 @@ class Verifier {
   }
 
   Status check_conv_uses(const Stmt& s) {
-    const Conv& c = *s.as<Conv>();
+    const LibraryCall& c = *s.as<LibraryCall>();
     const std::string line = first_line(s);
     if (gpu_level_ != GpuLevel::none) return fail("a conv inside a GPU loop", line);
-    for (const Buffer* operand : {&c.x, &c.w, &c.y}) {
+    for (const Buffer* operand : {&c.x().buffer, &c.w().buffer, &c.y().buffer}) {
       KILN_RETURN_IF_ERROR(check_buffer_use(*operand, line));
     }
-    if (c.bias.defined()) KILN_RETURN_IF_ERROR(check_buffer_use(c.bias, line));
-    KILN_RETURN_IF_ERROR(check(c.x_offset));
-    KILN_RETURN_IF_ERROR(check(c.y_offset));
-    if (c.packed_w.defined()) {
-      KILN_RETURN_IF_ERROR(check_buffer_use(c.packed_w, line));
+    if (c.bias().defined()) KILN_RETURN_IF_ERROR(check_buffer_use(c.bias(), line));
+    KILN_RETURN_IF_ERROR(check(c.x().offset));
+    KILN_RETURN_IF_ERROR(check(c.y().offset));
+    if (c.hints.packed.defined()) {
+      KILN_RETURN_IF_ERROR(check_buffer_use(c.hints.packed, line));
       // Reordered once per kernel run, by whichever thread gets there: not inside a loop.
       if (loop_depth_ > 0) return fail("a conv with kept weights inside a loop", line);
     }

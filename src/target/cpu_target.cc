@@ -45,12 +45,16 @@ class PackConstantWeights final : public loop::IRMutator {
  protected:
   loop::Stmt visit_for(const loop::For&, const loop::Stmt& self) override { return self; }
 
-  loop::Stmt visit_gemm(const loop::Gemm& g, const loop::Stmt& self) override {
-    const auto m = loop::as_const_int(g.m), n = loop::as_const_int(g.n);
-    const auto k = loop::as_const_int(g.k);
-    if (g.accumulate || g.c.buffer.dtype() != DType::f32 || !m || !n || !k ||
-        !loop::as_const_int(g.b.offset) || *m > loop::kPackedGemmMaxRows ||
-        *m * *n * *k < loop::kPackedGemmMinWork || !reads_constant(g.b.buffer)) {
+  loop::Stmt visit_library_call(const loop::LibraryCall& call, const loop::Stmt& self) override {
+    return call.op == loop::LibraryOp::gemm ? packed_gemm(call, self) : packed_conv(call, self);
+  }
+
+  loop::Stmt packed_gemm(const loop::LibraryCall& g, const loop::Stmt& self) {
+    const auto m = loop::as_const_int(g.gemm().m), n = loop::as_const_int(g.gemm().n);
+    const auto k = loop::as_const_int(g.gemm().k);
+    if (g.gemm().accumulate || g.c().buffer.dtype() != DType::f32 || !m || !n || !k ||
+        !loop::as_const_int(g.b().offset) || *m > loop::kPackedGemmMaxRows ||
+        *m * *n * *k < loop::kPackedGemmMinWork || !reads_constant(g.b().buffer)) {
       return self;
     }
     const int64_t bytes = codegen::cpu::packed_b_state_bytes(*k, *n);
@@ -63,8 +67,8 @@ class PackConstantWeights final : public loop::IRMutator {
     return loop::gemm(std::move(args));
   }
 
-  loop::Stmt visit_conv(const loop::Conv& c, const loop::Stmt& self) override {
-    if (!reads_constant(c.w)) return self;
+  loop::Stmt packed_conv(const loop::LibraryCall& c, const loop::Stmt& self) {
+    if (!reads_constant(c.w().buffer)) return self;
     const int64_t bytes = codegen::cpu::conv_state_bytes(c);
     const loop::Buffer kept =
         loop::Buffer::param(fmt::format("packed_w{}", added_.size()), DType::i64, {bytes / 8});
@@ -101,6 +105,15 @@ class CpuTarget final : public Target {
   bool computes_convolutions_channels_last() const override { return true; }
   std::optional<cost::GpuProfile> gpu_profile(const CompileOptions&) const override {
     return std::nullopt;
+  }
+
+  // oneDNN's sgemm and convolutions in f32, OpenBLAS's dgemm in f64 (codegen/cpu/prelude.h).
+  Expected<std::string_view> library_for(const loop::LibraryCall& call) const override {
+    if (call.op == loop::LibraryOp::gemm && all_dtypes(call, DType::f64))
+      return std::string_view("OpenBLAS");
+    if (all_dtypes(call, DType::f32)) return std::string_view("oneDNN");
+    return Status::errorf(ErrorCode::unsupported, "no library of the CPU computes a {}",
+                          library_call_signature(call));
   }
 
   Status schedule(KernelRecord& record, const CompileOptions& options) const override {

@@ -25,6 +25,17 @@ class GpuMappingTarget : public Target {
     return std::nullopt;
   }
 
+  // cuBLASLt's f32 and f64 gemms (or the template kernel where it is missing); convolutions
+  // run as im2col and a gemm, so a conv call (the CPU's layout stage makes them) has none.
+  Expected<std::string_view> library_for(const loop::LibraryCall& call) const override {
+    if (call.op == loop::LibraryOp::gemm &&
+        (all_dtypes(call, DType::f32) || all_dtypes(call, DType::f64))) {
+      return std::string_view("cuBLASLt");
+    }
+    return Status::errorf(ErrorCode::unsupported, "no library of the GPU computes a {}",
+                          library_call_signature(call));
+  }
+
   // The mapping onto blocks and threads, which also places the kernel's scratch.
   Status schedule(KernelRecord& record, const CompileOptions& options) const override {
     KILN_ASSIGN_OR_RETURN(loop::GpuMapping mapped,

@@ -1,5 +1,8 @@
 #include "target/target.h"
 
+#include <fmt/format.h>
+
+#include "loop/ir_visitor.h"
 #include "target/cpu_target.h"
 #include "target/cuda_target.h"
 
@@ -7,6 +10,33 @@ namespace kiln {
 
 Expected<cost::DeviceProfile> Target::cost_profile(const CompileOptions& options) const {
   return cost::given_or_host_profile(options.fusion.profile);
+}
+
+Status Target::runs_library_calls(const loop::Kernel& kernel) const {
+  struct Checker : loop::IRVisitor {
+    explicit Checker(const Target& checked) : target(checked) {}
+    void visit_library_call(const loop::LibraryCall& call) override {
+      if (!status.is_ok()) return;
+      Expected<std::string_view> library = target.library_for(call);
+      if (!library) status = library.status();
+    }
+    const Target& target;
+    Status status;
+  } checker(*this);
+  checker.visit(kernel.body);
+  return checker.status;
+}
+
+// "gemm of (bf16, bf16, f32, f32)": a call's operation and dtypes, for refusals.
+std::string library_call_signature(const loop::LibraryCall& call) {
+  const loop::LibraryDTypes& d = call.dtypes;
+  return fmt::format("{} of ({}, {}, {}, {})", loop::library_op_name(call.op), dtype_name(d.a),
+                     dtype_name(d.b), dtype_name(d.accumulate), dtype_name(d.out));
+}
+
+bool all_dtypes(const loop::LibraryCall& call, DType dtype) {
+  const loop::LibraryDTypes& d = call.dtypes;
+  return d.a == dtype && d.b == dtype && d.accumulate == dtype && d.out == dtype;
 }
 
 const Target& target_for(DeviceKind kind) {

@@ -4,6 +4,7 @@
 //   - which graph stages run (decomposition by cost, convolutions channels last);
 //   - the cost profile the graph stages and the partitioner price kernels with, and for a GPU
 //     its own figures (target/gpu_profile.h);
+//   - which library runs each library call (loop/stmt.h), by operation and dtypes;
 //   - each kernel's schedule, or its mapping onto the GPU, and where its scratch lives;
 //   - which library calls keep their constant weights packed;
 //   - the code generator, and the executor that runs the program;
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "compiler/compiled_graph.h"
 #include "compiler/options.h"
@@ -51,6 +53,14 @@ class Target {
   // The GPU's own figures, for a GPU target; nullopt for the CPU.
   virtual std::optional<cost::GpuProfile> gpu_profile(const CompileOptions& options) const = 0;
 
+  // --- Library calls. -------------------------------------------------------------------------
+
+  // The library that runs `call` here ("oneDNN", "OpenBLAS", "cuBLASLt"), from the target's
+  // table of operations and dtypes; or, as unsupported, why none does.
+  virtual Expected<std::string_view> library_for(const loop::LibraryCall& call) const = 0;
+  // Every library call of `kernel` has a library here; else the first that has none.
+  Status runs_library_calls(const loop::Kernel& kernel) const;
+
   // --- The kernel stages. ---------------------------------------------------------------------
 
   // Schedules `record`'s kernel for the device: the default schedule (unless
@@ -74,6 +84,11 @@ class Target {
   // (compiler/compilation_cache.h).
   virtual bool caches_compilations() const = 0;
 };
+
+// "gemm of (f32, f32, f32, f32)": a library call's operation and dtypes, for the targets'
+// refusals; and whether they are all `dtype`.
+std::string library_call_signature(const loop::LibraryCall& call);
+bool all_dtypes(const loop::LibraryCall& call, DType dtype);
 
 // The target of every device of `kind`.
 const Target& target_for(DeviceKind kind);

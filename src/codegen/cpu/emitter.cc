@@ -217,8 +217,9 @@ class KernelEmitter : public ExprEmitter {
         return;
       }
       case loop::StmtKind::allocate: emit_allocate(*s.as<loop::Allocate>()); return;
-      case loop::StmtKind::gemm: emit_gemm(*s.as<loop::Gemm>()); return;
-      case loop::StmtKind::conv: emit_conv(*s.as<loop::Conv>()); return;
+      case loop::StmtKind::library_call:
+        emit_library_call(*s.as<loop::LibraryCall>());
+        return;
       default: break;
     }
     KILN_UNREACHABLE("bad statement kind {}", static_cast<int>(s.kind()));
@@ -344,34 +345,40 @@ class KernelEmitter : public ExprEmitter {
     return ExprEmitter::emit_load(load);
   }
 
+  // A library call as the prelude's call of its library (codegen/cpu/prelude.h).
+  void emit_library_call(const loop::LibraryCall& call) {
+    if (call.op == loop::LibraryOp::gemm) return emit_gemm(call);
+    emit_conv(call);
+  }
+
   // kiln_gemm(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate): the
   // prelude's wrapper of cblas_sgemm / cblas_dgemm.
-  void emit_gemm(const loop::Gemm& g) {
+  void emit_gemm(const loop::LibraryCall& g) {
     const auto region = [&](const loop::MatrixRegion& r) {
       return fmt::format("{} + {}, {}", lookup(buffers_, r.buffer.name()), emit_expr(r.offset),
                          int_constant(r.leading_dim, DType::i64));
     };
     const std::string operands = fmt::format(
-        "{}, {}, {}, {}, {}, {}, {}, {}", g.transpose_a ? "true" : "false",
-        g.transpose_b ? "true" : "false", emit_expr(g.m), emit_expr(g.n), emit_expr(g.k),
-        region(g.a), region(g.b), region(g.c));
+        "{}, {}, {}, {}, {}, {}, {}, {}", g.gemm().transpose_a ? "true" : "false",
+        g.gemm().transpose_b ? "true" : "false", emit_expr(g.gemm().m), emit_expr(g.gemm().n),
+        emit_expr(g.gemm().k), region(g.a()), region(g.b()), region(g.c()));
     const std::string call =
-        fmt::format("kiln_gemm({}, {});", operands, g.accumulate ? "true" : "false");
-    if (!g.packed_b.defined()) {
+        fmt::format("kiln_gemm({}, {});", operands, g.gemm().accumulate ? "true" : "false");
+    if (!g.hints.packed.defined()) {
       line(call);
       return;
     }
     // The verifier allows a packed B only where nothing accumulates (loop/verifier.h).
     line(fmt::format("if (!kiln_gemm_dnnl({}, false, {}, {})) {}", operands,
-                     lookup(buffers_, g.packed_b.name()),
-                     g.packed_b.flat_size() * dtype_size_bytes(g.packed_b.dtype()), call));
+                     lookup(buffers_, g.hints.packed.name()),
+                     g.hints.packed.flat_size() * dtype_size_bytes(g.hints.packed.dtype()), call));
   }
 
   // kiln_conv_dnnl(spatial, images, C, O, groups, geometry, x, w, bias, relu, y, state,
   // state bytes, winograd),
   // and kiln_conv_direct where oneDNN declines; the geometry is a constant array per call.
-  void emit_conv(const loop::Conv& c) {
-    const loop::ConvGeometry& g = c.geometry;
+  void emit_conv(const loop::LibraryCall& c) {
+    const loop::ConvGeometry& g = c.conv();
     std::vector<int64_t> geometry;
     for (size_t d = 0; d < g.in_spatial.size(); ++d) {
       geometry.insert(geometry.end(), {g.in_spatial[d], g.out_spatial[d], g.kernel[d], g.strides[d],
@@ -379,25 +386,26 @@ class KernelEmitter : public ExprEmitter {
     }
     const std::string array = fresh_name('g');
     const std::string x =
-        fmt::format("{} + {}", lookup(buffers_, c.x.name()), emit_expr(c.x_offset));
+        fmt::format("{} + {}", lookup(buffers_, c.x().buffer.name()), emit_expr(c.x().offset));
     const std::string y =
-        fmt::format("{} + {}", lookup(buffers_, c.y.name()), emit_expr(c.y_offset));
-    const std::string bias = c.bias.defined() ? lookup(buffers_, c.bias.name()) : "nullptr";
+        fmt::format("{} + {}", lookup(buffers_, c.y().buffer.name()), emit_expr(c.y().offset));
+    const std::string bias = c.bias().defined() ? lookup(buffers_, c.bias().name()) : "nullptr";
     const std::string operands =
         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", g.spatial(),
                     int_constant(g.images, DType::i64), int_constant(g.channels, DType::i64),
                     int_constant(g.out_channels, DType::i64), int_constant(g.groups, DType::i64),
-                    array, x, lookup(buffers_, c.w.name()), bias, c.relu ? "true" : "false", y);
+                    array, x, lookup(buffers_, c.w().buffer.name()), bias,
+                    c.applies(loop::EpilogueKind::relu) ? "true" : "false", y);
     line("{");
     ++indent_;
     line(fmt::format("static constexpr int64_t {}[] = {{{}}};", array, fmt::join(geometry, ", ")));
     const std::string state =
-        c.packed_w.defined()
-            ? fmt::format("{}, {}", lookup(buffers_, c.packed_w.name()),
-                          c.packed_w.flat_size() * dtype_size_bytes(c.packed_w.dtype()))
+        c.hints.packed.defined()
+            ? fmt::format("{}, {}", lookup(buffers_, c.hints.packed.name()),
+                          c.hints.packed.flat_size() * dtype_size_bytes(c.hints.packed.dtype()))
             : std::string("nullptr, 0");
     line(fmt::format("if (!kiln_conv_dnnl({}, {}, {})) kiln_conv_direct({});", operands, state,
-                     c.winograd ? "true" : "false", operands));
+                     c.hints.winograd ? "true" : "false", operands));
     --indent_;
     line("}");
   }

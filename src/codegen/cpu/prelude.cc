@@ -689,8 +689,8 @@ std::string_view cpu_prelude() {
   return text;
 }
 
-int64_t conv_state_bytes(const loop::Conv& conv) {
-  const loop::ConvGeometry& g = conv.geometry;
+int64_t conv_state_bytes(const loop::LibraryCall& conv) {
+  const loop::ConvGeometry& g = conv.conv();
   constexpr int64_t kMaxBlock = 64;
   constexpr int64_t kWinogradTileTaps = 6 * 6;
   constexpr int64_t kChannelBlock = 16;
@@ -701,18 +701,19 @@ int64_t conv_state_bytes(const loop::Conv& conv) {
     out_pixels *= g.out_spatial[d];
   }
   const int64_t float_bytes = static_cast<int64_t>(sizeof(float));
-  const int64_t weights = g.groups * (g.out_channels / g.groups + kMaxBlock) *
-                          (g.channels / g.groups + kMaxBlock) *
-                          (conv.winograd ? std::max(taps, kWinogradTileTaps) : taps) * float_bytes;
+  const int64_t weights =
+      g.groups * (g.out_channels / g.groups + kMaxBlock) * (g.channels / g.groups + kMaxBlock) *
+      (conv.hints.winograd ? std::max(taps, kWinogradTileTaps) : taps) * float_bytes;
   const auto blocked = [&](int64_t channels, int64_t pixels) {
     const int64_t padded = (channels + kChannelBlock - 1) / kChannelBlock * kChannelBlock;
     return (g.images * padded * pixels * float_bytes + 63) / 64 * 64;
   };
-  const int64_t copies =
-      conv.winograd ? blocked(g.channels, in_pixels) + blocked(g.out_channels, out_pixels) : 0;
+  const int64_t copies = conv.hints.winograd
+                             ? blocked(g.channels, in_pixels) + blocked(g.out_channels, out_pixels)
+                             : 0;
   // The copies sit at a cache line of the end; one more line of room keeps them off the
   // weights when the state's end is not aligned.
-  return kPackedBHeaderBytes + weights + copies + (conv.winograd ? 64 : 0);
+  return kPackedBHeaderBytes + weights + copies + (conv.hints.winograd ? 64 : 0);
 }
 
 int64_t packed_b_state_bytes(int64_t k, int64_t n) {

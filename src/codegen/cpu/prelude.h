@@ -60,13 +60,13 @@ std::string_view cpu_prelude();
 inline constexpr int64_t kPackedBTag = 0x6b696c6e7061636b;
 inline constexpr int64_t kPackedBHeaderBytes = 64;
 
-// The bytes of a state for the conv statement `conv`'s kiln_conv_dnnl: the header, and room
+// The bytes of a state for the conv call `conv`'s kiln_conv_dnnl: the header, and room
 // for its weights [O, C/groups, taps...] in oneDNN's blocked layouts (as
 // packed_b_state_bytes). Marked winograd, also room for the transformed 3x3 weights
 // Winograd's kernels take (a 6x6 tile each for F(4x4, 3x3), the largest form oneDNN uses) and,
 // at the state's end, for the copies of x and y in the blocked layout they take (channels
 // padded to 16).
-int64_t conv_state_bytes(const loop::Conv& conv);
+int64_t conv_state_bytes(const loop::LibraryCall& conv);
 
 // The bytes of a state for kiln_gemm_dnnl with a k x n B: its header, and room for oneDNN's
 // blocked layouts, which pad each dimension to a block of at most 64.

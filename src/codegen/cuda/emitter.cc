@@ -244,7 +244,13 @@ class UnitEmitter {
   }
 
   Expected<runtime::CudaLaunch> emit_launch(const loop::Kernel& kernel, const Stmt& launch) {
-    if (const auto* g = launch.as<loop::Gemm>()) return emit_gemm(kernel, *g);
+    if (const auto* call = launch.as<loop::LibraryCall>()) {
+      if (call->op != loop::LibraryOp::gemm) {
+        return Status::errorf(ErrorCode::unsupported, "a {} call on a GPU",
+                              loop::library_op_name(call->op));
+      }
+      return emit_gemm(kernel, *call);
+    }
     std::vector<std::pair<std::string, int64_t>> host;
     Stmt inner = launch;
     while (const auto* let = inner.as<loop::LetStmt>()) {
@@ -343,11 +349,11 @@ class UnitEmitter {
     return true;
   }
 
-  Expected<runtime::CudaLaunch> emit_gemm(const loop::Kernel& kernel, const loop::Gemm& g) {
-    const DType dtype = g.c.buffer.dtype();
-    KILN_ASSIGN_OR_RETURN(int64_t m, constant(g.m, "gemm rows"));
-    KILN_ASSIGN_OR_RETURN(int64_t n, constant(g.n, "gemm columns"));
-    KILN_ASSIGN_OR_RETURN(int64_t k, constant(g.k, "gemm depth"));
+  Expected<runtime::CudaLaunch> emit_gemm(const loop::Kernel& kernel, const loop::LibraryCall& g) {
+    const DType dtype = g.c().buffer.dtype();
+    KILN_ASSIGN_OR_RETURN(int64_t m, constant(g.gemm().m, "gemm rows"));
+    KILN_ASSIGN_OR_RETURN(int64_t n, constant(g.gemm().n, "gemm columns"));
+    KILN_ASSIGN_OR_RETURN(int64_t k, constant(g.gemm().k, "gemm depth"));
     runtime::CudaLaunch made{.function = dtype == DType::f64 ? "kiln_gemm_f64" : "kiln_gemm_f32",
                              .grid = {(std::max<int64_t>(n, 1) + kGemmTile - 1) / kGemmTile,
                                       (std::max<int64_t>(m, 1) + kGemmTile - 1) / kGemmTile, 1},
@@ -358,15 +364,15 @@ class UnitEmitter {
       return Status::errorf(ErrorCode::unsupported,
                             "a gemm of {} x {} is beyond the GPU template's grid", m, n);
     }
-    for (const loop::MatrixRegion* region : {&g.a, &g.b, &g.c}) {
+    for (const loop::MatrixRegion* region : {&g.a(), &g.b(), &g.c()}) {
       KILN_ASSIGN_OR_RETURN(int param, param_index(kernel, region->buffer));
       KILN_ASSIGN_OR_RETURN(int64_t offset, constant(region->offset, "gemm offset"));
       made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::buffer, .param = param,
                            .byte_offset = offset * dtype_size_bytes(dtype), .value = 0});
     }
-    for (const int64_t value : {m, n, k, g.a.leading_dim, g.b.leading_dim, g.c.leading_dim,
-                                int64_t{g.transpose_a}, int64_t{g.transpose_b},
-                                int64_t{g.accumulate}, int64_t{0}, int64_t{0}, int64_t{0}}) {
+    for (const int64_t value : {m, n, k, g.a().leading_dim, g.b().leading_dim, g.c().leading_dim,
+                                int64_t{g.gemm().transpose_a}, int64_t{g.gemm().transpose_b},
+                                int64_t{g.gemm().accumulate}, int64_t{0}, int64_t{0}, int64_t{0}}) {
       made.args.push_back({.kind = runtime::CudaLaunchArg::Kind::i64, .param = 0,
                            .byte_offset = 0, .value = value});
     }
@@ -377,9 +383,15 @@ class UnitEmitter {
     }
     made.gemm = runtime::CudaGemm{
         .type = dtype == DType::f64 ? runtime::CudaGemm::Type::f64 : runtime::CudaGemm::Type::f32,
-        .m = m, .n = n, .k = k,
-        .lda = g.a.leading_dim, .ldb = g.b.leading_dim, .ldc = g.c.leading_dim,
-        .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate};
+        .m = m,
+        .n = n,
+        .k = k,
+        .lda = g.a().leading_dim,
+        .ldb = g.b().leading_dim,
+        .ldc = g.c().leading_dim,
+        .transpose_a = g.gemm().transpose_a,
+        .transpose_b = g.gemm().transpose_b,
+        .accumulate = g.gemm().accumulate};
     return made;
   }
 

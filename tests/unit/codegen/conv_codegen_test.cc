@@ -58,7 +58,7 @@ Kernel conv_kernel(const ConvCase& c) {
                 .winograd = c.winograd,
                 .packed_w = {}};
   if (c.keep_weights) {
-    const int64_t bytes = conv_state_bytes(*conv(args).as<Conv>());
+    const int64_t bytes = conv_state_bytes(*conv(args).as<LibraryCall>());
     args.packed_w = Buffer::param("state", DType::i64, {bytes / 8});
     params.push_back(args.packed_w);
   }
@@ -217,8 +217,10 @@ std::vector<ConvCase> cases() {
   };
 }
 
-bool c_relu(const Kernel& kernel) { return kernel.body.as<Conv>()->relu; }
-bool c_winograd(const Kernel& kernel) { return kernel.body.as<Conv>()->winograd; }
+bool c_relu(const Kernel& kernel) {
+  return kernel.body.as<LibraryCall>()->applies(EpilogueKind::relu);
+}
+bool c_winograd(const Kernel& kernel) { return kernel.body.as<LibraryCall>()->hints.winograd; }
 
 TEST(ConvCodegen, CompiledConvsMatchTheEvaluator) {
   std::vector<Kernel> kernels;
@@ -298,7 +300,7 @@ TEST(ConvCodegen, TheVerifierRefusesWhatIsNoConvolution) {
   // A region past its buffer: the geometry grows, the buffers stay.
   ConvCase geometry = cases()[0];
   Kernel kernel = conv_kernel(geometry);
-  const Conv& statement = *kernel.body.as<Conv>();
+  const LibraryCall& statement = *kernel.body.as<LibraryCall>();
   ConvArgs args = conv_args(statement);
   args.geometry.images = 3;
   kernel.body = conv(std::move(args));

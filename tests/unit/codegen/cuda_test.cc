@@ -42,9 +42,9 @@ LoopCounts count(const Stmt& stmt) {
       if (node.vectorized) ++counts.block_reductions;
       IRVisitor::visit_reduce(node);
     }
-    void visit_gemm(const loop::Gemm& node) override {
-      ++counts.gemms;
-      IRVisitor::visit_gemm(node);
+    void visit_library_call(const loop::LibraryCall& node) override {
+      if (node.op == loop::LibraryOp::gemm) ++counts.gemms;
+      IRVisitor::visit_library_call(node);
     }
   } counter;
   counter.visit(stmt);

@@ -13,6 +13,7 @@
 #include "interp/random_inputs.h"
 #include "ir/parser.h"
 #include "kiln/kiln.h"
+#include "loop/parser.h"
 
 namespace kiln {
 namespace {
@@ -64,6 +65,49 @@ TEST(Target, EachKindHasItsTargetAndItsDecisions) {
   EXPECT_TRUE(cpu.caches_compilations());
   EXPECT_TRUE(cuda.caches_compilations());
   EXPECT_FALSE(mapping.caches_compilations());
+}
+
+// The first statement of a kernel's text, as a library call.
+loop::Stmt call_in(const std::string& kernel_text) {
+  Expected<loop::Kernel> kernel = loop::parse_kernel(kernel_text);
+  EXPECT_TRUE(kernel) << kernel.status().message();
+  return kernel ? kernel->body : loop::Stmt();
+}
+
+TEST(Target, EachTargetsTableNamesTheLibraryOfACallOrRefusesIt) {
+  const loop::Stmt f32_gemm = call_in(R"(kernel k(a: f32[4, 8], b: f32[8, 16], c: f32[4, 16]) {
+  gemm(4, 16, 8) c[0, ld 16] = a[0, ld 8] * b[0, ld 16]
+})");
+  const loop::Stmt f64_gemm = call_in(R"(kernel k(a: f64[4, 8], b: f64[8, 16], c: f64[4, 16]) {
+  gemm(4, 16, 8) c[0, ld 16] = a[0, ld 8] * b[0, ld 16]
+})");
+  const loop::Stmt conv = call_in(R"(kernel k(x: f32[1, 4, 3], w: f32[2, 3, 3], y: f32[1, 4, 2]) {
+  conv(images 1, channels 3 to 2, groups 1, in [4], out [4], kernel [3], strides [1], pads [1], dilations [1]) y[0] = x[0] * w
+})");
+  // Not a call any lowering makes yet: a bf16 product accumulating in f32.
+  const loop::LibraryCall& f32 = *f32_gemm.as<loop::LibraryCall>();
+  const loop::LibraryCall bf16(loop::LibraryOp::gemm, f32.operands, f32.shape,
+                               {DType::bf16, DType::bf16, DType::f32, DType::f32}, {}, {});
+  const Target& cpu = target_for(DeviceKind::cpu);
+  const Target& cuda = target_for(DeviceKind::cuda);
+  EXPECT_EQ(*cpu.library_for(f32), "oneDNN");
+  EXPECT_EQ(*cpu.library_for(*f64_gemm.as<loop::LibraryCall>()), "OpenBLAS");
+  EXPECT_EQ(*cpu.library_for(*conv.as<loop::LibraryCall>()), "oneDNN");
+  EXPECT_EQ(*cuda.library_for(f32), "cuBLASLt");
+  EXPECT_EQ(*cuda.library_for(*f64_gemm.as<loop::LibraryCall>()), "cuBLASLt");
+  const Expected<std::string_view> gpu_conv = cuda.library_for(*conv.as<loop::LibraryCall>());
+  ASSERT_FALSE(gpu_conv);
+  EXPECT_EQ(gpu_conv.status().code(), ErrorCode::unsupported);
+  EXPECT_EQ(gpu_conv.status().message(),
+            "no library of the GPU computes a conv of (f32, f32, f32, f32)");
+  const Expected<std::string_view> cpu_bf16 = cpu.library_for(bf16);
+  ASSERT_FALSE(cpu_bf16);
+  EXPECT_EQ(cpu_bf16.status().message(),
+            "no library of the CPU computes a gemm of (bf16, bf16, f32, f32)");
+  // A kernel holding a call its target cannot run is refused before it is scheduled.
+  EXPECT_TRUE(cpu.runs_library_calls({.name = "k", .params = {}, .body = conv}).is_ok());
+  const Status refused = cuda.runs_library_calls({.name = "k", .params = {}, .body = conv});
+  EXPECT_EQ(refused.code(), ErrorCode::unsupported);
 }
 
 TEST(GpuProfile, PublishedFiguresSayTheyAreNotMeasured) {

@@ -31,10 +31,12 @@ struct Counts : IRVisitor {
     IRVisitor::visit_for(node);
     --loop_depth_;
   }
-  void visit_gemm(const Gemm& node) override {
-    ++gemms;
-    gemms_in_loops += loop_depth_ > 0 ? 1 : 0;
-    IRVisitor::visit_gemm(node);
+  void visit_library_call(const LibraryCall& node) override {
+    if (node.op == LibraryOp::gemm) {
+      ++gemms;
+      gemms_in_loops += loop_depth_ > 0 ? 1 : 0;
+    }
+    IRVisitor::visit_library_call(node);
   }
   void visit_allocate(const Allocate& node) override {
     ++allocations;
