@@ -5,6 +5,7 @@
 
 #include "fusion/partition.h"
 #include "passes/decompose.h"
+#include "target/target.h"
 
 namespace kiln {
 namespace {
@@ -25,18 +26,19 @@ Expected<double> estimated_seconds(const Graph& graph, const fusion::FusionOptio
 Expected<std::vector<DecompositionDecision>> decompose_by_cost(Graph& graph,
                                                                const CompileOptions& options) {
   std::vector<DecompositionDecision> decisions;
+  const fusion::FusionOptions fusion = target_of(options).fusion_options(options);
   std::optional<double> current;  // the estimate of `graph` as it stands, once needed
   for (const DecompositionUnit& unit : decomposition_units()) {
     const int nodes = count_nodes_of(graph, unit.ops);
     if (nodes == 0) continue;
     if (!current) {
-      KILN_ASSIGN_OR_RETURN(const double whole, estimated_seconds(graph, options.fusion));
+      KILN_ASSIGN_OR_RETURN(const double whole, estimated_seconds(graph, fusion));
       current = whole;
     }
     Graph candidate = graph.clone();
     decompose_composites(candidate, unit.ops);
     KILN_RETURN_IF_ERROR(rewrite_graph(candidate, options.rewrites).status());
-    KILN_ASSIGN_OR_RETURN(const double decomposed, estimated_seconds(candidate, options.fusion));
+    KILN_ASSIGN_OR_RETURN(const double decomposed, estimated_seconds(candidate, fusion));
     DecompositionDecision& decision = decisions.emplace_back(DecompositionDecision{
         .unit = std::string(unit.name),
         .nodes = nodes,

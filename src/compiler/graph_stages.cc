@@ -56,7 +56,9 @@ Expected<ChannelsLastReport> layout_stage(Graph& graph, const CompileOptions& op
 
 Expected<fusion::Partition> partition_stage(const Graph& graph, const CompileOptions& options,
                                             std::span<const std::vector<Node*>> given) {
-  if (given.empty()) return fusion::partition_graph(graph, options.fusion);
+  if (given.empty()) {
+    return fusion::partition_graph(graph, target_of(options).fusion_options(options));
+  }
   fusion::Partition partition;
   for (const std::vector<Node*>& nodes : given) partition.groups.push_back({nodes, {}});
   return partition;

@@ -5,16 +5,18 @@
 #include "fusion/partition.h"
 #include "subst/search.h"
 #include "subst/shipped_rules.h"
+#include "target/target.h"
 
 namespace kiln {
 
 Expected<SubstitutionSummary> substitute_by_cost(Graph& graph, const CompileOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  const fusion::FusionOptions fusion = target_of(options).fusion_options(options);
   const subst::CostFunction cost = [&](const Graph& candidate) -> Expected<double> {
     Graph rewritten = candidate.clone();
     KILN_RETURN_IF_ERROR(rewrite_graph(rewritten, options.rewrites).status());
     KILN_ASSIGN_OR_RETURN(const fusion::Partition partition,
-                          fusion::partition_graph(rewritten, options.fusion));
+                          fusion::partition_graph(rewritten, fusion));
     return partition.estimated_seconds();
   };
   const std::span<const subst::Rule> rules = subst::shipped_rules();

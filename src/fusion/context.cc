@@ -164,10 +164,10 @@ std::vector<Node*> PartitionContext::nodes_of(const NodeSet& group) const {
 std::string PartitionContext::structure_key(const NodeSet& group) {
   if (key_prefix_.empty()) {
     const cost::DeviceProfile& profile = *options_.profile;
-    key_prefix_ = fmt::format("{} {} {} {} {} {} {} {}\n", profile.matmul_flops,
+    key_prefix_ = fmt::format("{} {} {} {} {} {} {} {} {}\n", profile.matmul_flops,
                               profile.vector_flops, profile.memory_bandwidth, profile.l2_bytes,
                               profile.llc_bytes, profile.kernel_overhead, profile.cores,
-                              options_.max_local_bytes);
+                              options_.max_local_bytes, options_.library_table);
     node_texts_.resize(static_cast<size_t>(reach_.size()));
   }
   std::string key = key_prefix_;
@@ -235,9 +235,9 @@ const cost::KernelEstimate& PartitionContext::estimate(const NodeSet& group) {
   return estimates_.emplace(group, std::move(estimate)).first->second;
 }
 
-// Lowers the group once for both questions. A single node is always accepted; only those
-// that are not inlinable can have local buffers (a reduction, a convolution's columns), so
-// only those are lowered.
+// Lowers the group once for its questions (local buffers, library calls). A single node is
+// always accepted; only those that are not inlinable can have local buffers (a reduction, a
+// convolution's columns), so only those are lowered.
 const PartitionContext::LoopVerdict& PartitionContext::loop_verdict(const NodeSet& group) {
   auto it = loop_verdicts_.find(group);
   if (it != loop_verdicts_.end()) return it->second;
@@ -260,6 +260,11 @@ const PartitionContext::LoopVerdict& PartitionContext::loop_verdict(const NodeSe
         verdict.rejection =
             fmt::format("the kernel needs {} bytes of local buffers, over the limit of {}",
                         locals.bytes, options_.max_local_bytes);
+      }
+      if (!single && !verdict.rejection && options_.library_calls) {
+        if (const Status runs = options_.library_calls(lowered->kernel); !runs) {
+          verdict.rejection = runs.message();
+        }
       }
       verdict.scratch_bytes = loop::scratch_bytes(lowered->kernel);
     }

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -33,6 +34,7 @@
 #include "cost/device_profile.h"
 #include "cost/estimate.h"
 #include "ir/graph.h"
+#include "loop/stmt.h"
 #include "support/status.h"
 
 namespace kiln::fusion {
@@ -55,6 +57,12 @@ struct FusionOptions {
   double ilp_seconds_per_component = 2;  // then the best solution found is used
   // Loop-level limit: a group whose kernel would allocate more local buffer bytes is rejected.
   int64_t max_local_bytes = int64_t{1} << 30;
+  // The target's check of a kernel's library calls (target/target.h: runs_library_calls): a
+  // group whose kernel makes a call no library of the target runs is rejected, as the loop
+  // level's verdict, and the partition solved again without it. `library_table` names the
+  // check, since verdicts are remembered across partitions. Empty: every call runs.
+  std::function<Status(const loop::Kernel&)> library_calls = nullptr;
+  std::string library_table;
 };
 
 struct Decision {

@@ -27,6 +27,13 @@ Status Target::runs_library_calls(const loop::Kernel& kernel) const {
   return checker.status;
 }
 
+fusion::FusionOptions Target::fusion_options(const CompileOptions& options) const {
+  fusion::FusionOptions fusion = options.fusion;
+  fusion.library_calls = [this](const loop::Kernel& kernel) { return runs_library_calls(kernel); };
+  fusion.library_table = std::string(device_kind_name(kind()));
+  return fusion;
+}
+
 // "gemm of (bf16, bf16, f32, f32)": a call's operation and dtypes, for refusals.
 std::string library_call_signature(const loop::LibraryCall& call) {
   const loop::LibraryDTypes& d = call.dtypes;

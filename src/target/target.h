@@ -60,6 +60,9 @@ class Target {
   virtual Expected<std::string_view> library_for(const loop::LibraryCall& call) const = 0;
   // Every library call of `kernel` has a library here; else the first that has none.
   Status runs_library_calls(const loop::Kernel& kernel) const;
+  // The options' fusion options with this target's check of library calls, so that the
+  // partitioner rejects a group whose kernel makes a call no library here runs.
+  fusion::FusionOptions fusion_options(const CompileOptions& options) const;
 
   // --- The kernel stages. ---------------------------------------------------------------------
 

@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "autodiff/gradients.h"
 #include "fusion/context.h"
 #include "ir/builder.h"
+#include "loop/printer.h"
 #include "models/model.h"
 #include "passes/dead_code.h"
 
@@ -31,6 +34,11 @@ Partition partition(const Graph& graph, FusionMode mode, FusionOptions options =
   if (!result) return {};
   EXPECT_TRUE(check_partition(graph, *result).is_ok());
   return std::move(result).value();
+}
+
+// Whether `kernel` makes a gemm call anywhere.
+bool print_has_gemm(const loop::Kernel& kernel) {
+  return loop::print(kernel).find("gemm(") != std::string::npos;
 }
 
 int computed_nodes(const Graph& graph) {
@@ -71,6 +79,33 @@ TEST(Partition, MatmulBiasGeluIsOneKernel) {
     const Partition result = partition(graph, mode);
     ASSERT_EQ(result.groups.size(), 1u) << fusion_mode_name(mode);
     EXPECT_EQ(result.groups[0].nodes.size(), 3u);
+  }
+}
+
+// A target without a library for a group's call (fusion/partition.h: library_calls) rejects
+// the group at the loop level, with its reason, and the partition is solved without it.
+TEST(Partition, AGroupWhoseLibraryCallTheTargetRefusesIsNotFused) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Value* y = b.matmul(b.input("x", DType::f32, {64, 128}), b.input("w", DType::f32, {128, 256}));
+  graph.set_outputs({b.gelu(b.add(y, b.input("bias", DType::f32, {256})))});
+  FusionOptions refusing = options_for(FusionMode::greedy);
+  refusing.library_table = "no gemm";
+  refusing.library_calls = [](const loop::Kernel& kernel) {
+    return print_has_gemm(kernel)
+               ? Status::error(ErrorCode::unsupported, "no library here runs a gemm")
+               : Status::ok();
+  };
+  for (FusionMode mode : {FusionMode::greedy, FusionMode::ilp}) {
+    const Partition result = partition(graph, mode, refusing);
+    for (const Group& group : result.groups) {
+      const bool has_matmul = std::ranges::any_of(
+          group.nodes, [](const Node* node) { return node->op() == Op::matmul; });
+      EXPECT_FALSE(has_matmul && group.nodes.size() > 1) << fusion_mode_name(mode);
+    }
+    EXPECT_NE(explain_partition(graph, result).find("no library here runs a gemm"),
+              std::string::npos)
+        << explain_partition(graph, result);
   }
 }
 
