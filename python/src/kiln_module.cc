@@ -148,14 +148,13 @@ class CompiledGraphHandle {
           graph.outputs().size(), inputs.size(), outputs.size()));
     }
     const bool gpu = model_.on_gpu();
-    const Device device = gpu ? device_ : Device{};
     std::vector<const void*> in;
     std::vector<void*> out;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      in.push_back(checked_data(inputs[i], *graph.inputs()[i], "input", device));
+      in.push_back(checked_data(inputs[i], *graph.inputs()[i], "input", device_));
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      out.push_back(checked_data(outputs[i], *graph.outputs()[i], "output", device));
+      out.push_back(checked_data(outputs[i], *graph.outputs()[i], "output", device_));
     }
     Status status;
     {

@@ -121,11 +121,10 @@ Stmt gemm(GemmArgs args) {
   }
   KILN_CHECK(args.m.defined() && args.n.defined() && args.k.defined(),
              "gemm with an undefined extent");
-  const LibraryDTypes dtypes =
-      args.dtypes.value_or(LibraryDTypes{.a = args.a.buffer.dtype(),
-                                         .b = args.b.buffer.dtype(),
-                                         .accumulate = args.c.buffer.dtype(),
-                                         .out = args.c.buffer.dtype()});
+  const LibraryDTypes dtypes{.a = args.a.buffer.dtype(),
+                             .b = args.b.buffer.dtype(),
+                             .accumulate = args.c.buffer.dtype(),
+                             .out = args.c.buffer.dtype()};
   return Stmt(std::make_shared<const LibraryCall>(
       LibraryOp::gemm, std::vector<MatrixRegion>{args.a, args.b, args.c},
       GemmShape{.transpose_a = args.transpose_a,
@@ -148,8 +147,7 @@ GemmArgs gemm_args(const LibraryCall& call) {
           .n = shape.n,
           .k = shape.k,
           .accumulate = shape.accumulate,
-          .packed_b = call.hints.packed,
-          .dtypes = call.dtypes};
+          .packed_b = call.hints.packed};
 }
 
 namespace {

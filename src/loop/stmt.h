@@ -67,7 +67,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -269,15 +268,14 @@ struct LibraryCall final : StmtNode {
   bool applies(EpilogueKind epilogue_kind) const;
 };
 
-// The arguments of a gemm call, named so that call sites read (designated initializers);
-// dtypes empty: every operand's, accumulating in C's.
+// The arguments of a gemm call, named so that call sites read (designated initializers). Its
+// dtypes are its operands', accumulating in C's.
 struct GemmArgs {
   MatrixRegion a = {}, b = {}, c = {};
   bool transpose_a = false, transpose_b = false;
   Expr m = {}, n = {}, k = {};
   bool accumulate = false;
   Buffer packed_b = {};
-  std::optional<LibraryDTypes> dtypes = std::nullopt;
 };
 
 // The arguments of a conv call, named so that call sites read.

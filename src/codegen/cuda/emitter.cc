@@ -245,8 +245,10 @@ class UnitEmitter {
 
   Expected<runtime::CudaLaunch> emit_launch(const loop::Kernel& kernel, const Stmt& launch) {
     if (const auto* call = launch.as<loop::LibraryCall>()) {
+      // The target has no GPU library for any other call (target/target.h: library_for).
       if (call->op != loop::LibraryOp::gemm) {
-        return Status::errorf(ErrorCode::unsupported, "a {} call on a GPU",
+        return Status::errorf(ErrorCode::internal,
+                              "internal compiler error: a {} call reached the CUDA emitter",
                               loop::library_op_name(call->op));
       }
       return emit_gemm(kernel, *call);
