@@ -35,7 +35,7 @@ class KilnGraph(torch.nn.Module):
     outputs (a tuple, or the one value when the graph returns one)."""
 
     def __init__(self, gm: torch.fx.GraphModule, name: str,
-                 device: torch.device = torch.device("cpu")):
+                 device: torch.device = torch.device("cpu"), precision: str = "fp32"):
         super().__init__()
         graph = _aten.graph_to_json(gm, name)
         self.name = name
@@ -46,7 +46,7 @@ class KilnGraph(torch.nn.Module):
             with open(os.path.join(dump_dir, f"{name}.json"), "w") as f:
                 f.write(graph.text)
         self.device = device
-        self.compiled = compile_aten_graph(graph.text, device=str(device))
+        self.compiled = compile_aten_graph(graph.text, device=str(device), precision=precision)
         self.output_slots = graph.output_slots
         self.outputs = graph.outputs
         self.single_output = graph.single_output
@@ -185,8 +185,9 @@ def graph_device(example_inputs) -> torch.device | None:
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
-                  report: Report | None = None):
-    """Kiln's compilation of one ATen graph: a callable of the graph's inputs. Nodes Kiln does
+                  report: Report | None = None, precision: str = "fp32"):
+    """Kiln's compilation of one ATen graph, in `precision` (see make_backend): a callable of
+    the graph's inputs. Nodes Kiln does
     not convert run in PyTorch, and so does a part Kiln does not support (symbolic shapes, a
     kernel the GPU cannot take: UnsupportedError); a graph whose tensors are on several
     devices runs as it is. Each with a warning. Any other error
@@ -212,7 +213,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
             continue
         part = f"{name}.{node.target}"
         try:
-            kiln_graph = KilnGraph(getattr(fused, node.target), part, device)
+            kiln_graph = KilnGraph(getattr(fused, node.target), part, device, precision)
         except (_aten.Unsupported, UnsupportedError) as e:
             warnings.warn(f"kiln: {part} runs in PyTorch: {e}")
             if report is not None:
@@ -245,13 +246,23 @@ def decompositions() -> dict:
 _GRAPH_NUMBERS = {"forward": itertools.count(1), "backward": itertools.count(1)}
 
 
-def make_backend(report: Report | None = None):
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+
+def make_backend(report: Report | None = None, precision: str = "fp32"):
     """A torch.compile backend compiling forward and backward graphs with Kiln; `report`, when
-    given, collects what it made of them."""
+    given, collects what it made of them. `precision` is what the graphs compute in: "fp32" as
+    traced (a model run under torch.autocast is traced mixed already); "bf16" or "fp16",
+    Kiln's own mixed precision, as autocast computes (matmuls and convolutions in bf16 or
+    fp16 with f32 accumulation; sums, softmax, normalizations and losses in f32; each graph's
+    inputs and outputs keep their dtypes); "tf32" computes as fp32 until Kiln's GPU gemms
+    take it."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: Kiln's precisions are {PRECISIONS}")
     def compiler(kind):
         def compile_fn(gm, example_inputs):
             name = f"{kind}{next(_GRAPH_NUMBERS[kind])}"
-            module = compile_graph(gm, example_inputs, name, report)
+            module = compile_graph(gm, example_inputs, name, report, precision)
             return make_boxed_func(module)
         return compile_fn
 
@@ -274,6 +285,11 @@ def attention_kernels_for(device: torch.device | None):
     return contextlib.nullcontext()
 
 
-def kiln_backend(gm: torch.fx.GraphModule, example_inputs):
-    """The backend registered as "kiln" (pyproject.toml's torch_dynamo_backends entry point)."""
-    return make_backend()(gm, example_inputs)
+def kiln_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
+    """The backend registered as "kiln" (pyproject.toml's torch_dynamo_backends entry point).
+    torch.compile's `options` may hold {"precision": "bf16"} (make_backend's precisions)."""
+    options = dict(options or {})
+    precision = options.pop("precision", "fp32")
+    if options:
+        raise ValueError(f"kiln backend: unknown options {sorted(options)}; it takes 'precision'")
+    return make_backend(precision=precision)(gm, example_inputs)

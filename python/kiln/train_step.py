@@ -24,8 +24,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.overrides import TorchFunctionMode
 
 from ._kiln import CompileError
-from .backend import (KilnGraph, attention_kernels_for, conversion_error, decompositions,
-                      graph_device)
+from .backend import (PRECISIONS, KilnGraph, attention_kernels_for, conversion_error,
+                      decompositions, graph_device)
 
 aten = torch.ops.aten
 
@@ -43,6 +43,24 @@ class _DropoutAsNativeDropout(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _scaled_update(grads, params, state, scaler):
+    """GradScaler's step on the unscaled gradients: where any is infinite or NaN, the
+    parameters and state keep their values and the scale halves; after 2000 finite steps in a
+    row it doubles. `params` and `state` are (old, updated) pairs."""
+    scale, steps = scaler
+    largest = None  # the largest magnitude of any gradient; NaN where one is (amax keeps NaN)
+    for g in grads:
+        magnitude = g.abs().amax(dim=tuple(range(g.dim())))
+        largest = magnitude if largest is None else torch.maximum(largest, magnitude)
+    finite = largest < float("inf")  # NaN compares false
+    keep = lambda pair: [torch.where(finite, new, old) for old, new in zip(*pair)]
+    zero = torch.full_like(steps, 0.0)
+    counted = torch.where(finite, steps + 1, zero)
+    grow = counted >= 2000
+    scale = torch.where(finite, torch.where(grow, scale * 2, scale), scale * 0.5)
+    return keep(params), keep(state), [scale, torch.where(grow, zero, counted)]
+
+
 def _dropout(input, p=0.5, training=True, inplace=False):
     if not training or p == 0:
         return input
@@ -52,9 +70,13 @@ def _dropout(input, p=0.5, training=True, inplace=False):
 class TrainStep:
     """A compiled training step; call it with a batch's inputs and targets for the loss."""
 
-    def __init__(self, model, loss_fn, optimizer, lr, betas, eps, weight_decay, momentum):
+    def __init__(self, model, loss_fn, optimizer, lr, betas, eps, weight_decay, momentum,
+                 precision="fp32"):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer {optimizer!r}: Kiln's whole-step mode has {OPTIMIZERS}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision {precision!r}: Kiln's precisions are {PRECISIONS}")
+        self.precision = precision
         self.model = model
         self.loss_fn = loss_fn
         self.optimizer = optimizer
@@ -68,6 +90,11 @@ class TrainStep:
         self.state = [[torch.zeros_like(self.params[n]) for n in self.names]
                       for _ in range(moments)]
         self.steps = 0
+        # fp16's dynamic loss scaling, as torch.amp.GradScaler (its defaults): the scale and the
+        # finite steps since it last changed, updated by the step itself.
+        device = self.params[self.names[0]].device
+        self.scaler = ([torch.tensor(65536.0, device=device), torch.tensor(0.0, device=device)]
+                       if precision == "fp16" else [])
         self.graph = None  # KilnGraph, made on the first call
 
     def _update(self, params, grads, state, scalars):
@@ -94,16 +121,24 @@ class TrainStep:
         params = list(flat[:count])
         state = [list(flat[count * (i + 1):count * (i + 2)]) for i in range(len(self.state))]
         rest = flat[count * (len(self.state) + 1):]
+        scaler, rest = rest[:len(self.scaler)], rest[len(self.scaler):]
         scalars, (inputs, targets) = rest[:-2], rest[-2:]
 
         def loss_of(trainable):
             merged = {**self.buffers, **dict(zip(self.names, trainable))}
             output = torch.func.functional_call(self.model, merged, (inputs,))
-            return self.loss_fn(output, targets)
+            loss = self.loss_fn(output, targets)
+            return (loss * scaler[0] if scaler else loss), loss
 
-        grads, loss = torch.func.grad_and_value(loss_of)(params)
+        grads, loss = torch.func.grad(loss_of, has_aux=True)(params)
+        if scaler:
+            grads = [g / scaler[0] for g in grads]
         new_params, new_state = self._update(params, grads, state, scalars)
-        return (loss, *new_params, *[t for group in new_state for t in group])
+        new_state = [t for group in new_state for t in group]
+        if scaler:
+            new_params, new_state, scaler = _scaled_update(
+                grads, (params, new_params), ([t for g in state for t in g], new_state), scaler)
+        return (loss, *new_params, *new_state, *scaler)
 
     def _scalars(self):
         if self.optimizer != "adamw":
@@ -116,7 +151,7 @@ class TrainStep:
     def _flat_inputs(self, inputs, targets):
         return ([self.params[n].detach() for n in self.names]
                 + [t for group in self.state for t in group]
-                + self._scalars() + [inputs, targets])
+                + self.scaler + self._scalars() + [inputs, targets])
 
     def _compile(self, flat):
         device = graph_device(flat)
@@ -148,7 +183,7 @@ class TrainStep:
                 "the training step has ops Kiln does not convert, so it cannot be one Kiln "
                 "graph (torch.compile(model, backend='kiln') runs such models, leaving these to "
                 "PyTorch): " + "; ".join(f"{op}: {why}" for op, why in unsupported.items()))
-        return KilnGraph(gm, "train_step", device)
+        return KilnGraph(gm, "train_step", device, self.precision)
 
     def __call__(self, inputs, targets):
         self.steps += 1
@@ -161,6 +196,8 @@ class TrainStep:
             self.params[name].data = new
         for i, group in enumerate(self.state):
             group[:] = rest[count * (i + 1):count * (i + 2)]
+        if self.scaler:
+            self.scaler = rest[len(rest) - len(self.scaler):]
         return loss
 
     def explain(self) -> str:
@@ -170,11 +207,15 @@ class TrainStep:
 
 def compile_train_step(model: torch.nn.Module, loss_fn, optimizer: str = "adamw",
                        lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                       weight_decay: float = 0.0, momentum: float = 0.0) -> TrainStep:
+                       weight_decay: float = 0.0, momentum: float = 0.0,
+                       precision: str = "fp32") -> TrainStep:
     """One training step of `model` (forward, `loss_fn(output, targets)`, backward and the
     `optimizer` update: "adamw" as torch.optim.AdamW with these arguments, or "sgd" as
     torch.optim.SGD) compiled by Kiln as one graph. Returns a callable of (inputs, targets)
-    that runs a step, updates the parameters in place and returns the loss."""
+    that runs a step, updates the parameters in place and returns the loss. With `precision`
+    "bf16" or "fp16" the step computes in mixed precision (kiln.make_backend says how); the
+    parameters and the optimizer state stay f32: master weights."""
     if any(b.requires_grad for b in model.buffers()):
         raise ValueError("buffers that require grad are not supported")
-    return TrainStep(model, loss_fn, optimizer, lr, betas, eps, weight_decay, momentum)
+    return TrainStep(model, loss_fn, optimizer, lr, betas, eps, weight_decay, momentum,
+                     precision)

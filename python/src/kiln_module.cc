@@ -199,8 +199,14 @@ class CompiledGraphHandle {
 };
 
 CompiledGraphHandle compile_aten_graph(const std::string& text, bool substitution,
-                                       bool reuse_compilations, const std::string& device) {
+                                       bool reuse_compilations, const std::string& device,
+                                       const std::string& precision) {
   CompileOptions options;
+  Expected<Precision> parsed_precision = parse_precision(precision);
+  if (!parsed_precision) {
+    throw std::invalid_argument("compile_aten_graph: " + parsed_precision.status().message());
+  }
+  options.precision = *parsed_precision;
   Expected<Device> parsed = parse_device(device);
   if (!parsed || parsed->kind == DeviceKind::cuda_mapping_on_cpu) {
     throw std::invalid_argument(fmt::format(
@@ -249,13 +255,14 @@ NB_MODULE(_kiln, m) {
         "Why an ATen graph (JSON text) does not import into Kiln, or '' when it does.");
   m.def("compile_aten_graph", &compile_aten_graph, nb::arg("graph_json"),
         nb::arg("substitution") = true, nb::arg("reuse_compilations") = true,
-        nb::arg("device") = "cpu",
+        nb::arg("device") = "cpu", nb::arg("precision") = "fp32",
         "Compiles an ATen graph (JSON text) for this CPU ('cpu') or for an NVIDIA GPU "
-        "('cuda:N'; 'cuda' is cuda:0), or loads it from Kiln's compilation cache when this "
-        "build compiled it before with the same options. Raises a kiln.CompileError naming the "
-        "node and op that failed: UnsupportedError for what Kiln does not compile (an op, a "
-        "dtype, a shape the GPU cannot take), InvalidInputError, ResourceExhaustedError, or "
-        "InternalError for a bug in Kiln.");
+        "('cuda:N'; 'cuda' is cuda:0), in a precision ('fp32' as traced; 'bf16' or 'fp16': "
+        "mixed precision as torch.autocast computes, passes/precision.h), or loads it from Kiln's "
+        "compilation cache when this build compiled it before with the same options. Raises a "
+        "kiln.CompileError naming the node and op that failed: UnsupportedError for what Kiln "
+        "does not compile (an op, a dtype, a shape the GPU cannot take), InvalidInputError, "
+        "ResourceExhaustedError, or InternalError for a bug in Kiln.");
 
   nb::class_<CompiledGraphHandle>(m, "CompiledGraph")
       .def("run", &CompiledGraphHandle::run, nb::arg("inputs"), nb::arg("outputs"),

@@ -1,6 +1,7 @@
 #include "autodiff/training_step.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "autodiff/gradients.h"
@@ -52,16 +53,67 @@ void name_output(Graph &graph, Value *value, const std::string &name,
   graph.rename_value(value, name);
 }
 
+// The loss scaler's inputs, and what it makes of them: the gradients' unscaling factor and
+// whether they are all finite, then the scale and count of the next step.
+struct LossScaler {
+  Value *scale = nullptr;
+  Value *steps = nullptr;
+  Value *inverse = nullptr;
+  Value *finite = nullptr;  // bool[]
+};
+
+// Whether every element of every gradient is finite: the largest magnitude, NaN where any is
+// (max propagates NaN), below infinity.
+Value *all_finite(GraphBuilder &b, std::span<Value *const> grads) {
+  Value *largest = nullptr;
+  for (Value *grad : grads) {
+    std::vector<int64_t> axes(static_cast<size_t>(grad->rank()));
+    for (size_t axis = 0; axis < axes.size(); ++axis) axes[axis] = static_cast<int64_t>(axis);
+    Value *magnitude = b.reduce_max(b.abs(grad), axes);
+    largest = largest == nullptr ? magnitude : b.max(largest, magnitude);
+  }
+  return b.apply1(Op::less, {largest, b.scalar(std::numeric_limits<double>::infinity(),
+                                                largest->dtype())});
+}
+
+// The scale and its step count after this step (GradScaler's update).
+std::pair<Value *, Value *> next_scale(GraphBuilder &b, const LossScaling &scaling,
+                                       const LossScaler &scaler) {
+  const DType dtype = scaler.scale->dtype();
+  Value *counted = b.where(scaler.finite, b.add_scalar(scaler.steps, 1), b.scalar(0, dtype));
+  Value *grow = b.greater_equal(counted, b.scalar(scaling.growth_interval, dtype));
+  Value *scale = b.where(
+      scaler.finite,
+      b.where(grow, b.mul_scalar(scaler.scale, scaling.growth_factor), scaler.scale),
+      b.mul_scalar(scaler.scale, scaling.backoff_factor));
+  return {scale, b.where(grow, b.scalar(0, dtype), counted)};
+}
+
 }  // namespace
 
 Expected<TrainingStep> make_training_step(const Graph &forward, const Value *loss,
                                           std::span<const Value *const> parameters,
-                                          const std::optional<Optimizer> &optimizer) {
+                                          const std::optional<Optimizer> &optimizer,
+                                          const std::optional<LossScaling> &loss_scaling) {
   if (loss == nullptr || !forward.owns(loss)) {
     return Status::error("the loss is not a value of the forward graph");
   }
   if (parameters.empty()) return Status::error("a training step needs at least one parameter");
   if (optimizer) KILN_RETURN_IF_ERROR(optimizer->validate());
+  if (loss_scaling && !optimizer) {
+    return Status::error("loss scaling needs an optimizer: it skips the update of a step whose "
+                         "gradients overflow");
+  }
+  if (loss_scaling &&
+      !(loss_scaling->initial_scale > 0 && loss_scaling->growth_factor >= 1 &&
+        loss_scaling->backoff_factor > 0 && loss_scaling->backoff_factor < 1 &&
+        loss_scaling->growth_interval >= 1)) {
+    return Status::errorf(
+        "loss scaling needs a positive scale, growth >= 1, backoff in (0, 1) and an interval "
+        ">= 1, got {}, {}, {} and {}",
+        loss_scaling->initial_scale, loss_scaling->growth_factor, loss_scaling->backoff_factor,
+        loss_scaling->growth_interval);
+  }
 
   TrainingStep step{.graph = forward.clone()};
   Graph &graph = step.graph;
@@ -69,7 +121,38 @@ Expected<TrainingStep> make_training_step(const Graph &forward, const Value *los
   KILN_ASSIGN_OR_RETURN(std::vector<Value *> params, find_parameters(forward, graph, parameters));
   for (const Value *parameter : params) step.parameters.push_back(parameter->name());
   Value *step_loss = graph.find_value(loss->name());
-  KILN_ASSIGN_OR_RETURN(std::vector<Value *> grads, build_gradients(graph, step_loss, params));
+  const DType dtype = params.front()->dtype();
+  GraphBuilder b(graph);
+  // The step's scalar inputs, in the signature's order, before the nodes that read them.
+  OptimizerScalars scalars;
+  LossScaler scaler;
+  if (optimizer) {
+    scalars.learning_rate = b.input("lr", dtype, Shape{});
+    step.extra_inputs.push_back(scalars.learning_rate->name());
+    if (optimizer->needs_step_count()) {
+      scalars.step = b.input("step", dtype, Shape{});
+      step.extra_inputs.push_back(scalars.step->name());
+    }
+  }
+  Value *differentiated = step_loss;
+  if (loss_scaling) {
+    scaler.scale = b.input("loss_scale", dtype, Shape{});
+    scaler.steps = b.input("loss_scale_steps", dtype, Shape{});
+    step.extra_inputs.push_back(scaler.scale->name());
+    step.extra_inputs.push_back(scaler.steps->name());
+    differentiated = b.mul(step_loss, step_loss->dtype() == dtype
+                                          ? scaler.scale
+                                          : b.cast(scaler.scale, step_loss->dtype()));
+    if (!b.ok()) return b.status().with_context("loss scaling");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Value *> grads,
+                        build_gradients(graph, differentiated, params));
+  if (loss_scaling) {
+    scaler.inverse = b.unary(Op::reciprocal, scaler.scale);
+    for (Value *&grad : grads) grad = b.mul(grad, scaler.inverse);
+    scaler.finite = all_finite(b, grads);
+    if (!b.ok()) return b.status().with_context("loss scaling");
+  }
 
   std::vector<Value *> outputs = {step_loss};
   if (!optimizer) {
@@ -78,14 +161,6 @@ Expected<TrainingStep> make_training_step(const Graph &forward, const Value *los
       outputs.push_back(grads[i]);
     }
   } else {
-    const DType dtype = params.front()->dtype();
-    GraphBuilder b(graph);
-    OptimizerScalars scalars{.learning_rate = b.input("lr", dtype, Shape{})};
-    step.extra_inputs.push_back(scalars.learning_rate->name());
-    if (optimizer->needs_step_count()) {
-      scalars.step = b.input("step", dtype, Shape{});
-      step.extra_inputs.push_back(scalars.step->name());
-    }
     std::vector<Value *> new_state;
     for (size_t i = 0; i < params.size(); ++i) {
       std::vector<Value *> state;
@@ -94,6 +169,13 @@ Expected<TrainingStep> make_training_step(const Graph &forward, const Value *los
         step.extra_inputs.push_back(state.back()->name());
       }
       ParameterUpdate update = update_parameter(b, *optimizer, scalars, params[i], grads[i], state);
+      if (loss_scaling) {
+        // A step whose gradients overflowed changes nothing.
+        update.parameter = b.where(scaler.finite, update.parameter, params[i]);
+        for (size_t s = 0; s < state.size(); ++s) {
+          update.state[s] = b.where(scaler.finite, update.state[s], state[s]);
+        }
+      }
       if (!b.ok()) return b.status().with_context("optimizer update");
       name_output(graph, update.parameter, step.parameters[i] + ".next", outputs);
       outputs.push_back(update.parameter);
@@ -103,6 +185,14 @@ Expected<TrainingStep> make_training_step(const Graph &forward, const Value *los
       }
     }
     outputs.insert(outputs.end(), new_state.begin(), new_state.end());
+    if (loss_scaling) {
+      const auto [scale, steps] = next_scale(b, *loss_scaling, scaler);
+      if (!b.ok()) return b.status().with_context("loss scaling");
+      name_output(graph, scale, "loss_scale.next", outputs);
+      name_output(graph, steps, "loss_scale_steps.next", outputs);
+      outputs.push_back(scale);
+      outputs.push_back(steps);
+    }
   }
   graph.set_outputs(outputs);
   eliminate_dead_code(graph);

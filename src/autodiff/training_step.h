@@ -20,6 +20,15 @@
 //            "<param>.<state>.next", in the order of the state inputs
 //
 // The scalars have the dtype of the parameters (all parameters must share one).
+//
+// With loss scaling (an optimizer's step only), as torch.amp.GradScaler scales an fp16 step so
+// that small gradients do not underflow f16: two more inputs after %step, %loss_scale (the
+// scale, LossScaling::initial_scale first) and %loss_scale_steps (finite steps since the scale
+// last changed, 0 first), and their ".next" outputs last. The gradients are those of
+// loss * loss_scale, multiplied by 1 / loss_scale before the update reads them; where any of
+// them is infinite or NaN, every parameter and state keeps its value (the step is skipped) and
+// the scale is multiplied by backoff_factor; after growth_interval finite steps in a row, by
+// growth_factor. A skipped step still counts in Adam's %step, which the caller advances.
 #pragma once
 
 #include <optional>
@@ -43,8 +52,17 @@ struct TrainingStep {
 // `loss` is a floating scalar value and `parameters` are distinct floating
 // graph inputs, all of `forward`. Without an optimizer the step returns
 // gradients.
+// GradScaler's defaults.
+struct LossScaling {
+  double initial_scale = 65536;
+  double growth_factor = 2;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;
+};
+
 Expected<TrainingStep> make_training_step(const Graph &forward, const Value *loss,
                                           std::span<const Value *const> parameters,
-                                          const std::optional<Optimizer> &optimizer);
+                                          const std::optional<Optimizer> &optimizer,
+                                          const std::optional<LossScaling> &loss_scaling = {});
 
 }  // namespace kiln

@@ -96,7 +96,8 @@ Expected<std::string> program_kernels_text(const CompiledGraph& compiled) {
 std::string compile_options_fingerprint(const CompileOptions& o) {
   const fusion::FusionOptions& f = o.fusion;
   std::string text = fmt::format(
-      "device {}; deterministic {}; schedule {}; pack_weights {}; channels_last {}\n"
+      "device {}; deterministic {}; schedule {}; pack_weights {}; channels_last {}; "
+      "precision {}\n"
       "cpu compiler '{}' flags [{}]\n"
       "cuda architecture '{}'\n"
       "rewrites {} disabled [{}]\n"
@@ -104,6 +105,7 @@ std::string compile_options_fingerprint(const CompileOptions& o) {
       "fusion {} disabled [{}] max_candidates {} max_group_nodes {} ilp_seconds {} "
       "max_local_bytes {}\n",
       device_kind_name(o.device.kind), o.deterministic, o.schedule, o.pack_weights, o.channels_last,
+      precision_name(o.precision),
       o.cpu.compiler, fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled,
       fmt::join(o.rewrites.disabled, ","), o.substitution.enabled, o.substitution.max_expansions,
       o.substitution.max_priced, o.substitution.max_seconds, fusion::fusion_mode_name(f.mode),

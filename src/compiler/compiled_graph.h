@@ -69,11 +69,12 @@ struct SubstitutionSummary {
 
 // What the graph stages did, for `kiln explain`.
 struct GraphRewrites {
+  PrecisionSummary precision;                         // the precision stage
   RewriteReport passes;                               // the rewrite stage
   std::optional<SubstitutionSummary> substitution;    // the substitute stage, when it searched
   std::vector<DecompositionDecision> decompositions;  // the decompose stage
   ChannelsLastReport channels_last;                   // the layout stage
-  int nodes_after = 0;                                // after all four
+  int nodes_after = 0;                                // after all of them
 };
 
 // Per group: the nodes it computes and its lowered (and scheduled) loop IR; parameter i of

@@ -1,4 +1,4 @@
-// The graph stages (rewrite, substitute, decompose) and the partition stage
+// The graph stages (precision, rewrite, substitute, decompose, layout) and the partition stage
 // (compiler/stages.h): each decides whether it runs, then calls the pass that does the work.
 #include "compiler/decompose_by_cost.h"
 #include "compiler/stages.h"
@@ -8,6 +8,12 @@
 #include "target/target.h"
 
 namespace kiln {
+
+Expected<PrecisionSummary> precision_stage(Graph& graph, const CompileOptions& options) {
+  const Target& target = target_of(options);
+  return apply_precision(graph, options.precision,
+                         [&target](Op op) { return target.computes_in_low_precision(op); });
+}
 
 // Canonicalization first: the rewrite passes then fold what it leaves (the reciprocal of a
 // divisor) and remove the nodes it replaced.

@@ -16,6 +16,7 @@
 #include "codegen/cpu/kernel_compiler.h"
 #include "codegen/cuda/nvrtc_compiler.h"
 #include "fusion/partition.h"
+#include "passes/precision.h"
 #include "passes/rewrite_graph.h"
 #include "support/status.h"
 #include "target/device.h"
@@ -24,10 +25,11 @@ namespace kiln {
 
 // The pipeline's stages, in the order they run: the one list from which the Stage enum,
 // kStages and the stages' names come, and against which the docs test checks the docs' lists
-// of them (tests/docs/check_references.py). The first five work on the graph, the rest turn
+// of them (tests/docs/check_references.py). The first six work on the graph, the rest turn
 // its partition into a program; compiler/stages.h says what each does. X(identifier, name).
 #define KILN_STAGES(X)                                                        \
   X(verify, "verify")               /* the graph is well formed */            \
+  X(precision, "precision")         /* the mixed-precision policy's casts */  \
   X(rewrite, "rewrite")             /* graph rewrites */                      \
   X(substitute, "substitute")       /* the search over proved rules */        \
   X(decompose, "decompose")         /* composites as primitives if cheaper */ \
@@ -89,6 +91,10 @@ struct CompileOptions {
   // On a GPU, no atomic adds (loop/gpu_mapping.h: GpuMappingOptions): every run gives the
   // same bits.
   bool deterministic = false;
+  // The precision the graph computes in (passes/precision.h): fp32 as it is written; bf16 and
+  // fp16 cast contractions down and sums, normalizations and losses up, by each op's policy;
+  // tf32 leaves the dtypes and lets a GPU's f32 contractions round their operands to TF32.
+  Precision precision = Precision::fp32;
   codegen::cpu::CpuCompileOptions cpu;
   codegen::cuda::NvrtcOptions cuda;
   // The graph rewrites Compiler::compile runs before partitioning.

@@ -95,6 +95,11 @@ Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
   KILN_RETURN_IF_ERROR(log.time(Stage::verify, [&] { return verify(graph); }));
   if (log.done(Stage::verify, graph_text)) return out;
 
+  KILN_ASSIGN_OR_RETURN(out.rewrites.precision, log.time(Stage::precision, [&] {
+    return graph_stage(rewritable, precision_stage, options);
+  }));
+  if (log.done(Stage::precision, graph_text)) return out;
+
   KILN_ASSIGN_OR_RETURN(out.rewrites.passes, log.time(Stage::rewrite, [&] {
     return graph_stage(rewritable, rewrite_stage, options);
   }));

@@ -1,9 +1,9 @@
 // The compiler pipeline: every stage from a graph to compiled code, in order, in one function
 // that reads top to bottom (run_pipeline in pipeline.cc). The stages are listed once, in
-// compiler/options.h (KILN_STAGES): the graph stages (verify, rewrite, substitute, decompose,
-// layout), the partition into fused groups, and the back-end stages that turn the groups into
-// a program. Where a stage's work depends on the device, it asks the compilation's target
-// (target/target.h).
+// compiler/options.h (KILN_STAGES): the graph stages (verify, precision, rewrite, substitute,
+// decompose, layout), the partition into fused groups, and the back-end stages that turn the
+// groups into a program. Where a stage's work depends on the device, it asks the compilation's
+// target (target/target.h).
 //
 // Each stage is a call of compiler/stages.h with a typed input and output. Every entry point
 // compiles through here: Compiler::compile (include/kiln/kiln.h), every `kiln` command. The

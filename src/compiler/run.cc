@@ -23,20 +23,34 @@ double tolerance_of(DType dtype) {
   }
 }
 
+// The tolerance of a kernel's floating outputs (integers and bool compare exactly): the
+// loosest of the dtypes its nodes compute, since an output computed from an f16 or bf16 value
+// inside the kernel carries that value's error whatever its own dtype (a rounding to bf16 that
+// f32 and f64 arithmetic place on either side of a tie moves the value by one bf16 unit).
+double kernel_tolerance(const KernelRecord& record) {
+  double tolerance = 0;
+  for (const Node* node : record.nodes) {
+    for (const Value* output : node->outputs()) {
+      tolerance = std::max(tolerance, tolerance_of(output->dtype()));
+    }
+  }
+  return tolerance;
+}
+
 // The relative size of the perturbation of a kernel's floating inputs and of each node's
 // results that measures how sensitive each output element is to rounding: 2^-16, the backward
 // error of an f32 sum of a few hundred terms in the worst case (each term perturbed by at most k
 // units in the last place) and of far longer ones in the typical case.
 constexpr double kPerturbation = 1.0 / 65536;
 
-// Compares one kernel output with its reference; fills the errors, and the mismatch (empty if
-// none). `slack`, when given, is per element how far the reference itself moves under the
-// perturbations of `sensitivity` (below): an element that rounding-sized changes move that far
-// (an Adam update of a gradient that cancels to near its epsilon) is judged against that, not
-// against the dtype's tolerance alone.
+// Compares one kernel output with its reference within `tolerance` (relative); fills the
+// errors, and the mismatch (empty if none). `slack`, when given, is per element how far the
+// reference itself moves under the perturbations of `sensitivity` (below): an element that
+// rounding-sized changes move that far (an Adam update of a gradient that cancels to near its
+// epsilon) is judged against that, not against the tolerance alone.
 void compare_output(const Array& actual, const Array& expected, std::string_view what,
-                    KernelCheck& check, const std::vector<double>* slack = nullptr) {
-  const double tolerance = tolerance_of(expected.dtype);
+                    double tolerance, KernelCheck& check,
+                    const std::vector<double>* slack = nullptr) {
   double scale = 0;
   for (double v : expected.data) {
     if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
@@ -175,6 +189,7 @@ Expected<CheckReport> check_compiled(const Graph& graph, const CompiledGraph& co
       actual.push_back(decode_array(record.outputs[o]->type(),
                                     static_cast<const std::byte*>(buffers[record.inputs.size() + o])));
     }
+    const double tolerance = kernel_tolerance(record);
     const auto judge = [&](const Slack* slack) {
       KernelCheck check{.step = step,
                         .label = compiled.program->steps[static_cast<size_t>(step)].label};
@@ -182,7 +197,8 @@ Expected<CheckReport> check_compiled(const Graph& graph, const CompiledGraph& co
         const Value& value = *record.outputs[o];
         compare_output(
             actual[o], values.at(&value),
-            fmt::format("output {} {}", print_value_ref(value), value.type().to_string()), check,
+            fmt::format("output {} {}", print_value_ref(value), value.type().to_string()),
+            is_floating(value.dtype()) ? tolerance : 0.0, check,
             slack != nullptr ? &slack->at(&value) : nullptr);
       }
       return check;

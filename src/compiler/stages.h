@@ -21,6 +21,10 @@ namespace kiln {
 
 // --- The graph stages: each rewrites the graph in place and says what it did. --------------
 
+// The mixed-precision policy (passes/precision.h) for options.precision: casts inserted
+// around the contractions the target computes in f16 or bf16 and the ops that stay in f32;
+// nothing for fp32 and tf32.
+Expected<PrecisionSummary> precision_stage(Graph& graph, const CompileOptions& options);
 // The graph rewrites (passes/rewrite_graph.h).
 Expected<RewriteReport> rewrite_stage(Graph& graph, const CompileOptions& options);
 // The substitution search (compiler/substitute_by_cost.h); nullopt when it does not run (off,

@@ -70,7 +70,10 @@ Expected<Graph> zoo_graph(const ModelInstance& model, const ModelSourceOptions& 
   if (options.freeze)
     return Status::error("--freeze applies to a preset's loss or inference graph");
   KILN_ASSIGN_OR_RETURN(std::optional<Optimizer> optimizer, parse_optimizer(choice.optimizer));
-  KILN_ASSIGN_OR_RETURN(TrainingStep step, build_training_step(model, optimizer));
+  KILN_ASSIGN_OR_RETURN(
+      TrainingStep step,
+      build_training_step(model, optimizer,
+                          choice.loss_scaling ? std::optional(LossScaling{}) : std::nullopt));
   if (choice.without_loss) KILN_RETURN_IF_ERROR(eliminate_loss(step.graph).status());
   return std::move(step.graph);
 }

@@ -26,6 +26,9 @@ struct ZooGraphChoice {
   bool train = false;              // the training step: forward, backward and the update
   std::string optimizer = "adam";  // with `train`: sgd, adam, adamw, or none (the gradients)
   bool without_loss = false;  // with `train`: the step without its loss (passes/eliminate_loss.h)
+  // With `train`: dynamic loss scaling (autodiff/training_step.h), which an fp16 step needs
+  // lest its small gradients underflow; the commands set it with --precision fp16.
+  bool loss_scaling = false;
 };
 
 struct ModelSourceOptions {

@@ -1053,22 +1053,37 @@ Converter softmax(bool log_form) {
   };
 }
 
+// Each result in the dtype PyTorch traced it with (the wanted ones): a normalization of f16 or
+// bf16 computes in f32 and gives its output in the input's dtype, its statistics in f32 or
+// the input's, as the CPU and CUDA kernels do under autocast.
+Results as_traced_dtypes(AtenNode& n, std::vector<Value*> results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i] != nullptr && n.wants_output(static_cast<int>(i))) {
+      results[i] = cast_to(n.b, results[i], n.output_type(static_cast<int>(i)).dtype);
+    }
+  }
+  return results;
+}
+
 // (normalized x * weight + bias, mean, rstd), the statistics over the normalized trailing dims
-// with those dims kept as 1.
+// with those dims kept as 1. An f16 or bf16 input (with weights of its dtype or f32, as
+// autocast leaves them) is normalized in f32.
 Results native_layer_norm(AtenNode& n) {
-  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(Value * input, n.tensor("input"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> normalized, n.integers("normalized_shape"));
   KILN_ASSIGN_OR_RETURN(std::optional<Value*> weight, n.optional_tensor("weight"));
   KILN_ASSIGN_OR_RETURN(std::optional<Value*> bias, n.optional_tensor("bias"));
   KILN_ASSIGN_OR_RETURN(double eps, n.number("eps"));
-  const int axis = x->rank() - static_cast<int>(normalized.size());
+  const int axis = input->rank() - static_cast<int>(normalized.size());
   if (axis < 0 || normalized.empty()) {
     return n.unsupported("normalized_shape", "must name 1 to rank trailing dims");
   }
   GraphBuilder& b = n.b;
+  const DType dtype = accumulation_dtype(input->dtype());
+  Value* x = cast_to(b, input, dtype);
   const Shape trailing(normalized);
-  Value* scale = weight ? *weight : b.fill(trailing, 1, x->dtype());
-  Value* shift = bias ? *bias : b.fill(trailing, 0, x->dtype());
+  Value* scale = weight ? cast_to(b, *weight, dtype) : b.fill(trailing, 1, dtype);
+  Value* shift = bias ? cast_to(b, *bias, dtype) : b.fill(trailing, 0, dtype);
   std::vector<Value*> results = {b.layer_norm(x, scale, shift, axis, eps), nullptr, nullptr};
   if (n.wants_output(1) || n.wants_output(2)) {
     std::vector<int64_t> axes(normalized.size());
@@ -1079,13 +1094,15 @@ Results native_layer_norm(AtenNode& n) {
     results[1] = mean;
     results[2] = b.rsqrt(b.add_scalar(var, eps));
   }
-  return results;
+  return as_traced_dtypes(n, std::move(results));
 }
 
 // Batch norm in training: (y, batch mean, batch 1/sqrt(var + eps), updated running mean and
-// running var), the running var updated with the unbiased batch variance as ATen does.
+// running var), the running var updated with the unbiased batch variance as ATen does. An f16
+// or bf16 input is normalized in f32, as ATen's kernels do with autocast's f32 weights and
+// statistics.
 Results native_batch_norm_functional(AtenNode& n) {
-  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(Value * input, n.tensor("input"));
   KILN_ASSIGN_OR_RETURN(std::optional<Value*> weight, n.optional_tensor("weight"));
   KILN_ASSIGN_OR_RETURN(std::optional<Value*> bias, n.optional_tensor("bias"));
   KILN_ASSIGN_OR_RETURN(Value * running_mean, n.tensor("running_mean"));
@@ -1094,8 +1111,10 @@ Results native_batch_norm_functional(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(double momentum, n.number("momentum"));
   KILN_ASSIGN_OR_RETURN(double eps, n.number("eps"));
   if (!training) return n.unsupported("training", "only the training form is converted");
-  if (x->rank() < 2) return n.unsupported("input", "needs a batch and channel dim");
+  if (input->rank() < 2) return n.unsupported("input", "needs a batch and channel dim");
   GraphBuilder& b = n.b;
+  const DType dtype = accumulation_dtype(input->dtype());
+  Value* x = cast_to(b, input, dtype);
   const int rank = x->rank();
   std::vector<int64_t> axes = {0};
   int64_t count = x->shape().dim(0);
@@ -1108,18 +1127,20 @@ Results native_batch_norm_functional(AtenNode& n) {
   Value* var = b.mean(b.mul(centered, centered), axes, /*keepdims=*/true);
   Value* rstd = b.rsqrt(b.add_scalar(var, eps));
   Value* y = b.mul(centered, rstd);
-  if (weight) y = b.mul(y, channel_vector(b, *weight, rank));
-  if (bias) y = b.add(y, channel_vector(b, *bias, rank));
+  if (weight) y = b.mul(y, channel_vector(b, cast_to(b, *weight, dtype), rank));
+  if (bias) y = b.add(y, channel_vector(b, cast_to(b, *bias, dtype), rank));
   const std::vector<int64_t> channels = {x->shape().dim(1)};
   Value* batch_mean = b.reshape(mean, channels);
   Value* batch_var = b.reshape(var, channels);
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1)
                                   : std::numeric_limits<double>::infinity();
-  Value* new_mean =
-      b.add(b.mul_scalar(running_mean, 1 - momentum), b.mul_scalar(batch_mean, momentum));
+  Value* new_mean = b.add(b.mul_scalar(running_mean, 1 - momentum),
+                         b.mul_scalar(cast_to(b, batch_mean, running_mean->dtype()), momentum));
   Value* new_var =
-      b.add(b.mul_scalar(running_var, 1 - momentum), b.mul_scalar(batch_var, momentum * unbias));
-  return std::vector<Value*>{y, batch_mean, b.reshape(rstd, channels), new_mean, new_var};
+      b.add(b.mul_scalar(running_var, 1 - momentum),
+            b.mul_scalar(cast_to(b, batch_var, running_var->dtype()), momentum * unbias));
+  return as_traced_dtypes(
+      n, std::vector<Value*>{y, batch_mean, b.reshape(rstd, channels), new_mean, new_var});
 }
 
 // ---- Random ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fusion/context.h"
 
@@ -101,6 +102,18 @@ std::vector<Decision> edge_decisions(PartitionContext& context, const std::vecto
 
 std::string node_label(const Node& node) {
   return fmt::format("%{} = {}", node.output(0)->name(), node.op_name());
+}
+
+// The dtypes `nodes` compute ("f32, bf16"): under mixed precision, which kernels run in the
+// low dtype.
+std::string computed_dtypes(const std::vector<Node*>& nodes) {
+  std::set<DType> dtypes;
+  for (const Node* node : nodes) {
+    for (const Value* output : node->outputs()) dtypes.insert(output->dtype());
+  }
+  std::vector<std::string_view> names;
+  for (DType dtype : dtypes) names.push_back(dtype_name(dtype));
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 std::string format_bytes(double bytes) {
@@ -285,10 +298,12 @@ std::string explain_partition(const Graph& graph, const Partition& partition) {
     }
     int64_t alone = 0;
     for (const Node* node : group.nodes) alone += context.estimate({context.reach().index(node)}).bytes;
-    text += fmt::format("  kernel {}: {} node{}, {}, {}, saves {}\n", kernel++, group.nodes.size(),
-                        group.nodes.size() == 1 ? "" : "s", micros(group.estimate.seconds),
+    text += fmt::format("  kernel {}: {} node{}, {}, {}, saves {}, in {}\n", kernel++,
+                        group.nodes.size(), group.nodes.size() == 1 ? "" : "s",
+                        micros(group.estimate.seconds),
                         format_bytes(static_cast<double>(group.estimate.bytes)),
-                        format_bytes(static_cast<double>(alone - group.estimate.bytes)));
+                        format_bytes(static_cast<double>(alone - group.estimate.bytes)),
+                        computed_dtypes(group.nodes));
     for (const Node* node : group.nodes) text += fmt::format("    {}\n", node_label(*node));
   }
   text += "\ncut edges:\n";

@@ -66,6 +66,10 @@ double saturate_to_integer(double value) {
 
 }  // namespace
 
+bool is_low_precision(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+DType accumulation_dtype(DType dtype) { return is_low_precision(dtype) ? DType::f32 : dtype; }
+
 double round_to_dtype(double value, DType dtype) {
   switch (dtype) {
     case DType::f64: return value;

@@ -22,6 +22,11 @@ std::optional<DType> parse_dtype(std::string_view name);
 int64_t dtype_size_bytes(DType dtype);
 bool is_floating(DType dtype);
 bool is_integer(DType dtype);  // i32, i64 (bool is neither integer nor floating)
+// f16 and bf16: the storage dtypes of mixed precision, computed in f32.
+bool is_low_precision(DType dtype);
+// The dtype a sum of `dtype` values accumulates in, in compiled code and in the libraries'
+// contractions: f32 for f16 and bf16, `dtype` itself otherwise.
+DType accumulation_dtype(DType dtype);
 
 // The value `value` becomes when stored in `dtype`: floats round to nearest-even at the type's
 // precision (overflowing to infinity); integers truncate toward zero and saturate at the

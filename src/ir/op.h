@@ -30,6 +30,8 @@
 //    very form the gradient rules use for the same statistics (a layer norm's centered input,
 //    variance and reciprocal deviation), so that after decomposition common-subexpression
 //    elimination shares them between forward and backward. passes/decompose.h applies it.
+//  - The precision policy says how a mixed-precision compilation computes the op
+//    (passes/precision.h), after torch.autocast's lists of ops.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +111,14 @@ using GradFn = std::function<std::vector<Value*>(GraphBuilder& builder, const No
 
 using DecomposeFn = std::function<std::vector<Value*>(GraphBuilder& builder, const Node& node)>;
 
+// How an op computes under mixed precision (passes/precision.h).
+enum class PrecisionPolicy : uint8_t {
+  follow,  // in its operands' dtype (elementwise, layout, max and min): the default
+  low,     // in the low dtype, accumulating in f32: matmul and the convolutions
+  f32,     // in f32 whatever its operands: sums and means, exp and log, softmax, the
+           // normalizations and losses, where bf16's 8 bits of precision would show
+};
+
 inline constexpr int kVariadic = -1;
 
 struct OpDef {
@@ -128,6 +138,7 @@ struct OpDef {
   GradFn gradient;                 // empty for ops that are not differentiable, which then say
   std::string non_differentiable;  // why here (e.g. "output is bool")
   DecomposeFn decompose;           // composites only; empty for primitives
+  PrecisionPolicy precision = PrecisionPolicy::follow;
 
   const AttrSpec* find_attr(std::string_view attr_name) const;
 };

@@ -64,9 +64,9 @@ struct LoweredGroup {
   std::vector<ViewOutput> views;      // not kernel parameters; in node order
 };
 
-// Whether lower_group stores `node` (a matmul) as gemm statements: f32 and f64 (BLAS has no
-// f16, bf16 or integer gemm; those keep the reduce definition). Defined with the gemm nests
-// (loop/lowering/gemm_nests.cc), as is conv_takes_epilogue.
+// Whether lower_group stores `node` (a matmul) as gemm statements: f32, f64, and f16 and bf16
+// accumulating in f32 (oneDNN, cuBLASLt); integer matmuls keep the reduce definition. Defined
+// with the gemm nests (loop/lowering/gemm_nests.cc), as is conv_takes_epilogue.
 bool lowers_matmul_to_gemm(const Node& node);
 
 // Whether lower_group stores `node` (a conv_channels_last of f32) as one conv statement

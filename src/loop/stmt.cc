@@ -123,7 +123,7 @@ Stmt gemm(GemmArgs args) {
              "gemm with an undefined extent");
   const LibraryDTypes dtypes{.a = args.a.buffer.dtype(),
                              .b = args.b.buffer.dtype(),
-                             .accumulate = args.c.buffer.dtype(),
+                             .accumulate = accumulation_dtype(args.c.buffer.dtype()),
                              .out = args.c.buffer.dtype()};
   return Stmt(std::make_shared<const LibraryCall>(
       LibraryOp::gemm, std::vector<MatrixRegion>{args.a, args.b, args.c},
@@ -183,7 +183,7 @@ Stmt conv(ConvArgs args) {
   if (args.relu) epilogues.push_back({EpilogueKind::relu, Buffer()});
   const LibraryDTypes dtypes{.a = args.x.dtype(),
                              .b = args.w.dtype(),
-                             .accumulate = args.y.dtype(),
+                             .accumulate = accumulation_dtype(args.y.dtype()),
                              .out = args.y.dtype()};
   return Stmt(std::make_shared<const LibraryCall>(
       LibraryOp::conv,

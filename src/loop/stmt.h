@@ -269,7 +269,7 @@ struct LibraryCall final : StmtNode {
 };
 
 // The arguments of a gemm call, named so that call sites read (designated initializers). Its
-// dtypes are its operands', accumulating in C's.
+// dtypes are its operands', accumulating in C's accumulation dtype (f32 for f16 and bf16).
 struct GemmArgs {
   MatrixRegion a = {}, b = {}, c = {};
   bool transpose_a = false, transpose_b = false;

@@ -240,8 +240,9 @@ Status check_gemm_operands(const LibraryCall& g, const std::string& line) {
                   line);
     }
   }
-  if (dtype != DType::f32 && dtype != DType::f64) {
-    return fail(fmt::format("a gemm of {}; it takes f32 or f64", dtype_name(dtype)), line);
+  if (!is_floating(dtype)) {
+    return fail(fmt::format("a gemm of {}; it takes f32, f64, f16 or bf16", dtype_name(dtype)),
+                line);
   }
   if (g.c().buffer.name() == g.a().buffer.name() || g.c().buffer.name() == g.b().buffer.name()) {
     return fail(fmt::format("gemm writes '{}', which it also reads", g.c().buffer.name()), line);
@@ -338,8 +339,8 @@ Status check_conv(const Stmt& s) {
   return Status::ok();
 }
 
-// A library call's dtypes are its operands' (a gemm accumulating in its output's, a conv in
-// y's), and its epilogues are its operation's: none for a gemm, a bias then a relu, each at
+// A library call's dtypes are its operands' (accumulating in the accumulation dtype of its
+// output's: f32 for f16 and bf16), and its epilogues are its operation's: none for a gemm, a bias then a relu, each at
 // most once, for a conv; then the operation's own checks.
 Status check_library_call(const Stmt& s) {
   const LibraryCall& call = *s.as<LibraryCall>();
@@ -351,7 +352,7 @@ Status check_library_call(const Stmt& s) {
   }
   const LibraryDTypes operands{.a = call.operands[0].buffer.dtype(),
                                .b = call.operands[1].buffer.dtype(),
-                               .accumulate = call.operands[2].buffer.dtype(),
+                               .accumulate = accumulation_dtype(call.operands[2].buffer.dtype()),
                                .out = call.operands[2].buffer.dtype()};
   if (call.dtypes != operands) {
     return fail(

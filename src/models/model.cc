@@ -138,14 +138,15 @@ double graph_flops(const Graph& graph) {
 }
 
 Expected<TrainingStep> build_training_step(const ModelInstance& model,
-                                           const std::optional<Optimizer>& optimizer) {
+                                           const std::optional<Optimizer>& optimizer,
+                                           const std::optional<LossScaling>& loss_scaling) {
   const Graph& graph = model.loss.graph;
   std::vector<const Value*> parameters;
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     if (model.loss.input_kinds[i] == InputKind::parameter) parameters.push_back(graph.inputs()[i]);
   }
   Expected<TrainingStep> step =
-      make_training_step(graph, graph.outputs().front(), parameters, optimizer);
+      make_training_step(graph, graph.outputs().front(), parameters, optimizer, loss_scaling);
   if (!step) return step.status().with_context(model.preset + " training step");
   return step;
 }
@@ -157,6 +158,7 @@ Expected<std::vector<Array>> first_step_inputs(const ModelInstance& model, const
     Array value(input.dtype(), input.shape());
     if (input.name() == "lr") value.data = {1e-3};
     if (input.name() == "step") value.data = {1};
+    if (input.name() == "loss_scale") value.data = {LossScaling{}.initial_scale};
     value.round_to_dtype();
     inputs.push_back(std::move(value));
   }

@@ -104,11 +104,14 @@ double graph_flops(const Graph& graph);
 // The training step of the loss graph (autodiff/training_step.h) with respect to every
 // parameter (not the state): the gradients without an optimizer, else the updated parameters.
 // Its first inputs are the loss graph's, so input_values(model.loss) feeds them.
+// With `loss_scaling`, the step scales its loss as an fp16 step needs (autodiff/training_step.h).
 Expected<TrainingStep> build_training_step(const ModelInstance& model,
-                                           const std::optional<Optimizer>& optimizer);
+                                           const std::optional<Optimizer>& optimizer,
+                                           const std::optional<LossScaling>& loss_scaling = {});
 // The inputs of a first training step, `step` being build_training_step's graph (or one with
 // its inputs, as the step without its loss): the loss graph's values, then the learning rate
-// %lr (1e-3), the step count %step (1) and the optimizer state (zeros, as before any step).
+// %lr (1e-3), the step count %step (1), the loss scale (LossScaling's initial one) and its step
+// count (0), and the optimizer state (zeros, as before any step).
 Expected<std::vector<Array>> first_step_inputs(const ModelInstance& model, const Graph& step);
 
 struct PresetInfo {

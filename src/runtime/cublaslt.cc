@@ -82,6 +82,26 @@ cublasStatus_t set_preference(const CublasLt& lt, cublasLtMatmulPreference_t pre
   return lt.cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value));
 }
 
+cudaDataType_t data_type(CudaGemm::Type type) {
+  switch (type) {
+    case CudaGemm::Type::f32: return CUDA_R_32F;
+    case CudaGemm::Type::f64: return CUDA_R_64F;
+    case CudaGemm::Type::f16: return CUDA_R_16F;
+    case CudaGemm::Type::bf16: return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+
+std::string_view gemm_type_name(CudaGemm::Type type) {
+  switch (type) {
+    case CudaGemm::Type::f32: return "f32";
+    case CudaGemm::Type::f64: return "f64";
+    case CudaGemm::Type::f16: return "f16";
+    case CudaGemm::Type::bf16: return "bf16";
+  }
+  return "f32";
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtHandle_t handle,
@@ -89,9 +109,12 @@ Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtH
                                                    CUdeviceptr b, CUdeviceptr c,
                                                    size_t workspace_bytes) {
   std::unique_ptr<LtMatmul> matmul(new LtMatmul(lt, handle));
+  // f16 and bf16 operands accumulate in f32 (CUBLAS_COMPUTE_32F, tensor cores), with f32
+  // scalars; f64 in f64.
   matmul->f64_ = gemm.type == CudaGemm::Type::f64;
-  const cudaDataType_t type = matmul->f64_ ? CUDA_R_64F : CUDA_R_32F;
+  const cudaDataType_t type = data_type(gemm.type);
   const cublasComputeType_t compute = matmul->f64_ ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scale = matmul->f64_ ? CUDA_R_64F : CUDA_R_32F;
   matmul->beta_ = gemm.accumulate ? 1 : 0;
   matmul->beta_f32_ = gemm.accumulate ? 1.0f : 0.0f;
   matmul->workspace_bytes_ = workspace_bytes;
@@ -105,7 +128,7 @@ Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtH
     return transposed ? swapped : plain;
   };
   const auto as_u64 = [](int64_t v) { return static_cast<uint64_t>(v); };
-  KILN_RETURN_IF_ERROR(lt.check(lt.cublasLtMatmulDescCreate(&matmul->desc_, compute, type),
+  KILN_RETURN_IF_ERROR(lt.check(lt.cublasLtMatmulDescCreate(&matmul->desc_, compute, scale),
                                 "creating a cuBLASLt matmul descriptor"));
   KILN_RETURN_IF_ERROR(lt.check(set_desc(lt, matmul->desc_, CUBLASLT_MATMUL_DESC_TRANSA, op_a),
                                 "setting cuBLASLt's transpose of A"));
@@ -170,7 +193,7 @@ Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtH
   lt.cublasLtMatmulPreferenceDestroy(preference);
   const std::string what =
       fmt::format("choosing cuBLASLt's algorithm for {} {} x {} x {} {} gemm{}", gemm.batch,
-                  gemm.m, gemm.n, gemm.k, matmul->f64_ ? "f64" : "f32", gemm.batch > 1 ? "s" : "");
+                  gemm.m, gemm.n, gemm.k, gemm_type_name(gemm.type), gemm.batch > 1 ? "s" : "");
   KILN_RETURN_IF_ERROR(lt.check(status, what));
   if (found == 0) return Status::errorf("{}: cuBLASLt has none", what);
   matmul->algo_ = result.algo;

@@ -15,7 +15,7 @@ constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 Expected<CudaGemm> read_gemm(ByteReader& r) {
   CudaGemm g;
-  KILN_ASSIGN_OR_RETURN(int64_t type, r.integer(0, int64_t(CudaGemm::Type::f64), "a gemm's type"));
+  KILN_ASSIGN_OR_RETURN(int64_t type, r.integer(0, int64_t(CudaGemm::Type::bf16), "a gemm's type"));
   g.type = static_cast<CudaGemm::Type>(type);
   for (int64_t* size : {&g.m, &g.n, &g.k, &g.lda, &g.ldb, &g.ldc, &g.batch, &g.stride_a,
                         &g.stride_b, &g.stride_c}) {

@@ -35,12 +35,13 @@ struct CudaLaunchArg {
 // A matrix product C = op(A) op(B), or C += op(A) op(B), of row-major matrices: C is m x n
 // with leading dimension ldc; op(A) is m x k, A stored k x m when transposed; op(B) is k x n,
 // B stored n x k when transposed. A batch of such products has its i-th matrices i * stride
-// elements after the first (a batched matmul's heads; a stride of 0 shares the operand). The
+// elements after the first (a batched matmul's heads; a stride of 0 shares the operand). Its
+// type is its operands' and C's; f16 and bf16 products accumulate in f32. The
 // runtime runs it through cuBLASLt where the library loads (runtime/cublaslt.h), else through
 // the launch's function, a template kernel that takes the same arguments (a block per tile
 // of C, the grid's z the batch).
 struct CudaGemm {
-  enum class Type : uint8_t { f32, f64 };
+  enum class Type : uint8_t { f32, f64, f16, bf16 };
   Type type = Type::f32;
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;

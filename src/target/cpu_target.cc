@@ -103,6 +103,9 @@ class CpuTarget final : public Target {
   bool decomposes_by_cost() const override { return true; }
   // oneDNN computes convolutions channels last.
   bool computes_convolutions_channels_last() const override { return true; }
+  // oneDNN's bf16 matmul; Kiln's convolutions have no bf16 library path yet, and f32's
+  // im2col and sgemm outrun the reduce loops a bf16 convolution would lower to.
+  bool computes_in_low_precision(Op op) const override { return op == Op::matmul; }
   std::optional<cost::GpuProfile> gpu_profile(const CompileOptions&) const override {
     return std::nullopt;
   }
@@ -111,7 +114,10 @@ class CpuTarget final : public Target {
   Expected<std::string_view> library_for(const loop::LibraryCall& call) const override {
     if (call.op == loop::LibraryOp::gemm && all_dtypes(call, DType::f64))
       return std::string_view("OpenBLAS");
-    if (all_dtypes(call, DType::f32)) return std::string_view("oneDNN");
+    // Mixed precision's gemms: oneDNN's matmul primitive, with the prelude's own f32 loop where
+    // oneDNN has no kernel for the CPU (f16 without AVX512-FP16).
+    if (all_dtypes(call, DType::f32) || is_mixed_precision_gemm(call))
+      return std::string_view("oneDNN");
     return Status::errorf(ErrorCode::unsupported, "no library of the CPU computes a {}",
                           library_call_signature(call));
   }

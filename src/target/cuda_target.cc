@@ -18,6 +18,9 @@ class GpuMappingTarget : public Target {
   bool decomposes_by_cost() const override { return false; }
   // Convolutions run as im2col and a gemm on a GPU.
   bool computes_convolutions_channels_last() const override { return false; }
+  // cuBLASLt's bf16 and f16 gemms; convolutions (im2col and an f32 gemm until cuDNN runs
+  // them) stay f32.
+  bool computes_in_low_precision(Op op) const override { return op == Op::matmul; }
   // The published figures of the GPU NVRTC compiles for, where Kiln has them (sm_90: H100 and
   // H200 share the SMs, and the H100's bandwidth is the lower bound).
   std::optional<cost::GpuProfile> gpu_profile(const CompileOptions& options) const override {
@@ -29,7 +32,8 @@ class GpuMappingTarget : public Target {
   // run as im2col and a gemm, so a conv call (the CPU's layout stage makes them) has none.
   Expected<std::string_view> library_for(const loop::LibraryCall& call) const override {
     if (call.op == loop::LibraryOp::gemm &&
-        (all_dtypes(call, DType::f32) || all_dtypes(call, DType::f64))) {
+        (all_dtypes(call, DType::f32) || all_dtypes(call, DType::f64) ||
+         is_mixed_precision_gemm(call))) {
       return std::string_view("cuBLASLt");
     }
     return Status::errorf(ErrorCode::unsupported, "no library of the GPU computes a {}",

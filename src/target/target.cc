@@ -46,6 +46,12 @@ bool all_dtypes(const loop::LibraryCall& call, DType dtype) {
   return d.a == dtype && d.b == dtype && d.accumulate == dtype && d.out == dtype;
 }
 
+bool is_mixed_precision_gemm(const loop::LibraryCall& call) {
+  const loop::LibraryDTypes& d = call.dtypes;
+  return call.op == loop::LibraryOp::gemm && is_low_precision(d.a) && d.b == d.a &&
+         d.out == d.a && d.accumulate == DType::f32;
+}
+
 const Target& target_for(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::cpu:

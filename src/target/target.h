@@ -47,6 +47,10 @@ class Target {
   // Whether an inference graph's convolutions may move channels last (passes/channels_last.h):
   // only where a library computes them in that layout.
   virtual bool computes_convolutions_channels_last() const = 0;
+  // Whether mixed precision (passes/precision.h) computes `op`, a contraction, in f16 or bf16
+  // here: only where a library runs it so, as autocast's lists of ops differ by device; the
+  // others compute in f32.
+  virtual bool computes_in_low_precision(Op op) const = 0;
   // The profile the graph stages price kernels with: the options' pinned one, else this
   // machine's (cost::given_or_host_profile).
   Expected<cost::DeviceProfile> cost_profile(const CompileOptions& options) const;
@@ -92,6 +96,8 @@ class Target {
 // refusals; and whether they are all `dtype`.
 std::string library_call_signature(const loop::LibraryCall& call);
 bool all_dtypes(const loop::LibraryCall& call, DType dtype);
+// A gemm of f16 or bf16 operands and result, accumulating in f32: mixed precision's contraction.
+bool is_mixed_precision_gemm(const loop::LibraryCall& call);
 
 // The target of every device of `kind`.
 const Target& target_for(DeviceKind kind);

@@ -222,6 +222,17 @@ void add_device_flag(CLI::App* command, CompileFlags& flags) {
                     "On a GPU, no atomic adds: a scatter's or sparse product's gradient adds in "
                     "order, so that every run gives the same bits (slower; by default such "
                     "sums add atomically, in any order, and differ by rounding between runs)");
+  command
+      ->add_option("--precision", flags.precision,
+                   "The precision the model computes in: fp32 (as written); bf16 or fp16 (mixed "
+                   "precision, as torch.autocast: matmuls and convolutions read bf16 or fp16 "
+                   "copies of their operands and accumulate in f32; sums, softmax, "
+                   "normalizations, exp, log and losses compute in f32; elementwise ops follow "
+                   "their operands; inputs, outputs, parameters and optimizer state keep their "
+                   "dtypes); tf32 (f32 dtypes, for a GPU's tensor cores: computes as fp32 until "
+                   "Kiln's GPU gemms take it)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
 }
 
 void add_rewrite_flags(CLI::App* command, CompileFlags& flags) {
@@ -299,10 +310,16 @@ void add_pipeline_flags(CLI::App* command, CompileFlags& flags) {
       ->group(group);
 }
 
+Expected<SourceModel> load_model_source(ModelSourceOptions source, const CompileFlags& flags) {
+  source.graph.loss_scaling = flags.precision == "fp16";
+  return kiln::load_model_source(source);
+}
+
 Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   CompileOptions options;
   KILN_ASSIGN_OR_RETURN(options.device, parse_device(flags.device));
   options.deterministic = flags.deterministic;
+  KILN_ASSIGN_OR_RETURN(options.precision, parse_precision(flags.precision));
   options.pack_weights = flags.pack_weights;
   options.channels_last = flags.channels_last;
   options.reuse_compilations = flags.reuse_compilations;

@@ -85,6 +85,7 @@ void add_inputs(CLI::App* command, std::vector<std::string>& inputs);
 struct CompileFlags {
   std::string device = "cpu";
   bool deterministic = false;
+  std::string precision = "fp32";
   bool pack_weights = true;
   bool channels_last = true;
   bool reuse_compilations = false;
@@ -103,13 +104,16 @@ struct CompileFlags {
 
 // --fusion, --disable-rule, then add_device_flag, add_rewrite_flags and add_pipeline_flags.
 void add_compile_flags(CLI::App* command, CompileFlags& flags);
-// --device: cpu, cuda or cuda-mapping-on-cpu; --deterministic.
+// --device: cpu, cuda or cuda-mapping-on-cpu; --deterministic; --precision.
 void add_device_flag(CLI::App* command, CompileFlags& flags);
 // --rewrites, --disable-rewrite and the substitution search's flags.
 void add_rewrite_flags(CLI::App* command, CompileFlags& flags);
 // --dump-after, --time-stages, --stop-after.
 void add_pipeline_flags(CLI::App* command, CompileFlags& flags);
 Expected<CompileOptions> compile_options_from(const CompileFlags& flags);
+// The model `source` names, built for the compilation `flags` ask for: a training step in fp16
+// scales its loss (ZooGraphChoice::loss_scaling).
+Expected<SourceModel> load_model_source(ModelSourceOptions source, const CompileFlags& flags);
 
 // --- Running ----------------------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ Status print_roofline(const Graph& graph) {
 }
 
 Status bench(const BenchOptions& options) {
-  KILN_ASSIGN_OR_RETURN(SourceModel model, load_model_source(options.source));
+  KILN_ASSIGN_OR_RETURN(SourceModel model, load_model_source(options.source, options.compile));
   fmt::print("{}\n", model.description);
   using NamedTensors = std::map<std::string, Array>;
   KILN_ASSIGN_OR_RETURN(NamedTensors given, load_named_tensors(options.inputs));

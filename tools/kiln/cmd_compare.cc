@@ -133,7 +133,7 @@ void print_table(const CompareOptions& options, const SourceModel& model,
 }
 
 Status compare(const CompareOptions& options) {
-  KILN_ASSIGN_OR_RETURN(SourceModel model, load_model_source(options.source));
+  KILN_ASSIGN_OR_RETURN(SourceModel model, load_model_source(options.source, options.compile));
   std::vector<std::string> unused;
   KILN_ASSIGN_OR_RETURN(const std::vector<Array> inputs,
                         model_inputs(model, options.source, {}, unused));

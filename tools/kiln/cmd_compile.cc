@@ -79,7 +79,7 @@ Status refuse_reuse(const CompileFlags& flags) {
 
 int run_compile(const CompileCommandOptions& options) {
   if (Status refused = refuse_reuse(options.compile); !refused) return report(refused);
-  Expected<SourceModel> model = load_model_source(options.source);
+  Expected<SourceModel> model = load_model_source(options.source, options.compile);
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);
   Expected<CompileOptions> compile_options = compile_options_from(options.compile);
@@ -112,7 +112,7 @@ std::optional<Stage> explain_stop(const CompileOptions& options) {
 
 int run_explain(const CompileCommandOptions& options) {
   if (Status refused = refuse_reuse(options.compile); !refused) return report(refused);
-  Expected<SourceModel> model = load_model_source(options.source);
+  Expected<SourceModel> model = load_model_source(options.source, options.compile);
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);
   Expected<CompileOptions> compile_options = compile_options_from(options.compile);

@@ -104,10 +104,21 @@ struct OpsOptions {
   bool onnx = false;
 };
 
+// How the op computes under --precision bf16 or fp16 (passes/precision.h).
+std::string_view mixed_precision_text(PrecisionPolicy policy) {
+  switch (policy) {
+    case PrecisionPolicy::follow: return "in its operands' dtype";
+    case PrecisionPolicy::low: return "in bf16 or f16, accumulating in f32";
+    case PrecisionPolicy::f32: return "in f32";
+  }
+  return "";
+}
+
 void print_op(const OpDef& def) {
-  fmt::print("{}({}{}) : {}\n  {}\n", def.name, fmt::join(def.input_names, ", "),
-             def.max_inputs == kVariadic ? "..." : "", fusion_kind_name(def.fusion_kind),
-             def.summary);
+  fmt::print("{}({}{}) : {}\n  {}\n  under mixed precision: {}\n", def.name,
+             fmt::join(def.input_names, ", "), def.max_inputs == kVariadic ? "..." : "",
+             fusion_kind_name(def.fusion_kind), def.summary,
+             mixed_precision_text(def.precision));
   for (const AttrSpec& spec : def.attrs) {
     const std::string default_text =
         spec.default_value ? "= " + print_attr_value(*spec.default_value) : "(required)";

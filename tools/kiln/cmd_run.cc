@@ -127,7 +127,7 @@ Expected<bool> report_outputs(const SourceModel& model, std::vector<Array> outpu
 }
 
 int run_run(const RunOptions& options) {
-  Expected<SourceModel> model = load_model_source(options.source);
+  Expected<SourceModel> model = load_model_source(options.source, options.compile);
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);
   if (!model->zoo) {

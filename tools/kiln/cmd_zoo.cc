@@ -148,7 +148,7 @@ std::string describe_steps(std::vector<double> seconds, bool first_included) {
 int run_zoo_train(const ZooOptions& options) {
   ModelSourceOptions step_source = options.source;
   step_source.graph.train = true;
-  Expected<SourceModel> model = load_model_source(step_source);
+  Expected<SourceModel> model = load_model_source(step_source, options.compile);
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);
   std::vector<std::string> unused;

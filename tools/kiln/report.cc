@@ -13,8 +13,15 @@
 namespace kiln::cli {
 
 std::string format_rewrites(const GraphRewrites& rewrites) {
+  std::string text;
+  if (const PrecisionSummary& precision = rewrites.precision; precision.low) {
+    text += fmt::format("precision {}: {} in {}, {}\n", dtype_name(*precision.low),
+                        count_noun(static_cast<size_t>(precision.low_precision_nodes), "node"),
+                        dtype_name(*precision.low),
+                        count_noun(static_cast<size_t>(precision.casts_inserted), "cast"));
+  }
   const RewriteReport& report = rewrites.passes;
-  if (report.rewrites.empty()) return "graph rewrites: off\n";
+  if (report.rewrites.empty()) return text + "graph rewrites: off\n";
   std::vector<std::string> parts;
   for (const RewriteSummary& rewrite : report.rewrites) {
     std::string applied = rewrite.rounds_changed == 0 ? " (none applied)"
@@ -23,7 +30,7 @@ std::string format_rewrites(const GraphRewrites& rewrites) {
                               : fmt::format(" ({} rounds)", rewrite.rounds_changed);
     parts.push_back(rewrite.name + applied);
   }
-  std::string text = fmt::format("graph rewrites: {} -> {}; {}\n",
+  text += fmt::format("graph rewrites: {} -> {}; {}\n",
                                  count_noun(static_cast<size_t>(report.nodes_before), "node"),
                                  rewrites.nodes_after, fmt::join(parts, ", "));
   if (!report.recognized.empty()) {

@@ -352,7 +352,8 @@ class KernelEmitter : public ExprEmitter {
   }
 
   // kiln_gemm(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate): the
-  // prelude's wrapper of cblas_sgemm / cblas_dgemm.
+  // prelude's wrapper of its libraries' gemm for f32 and f64; kiln_gemm_bf16 and
+  // kiln_gemm_f16 for mixed precision's (their operands' bits).
   void emit_gemm(const loop::LibraryCall& g) {
     const auto region = [&](const loop::MatrixRegion& r) {
       return fmt::format("{} + {}, {}", lookup(buffers_, r.buffer.name()), emit_expr(r.offset),
@@ -362,8 +363,11 @@ class KernelEmitter : public ExprEmitter {
         "{}, {}, {}, {}, {}, {}, {}, {}", g.gemm().transpose_a ? "true" : "false",
         g.gemm().transpose_b ? "true" : "false", emit_expr(g.gemm().m), emit_expr(g.gemm().n),
         emit_expr(g.gemm().k), region(g.a()), region(g.b()), region(g.c()));
-    const std::string call =
-        fmt::format("kiln_gemm({}, {});", operands, g.gemm().accumulate ? "true" : "false");
+    const DType dtype = g.dtypes.out;
+    const std::string function =
+        is_low_precision(dtype) ? fmt::format("kiln_gemm_{}", dtype_name(dtype)) : "kiln_gemm";
+    const std::string call = fmt::format("{}({}, {});", function, operands,
+                                         g.gemm().accumulate ? "true" : "false");
     if (!g.hints.packed.defined()) {
       line(call);
       return;

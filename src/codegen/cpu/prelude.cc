@@ -200,7 +200,7 @@ inline dnnl_primitive_desc_t kiln_dnnl_primitive_desc(const_dnnl_op_desc_t desc,
 // weights is filled again), or, without a state, into `scratch`, made for this call. Null
 // where the reorder fails or the weights do not fit the state.
 inline void* kiln_dnnl_weights(const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t* plain_md,
-                               const float* plain, int64_t* state, int64_t state_bytes,
+                               const void* plain, int64_t* state, int64_t state_bytes,
                                std::unique_ptr<char[]>& scratch) {
   const dnnl_memory_desc_t* kept_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   if (kept_md == nullptr) return nullptr;
@@ -221,26 +221,28 @@ inline void* kiln_dnnl_weights(const_dnnl_primitive_desc_t pd, const dnnl_memory
   return kept;
 }
 
-// loop/stmt.h's gemm (f32) as a oneDNN matmul primitive (see prelude.h): A and C where they
-// lie (strides for leading dimensions and transposes), B too without a state, or, with one,
-// kept in the layout oneDNN picks (kiln_dnnl_weights); accumulating through a sum post-op.
-// The primitive is made again on every call (oneDNN's primitive cache keeps the generated
-// code), so the state holds nothing that would need freeing. Returns false, computing
-// nothing, where oneDNN declines (kiln_dnnl_primitive_desc) or B does not fit the state.
-inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                           int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                           bool accumulate, int64_t* state, int64_t state_bytes) {
+// loop/stmt.h's gemm as a oneDNN matmul primitive (see prelude.h) on operands of `type` (f32;
+// f16 and bf16 accumulate in f32): A and C where they lie (strides for leading dimensions and
+// transposes), B too without a state, or, with one, kept in the layout oneDNN picks
+// (kiln_dnnl_weights); accumulating through a sum post-op. The primitive is made again on
+// every call (oneDNN's primitive cache keeps the generated code), so the state holds nothing
+// that would need freeing. Returns false, computing nothing, where oneDNN declines
+// (kiln_dnnl_primitive_desc) or B does not fit the state.
+inline bool kiln_matmul_dnnl(dnnl_data_type_t type, bool ta, bool tb, int64_t m, int64_t n,
+                             int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
+                             void* c, int64_t ldc, bool accumulate, int64_t* state,
+                             int64_t state_bytes) {
   if (kiln_dnnl().stream == nullptr || m <= 0 || n <= 0 || k <= 0) return false;
   const dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
   const dnnl_dims_t a_strides = {ta ? 1 : lda, ta ? lda : 1};
   const dnnl_dims_t b_strides = {tb ? 1 : ldb, tb ? ldb : 1};
   const dnnl_dims_t c_strides = {ldc, 1};
   dnnl_memory_desc_t a_md, b_md, any_md, c_md;
-  if (dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_f32, a_strides) != dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_f32, b_strides) != dnnl_success ||
-      dnnl_memory_desc_init_by_tag(&any_md, 2, b_dims, dnnl_f32, dnnl_format_tag_any) !=
+  if (dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, type, a_strides) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, type, b_strides) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&any_md, 2, b_dims, type, dnnl_format_tag_any) !=
           dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides) != dnnl_success) {
+      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, type, c_strides) != dnnl_success) {
     return false;
   }
   dnnl_matmul_desc_t desc;
@@ -262,11 +264,18 @@ inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, co
   if (ok) {
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     const dnnl_memory_desc_t* descs[] = {&a_md, weights_md, &c_md};
-    void* const data[] = {const_cast<float*>(a), const_cast<void*>(weights), c};
+    void* const data[] = {const_cast<void*>(a), const_cast<void*>(weights), c};
     ok = kiln_dnnl_run(pd, 3, kinds, descs, data);
   }
   dnnl_primitive_desc_destroy(pd);
   return ok;
+}
+
+inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                           int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                           bool accumulate, int64_t* state, int64_t state_bytes) {
+  return kiln_matmul_dnnl(dnnl_f32, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, state,
+                          state_bytes);
 }
 
 // Runs the convolution `desc` describes (images x_md and y_md channels last, plain weights
@@ -397,6 +406,12 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
                             state_bytes);
 }
 #else
+inline bool kiln_matmul_dnnl(dnnl_data_type_t, bool, bool, int64_t, int64_t, int64_t,
+                             const void*, int64_t, const void*, int64_t, void*, int64_t, bool,
+                             int64_t*, int64_t) {
+  return false;
+}
+
 inline bool kiln_gemm_dnnl(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
                            const float*, int64_t, float*, int64_t, bool, int64_t*, int64_t) {
   return false;
@@ -674,6 +689,54 @@ inline float kiln_round_f16(double value) {
 
 inline float kiln_round_bf16(double value) {
   return kiln_bfloat16_value(kiln_bfloat16_bits(static_cast<float>(value)));
+}
+
+// A 16-bit matrix (rows x cols, leading dimension ld) widened into a dense f32 one.
+template <float (*value)(uint16_t)>
+inline auto kiln_widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld) {
+  auto wide = std::make_unique<float[]>(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) wide[i * cols + j] = value(x[i * ld + j]);
+  }
+  return wide;
+}
+
+// loop/stmt.h's gemm of f16 or bf16 operands (their bits; `value` and `bits` convert them)
+// accumulating in f32 and rounded once to C's dtype: oneDNN's matmul primitive (its
+// AVX512-BF16 or AMX kernels where the CPU has them), else the f32 gemm on widened copies,
+// which computes the same (the products of 16-bit values are exact in f32): oneDNN 2 has no
+// f16 matmul without AVX512-FP16.
+template <float (*value)(uint16_t), uint16_t (*bits)(float)>
+inline void kiln_gemm_16(dnnl_data_type_t type, bool ta, bool tb, int64_t m, int64_t n,
+                         int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
+                         int64_t ldb, uint16_t* c, int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (kiln_matmul_dnnl(type, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, nullptr, 0)) {
+    return;
+  }
+  const auto wide_a = kiln_widen<value>(a, ta ? k : m, ta ? m : k, lda);
+  const auto wide_b = kiln_widen<value>(b, tb ? n : k, tb ? k : n, ldb);
+  const auto wide_c = accumulate ? kiln_widen<value>(c, m, n, ldc)
+                                 : std::make_unique<float[]>(static_cast<size_t>(m * n));
+  kiln_gemm(ta, tb, m, n, k, wide_a.get(), ta ? m : k, wide_b.get(), tb ? k : n, wide_c.get(), n,
+            accumulate);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bits(wide_c[i * n + j]);
+  }
+}
+
+inline void kiln_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+                           int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* c, int64_t ldc,
+                           bool accumulate) {
+  kiln_gemm_16<kiln_bfloat16_value, kiln_bfloat16_bits>(dnnl_bf16, ta, tb, m, n, k, a, lda, b,
+                                                        ldb, c, ldc, accumulate);
+}
+
+inline void kiln_gemm_f16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+                          int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* c, int64_t ldc,
+                          bool accumulate) {
+  kiln_gemm_16<kiln_half_value, kiln_half_bits>(dnnl_f16, ta, tb, m, n, k, a, lda, b, ldb, c,
+                                                ldc, accumulate);
 }
 
 }  // namespace

@@ -24,7 +24,11 @@
 //  - kiln_gemm: loop IR's gemm statement through oneDNN's sgemm or OpenBLAS's cblas_dgemm
 //    (row-major, alpha 1, beta 0 or 1), with m, n <= 0 and k <= 0 handled before the call;
 //    an f32 product deep for its width (kiln_gemm_prefers_matmul) goes to kiln_gemm_dnnl.
-//  - kiln_gemm_dnnl: an f32 gemm as a oneDNN matmul primitive, B read where it lies or, with
+//  - kiln_gemm_bf16 / kiln_gemm_f16: mixed precision's gemm (16-bit operands and result,
+//    f32 accumulation) through oneDNN's matmul primitive (kiln_matmul_dnnl), else a loop
+//    of its own in f32 where oneDNN has no kernel for the CPU.
+//  - kiln_gemm_dnnl: an f32 gemm as a oneDNN matmul primitive (kiln_matmul_dnnl, which takes
+//    the operands' dtype), B read where it lies or, with
 //    a state, kept packed (loop/stmt.h) in the layout oneDNN chooses for this machine, packed
 //    into the state on the first call. The state starts with a header (a tag and B's
 //    address), so a state that is zero, or was filled for another B, is packed again. It

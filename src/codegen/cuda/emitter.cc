@@ -27,6 +27,30 @@ constexpr int64_t kGemmTile = 16;
 constexpr int64_t kMaxGridX = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridY = 65535;
 
+// The gemm of C's dtype (loop/stmt.h: a gemm's operands share it), as the runtime names it.
+Expected<runtime::CudaGemm::Type> gemm_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return runtime::CudaGemm::Type::f32;
+    case DType::f64: return runtime::CudaGemm::Type::f64;
+    case DType::f16: return runtime::CudaGemm::Type::f16;
+    case DType::bf16: return runtime::CudaGemm::Type::bf16;
+    default:
+      return Status::errorf(ErrorCode::internal,
+                            "internal compiler error: a gemm of {} reached the CUDA emitter",
+                            dtype_name(dtype));
+  }
+}
+
+int64_t gemm_element_bytes(runtime::CudaGemm::Type type) {
+  switch (type) {
+    case runtime::CudaGemm::Type::f64: return 8;
+    case runtime::CudaGemm::Type::f32: return 4;
+    case runtime::CudaGemm::Type::f16:
+    case runtime::CudaGemm::Type::bf16: return 2;
+  }
+  return 4;
+}
+
 // One __global__ function's body for a gpu_block loop.
 class LaunchEmitter : public ExprEmitter {
  public:
@@ -328,7 +352,7 @@ class UnitEmitter {
     }
     // The next product's operands must be the batch's strides after its last one's (the
     // second product sets the strides).
-    const int64_t element = g.type == runtime::CudaGemm::Type::f64 ? 8 : 4;
+    const int64_t element = gemm_element_bytes(g.type);
     const int64_t known[3] = {g.stride_a, g.stride_b, g.stride_c};
     int64_t strides[3];
     for (int operand = 0; operand < 3; ++operand) {
@@ -356,7 +380,8 @@ class UnitEmitter {
     KILN_ASSIGN_OR_RETURN(int64_t m, constant(g.gemm().m, "gemm rows"));
     KILN_ASSIGN_OR_RETURN(int64_t n, constant(g.gemm().n, "gemm columns"));
     KILN_ASSIGN_OR_RETURN(int64_t k, constant(g.gemm().k, "gemm depth"));
-    runtime::CudaLaunch made{.function = dtype == DType::f64 ? "kiln_gemm_f64" : "kiln_gemm_f32",
+    KILN_ASSIGN_OR_RETURN(const runtime::CudaGemm::Type type, gemm_type(dtype));
+    runtime::CudaLaunch made{.function = fmt::format("kiln_gemm_{}", dtype_name(dtype)),
                              .grid = {(std::max<int64_t>(n, 1) + kGemmTile - 1) / kGemmTile,
                                       (std::max<int64_t>(m, 1) + kGemmTile - 1) / kGemmTile, 1},
                              .block = {kGemmTile, kGemmTile, 1},
@@ -384,7 +409,7 @@ class UnitEmitter {
       return made;
     }
     made.gemm = runtime::CudaGemm{
-        .type = dtype == DType::f64 ? runtime::CudaGemm::Type::f64 : runtime::CudaGemm::Type::f32,
+        .type = type,
         .m = m,
         .n = n,
         .k = k,

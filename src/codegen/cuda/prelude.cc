@@ -174,14 +174,44 @@ __device__ T kiln_block_reduce(T value, Combine combine) {
   return total;
 }
 
+// How the gemm template reads and writes an element type: f32 and f64 as they are, f16 and
+// bf16 (their bits) to and from the f32 they accumulate in.
+struct kiln_f32_elements {
+  using storage = float;
+  using accumulator = float;
+  static KILN_FN float value(float v) { return v; }
+  static KILN_FN float stored(float v) { return v; }
+};
+struct kiln_f64_elements {
+  using storage = double;
+  using accumulator = double;
+  static KILN_FN double value(double v) { return v; }
+  static KILN_FN double stored(double v) { return v; }
+};
+struct kiln_f16_elements {
+  using storage = uint16_t;
+  using accumulator = float;
+  static KILN_FN float value(uint16_t bits) { return kiln_half_value(bits); }
+  static KILN_FN uint16_t stored(float v) { return kiln_half_bits(v); }
+};
+struct kiln_bf16_elements {
+  using storage = uint16_t;
+  using accumulator = float;
+  static KILN_FN float value(uint16_t bits) { return kiln_bfloat16_value(bits); }
+  static KILN_FN uint16_t stored(float v) { return kiln_bfloat16_bits(v); }
+};
+
 // loop IR's gemm: C(m x n) = op(A) * op(B) (+ C when accumulating) on row-major regions, one
-// 16 x 16 tile of C per block of 16 x 16 threads, A's and B's tiles staged in shared memory.
-// Each sum runs in order of increasing p without fused multiply-adds (NVRTC runs with
-// --fmad=false), so it equals the evaluator's order; a library GEMM would reassociate.
-template <typename T>
-__device__ void kiln_gemm_tile(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+// 16 x 16 tile of C per block of 16 x 16 threads, A's and B's tiles staged in shared memory
+// in the accumulator's type. Each sum runs in order of increasing p without fused
+// multiply-adds (NVRTC runs with --fmad=false), so it equals the evaluator's order; a library
+// GEMM would reassociate. This template runs where cuBLASLt does not load.
+template <typename E>
+__device__ void kiln_gemm_tile(const typename E::storage* a, const typename E::storage* b,
+                               typename E::storage* c, int64_t m, int64_t n, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t ta, int64_t tb,
                                int64_t accumulate) {
+  using T = typename E::accumulator;
   __shared__ T a_tile[16][17];
   __shared__ T b_tile[16][17];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -190,34 +220,38 @@ __device__ void kiln_gemm_tile(const T* a, const T* b, T* c, int64_t m, int64_t 
   T sum = T(0);
   for (int64_t p0 = 0; p0 < k; p0 += 16) {
     const int64_t pa = p0 + tx, pb = p0 + ty;
-    a_tile[ty][tx] = row < m && pa < k ? (ta ? a[pa * lda + row] : a[row * lda + pa]) : T(0);
-    b_tile[ty][tx] = pb < k && col < n ? (tb ? b[col * ldb + pb] : b[pb * ldb + col]) : T(0);
+    a_tile[ty][tx] =
+        row < m && pa < k ? E::value(ta ? a[pa * lda + row] : a[row * lda + pa]) : T(0);
+    b_tile[ty][tx] =
+        pb < k && col < n ? E::value(tb ? b[col * ldb + pb] : b[pb * ldb + col]) : T(0);
     __syncthreads();
     const int depth = k - p0 < 16 ? static_cast<int>(k - p0) : 16;
     for (int p = 0; p < depth; ++p) sum = sum + a_tile[ty][p] * b_tile[p][tx];
     __syncthreads();
   }
-  if (row < m && col < n) c[row * ldc + col] = accumulate ? c[row * ldc + col] + sum : sum;
+  if (row < m && col < n) {
+    c[row * ldc + col] = E::stored(accumulate ? E::value(c[row * ldc + col]) + sum : sum);
+  }
 }
 
-// The batch's product blockIdx.z, its operands stride_* elements after the previous one's.
-extern "C" __global__ void __launch_bounds__(256)
-kiln_gemm_f32(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
-              int64_t lda, int64_t ldb, int64_t ldc, int64_t ta, int64_t tb, int64_t accumulate,
-              int64_t stride_a, int64_t stride_b, int64_t stride_c) {
-  const int64_t i = blockIdx.z;
-  kiln_gemm_tile<float>(a + i * stride_a, b + i * stride_b, c + i * stride_c, m, n, k, lda, ldb,
-                        ldc, ta, tb, accumulate);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-kiln_gemm_f64(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k,
-              int64_t lda, int64_t ldb, int64_t ldc, int64_t ta, int64_t tb, int64_t accumulate,
-              int64_t stride_a, int64_t stride_b, int64_t stride_c) {
-  const int64_t i = blockIdx.z;
-  kiln_gemm_tile<double>(a + i * stride_a, b + i * stride_b, c + i * stride_c, m, n, k, lda, ldb,
-                         ldc, ta, tb, accumulate);
-}
+// kiln_gemm_<dtype>: the batch's product blockIdx.z, its operands stride_* elements after the
+// previous one's.
+#define KILN_GEMM_KERNEL(dtype)                                                                 \
+  extern "C" __global__ void __launch_bounds__(256) kiln_gemm_##dtype(                          \
+      const kiln_##dtype##_elements::storage* a, const kiln_##dtype##_elements::storage* b,     \
+      kiln_##dtype##_elements::storage* c, int64_t m, int64_t n, int64_t k, int64_t lda,        \
+      int64_t ldb, int64_t ldc, int64_t ta, int64_t tb, int64_t accumulate, int64_t stride_a,   \
+      int64_t stride_b, int64_t stride_c) {                                                     \
+    const int64_t i = blockIdx.z;                                                               \
+    kiln_gemm_tile<kiln_##dtype##_elements>(a + i * stride_a, b + i * stride_b,                 \
+                                            c + i * stride_c, m, n, k, lda, ldb, ldc, ta, tb,   \
+                                            accumulate);                                        \
+  }
+KILN_GEMM_KERNEL(f32)
+KILN_GEMM_KERNEL(f64)
+KILN_GEMM_KERNEL(f16)
+KILN_GEMM_KERNEL(bf16)
+#undef KILN_GEMM_KERNEL
 )prelude";
 }
 

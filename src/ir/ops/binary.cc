@@ -290,6 +290,8 @@ void register_binary_ops(OpTable& table) {
     return std::vector<Value*>{nullptr, b.sum_to(full.da, x->shape()),
                                b.sum_to(full.db, y->shape())};
   };
+
+  table.define(Op::pow).precision = PrecisionPolicy::f32;  // as autocast's pow
 }
 
 }  // namespace kiln::ops

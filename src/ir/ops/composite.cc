@@ -814,6 +814,14 @@ void register_composite_ops(OpTable& table) {
   nll.eval = &eval_nll_loss;
   nll.gradient = gradient_of_nll_loss;
   nll.decompose = decompose_nll_loss;
+
+  // Under mixed precision every composite but dropout computes in f32, as autocast's
+  // softmax, log_softmax, layer_norm, batch norm and losses do.
+  for (Op op : {Op::softmax, Op::log_softmax, Op::layer_norm, Op::batch_norm_train,
+                Op::batch_norm_infer, Op::cross_entropy, Op::binary_cross_entropy,
+                Op::nll_loss}) {
+    table.define(op).precision = PrecisionPolicy::f32;
+  }
 }
 
 }  // namespace kiln::ops

@@ -750,6 +750,14 @@ void register_contraction_ops(OpTable& table) {
   spmm.cost = spmm_cost;
   spmm.eval = eval_spmm;
   spmm.gradient = gradient_of_spmm;
+
+  // Mixed precision (passes/precision.h): the contractions run in the low dtype; a sparse
+  // product, memory-bound and summed by scattering, stays in f32.
+  for (Op op : {Op::matmul, Op::conv, Op::conv_grad_data, Op::conv_grad_weight,
+                Op::conv_channels_last}) {
+    table.define(op).precision = PrecisionPolicy::low;
+  }
+  table.define(Op::spmm).precision = PrecisionPolicy::f32;
 }
 
 }  // namespace kiln::ops

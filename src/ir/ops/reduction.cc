@@ -272,6 +272,11 @@ void register_reduction_ops(OpTable& table) {
   define_arg_reduce(table, Op::argmin, "index of the minimum along `axis`", /*is_max=*/false);
   table.define(Op::argmax).non_differentiable = "output is an integer index";
   table.define(Op::argmin).non_differentiable = "output is an integer index";
+
+  // Sums, means and products in f32 under mixed precision; maxima and minima are exact.
+  for (Op op : {Op::reduce_sum, Op::reduce_mean, Op::reduce_prod}) {
+    table.define(op).precision = PrecisionPolicy::f32;
+  }
 }
 
 }  // namespace kiln::ops

@@ -209,6 +209,11 @@ void register_unary_ops(OpTable& table) {
     const bool flows = is_floating(from) && is_floating(node.output(0)->dtype());
     return std::vector<Value*>{flows ? b.cast(grads[0], from) : nullptr};
   };
+
+  // exp, log and the reciprocals in f32 under mixed precision (autocast's f32 list).
+  for (Op op : {Op::exp, Op::log, Op::rsqrt, Op::reciprocal}) {
+    table.define(op).precision = PrecisionPolicy::f32;
+  }
 }
 
 }  // namespace kiln::ops

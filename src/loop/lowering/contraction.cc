@@ -1,11 +1,15 @@
 // Lowerings of the contractions (ir/ops/contraction.cc) as naive reductions: the correct
-// fallback and test oracle. lower_group (loop/lower_group.h) stores f32 and f64 matmuls and
-// convolutions through their store nests instead, as gemm statements (BLAS) with their
-// consumers as per-block epilogues (loop/lowering/gemm.h); the other dtypes (no BLAS
-// routine) use these definitions, and so does spmm unless transposed (OpenBLAS has no sparse
+// fallback and test oracle. lower_group (loop/lower_group.h) stores matmuls (of f32, f64, f16
+// and bf16) and convolutions (of f32 and f64) through their store nests instead, as gemm
+// statements (BLAS) with their consumers as per-block epilogues (loop/lowering/gemm.h); the
+// other dtypes use these definitions, and so does spmm unless transposed (OpenBLAS has no sparse
 // routine).
 //
 //   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
+//
+// Products of f16 and bf16 operands are formed and summed in f32 (exact products: 11 + 11
+// significand bits fit f32's 24) and rounded once to the output dtype, as the libraries'
+// low-precision contractions and the reference do.
 //
 // conv reads x through a guard (as does conv_channels_last, whose f32 nodes lower_group stores
 // as one conv statement instead: oneDNN's direct convolution): taps that fall in the padding
@@ -24,6 +28,11 @@
 namespace kiln::loop::lowering {
 namespace {
 
+// a * b in the operands' accumulation dtype (lowering_family.h).
+Expr product(const Expr& a, const Expr& b) {
+  return widen_for_accumulation(a) * widen_for_accumulation(b);
+}
+
 Expected<Expr> lower_matmul(const ComputeArgs& args) {
   const Shape& a = args.inputs[0].shape;
   const Shape& b = args.inputs[1].shape;
@@ -41,10 +50,11 @@ Expected<Expr> lower_matmul(const ComputeArgs& args) {
     index.push_back(transposed ? row : col);
     return index;
   };
-  return reduce_nest(ReduceOp::sum, {k}, args.names, [&](const std::vector<Expr>& p) {
-    return args.input(0, operand_index(a, i, p[0], ta)) *
-           args.input(1, operand_index(b, p[0], j, tb));
-  });
+  return narrow_to(args.outputs[0].dtype,
+                   reduce_nest(ReduceOp::sum, {k}, args.names, [&](const std::vector<Expr>& p) {
+                     return product(args.input(0, operand_index(a, i, p[0], ta)),
+                                    args.input(1, operand_index(b, p[0], j, tb)));
+                   }));
 }
 
 // x[n, channel, positions] (x[n, positions, channel] with `channels_last`) where every
@@ -78,17 +88,19 @@ Expr conv_sum(const ComputeArgs& args, bool channels_last) {
   std::vector<int64_t> extents = {group_in};
   for (int d = 0; d < spatial; ++d) extents.push_back(w.dim(d + 2));
   const Expr n = args.index[0], oc = channels_last ? args.index.back() : args.index[1];
-  return reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
-    std::vector<Expr> positions;
-    std::vector<Expr> w_index = {oc, k[0]};
-    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
-      positions.push_back(tap_position(p, d, args.index[d + first_position], k[d + 1]));
-      w_index.push_back(k[d + 1]);
-    }
-    const Expr channel = oc / group_out * group_in + k[0];
-    return guarded_read(args, 0, x, n, channel, positions, channels_last) *
-           args.input(1, w_index);
-  });
+  const Expr total =
+      reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+        std::vector<Expr> positions;
+        std::vector<Expr> w_index = {oc, k[0]};
+        for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
+          positions.push_back(tap_position(p, d, args.index[d + first_position], k[d + 1]));
+          w_index.push_back(k[d + 1]);
+        }
+        const Expr channel = oc / group_out * group_in + k[0];
+        return product(guarded_read(args, 0, x, n, channel, positions, channels_last),
+                       args.input(1, w_index));
+      });
+  return narrow_to(args.outputs[0].dtype, total);
 }
 
 Expected<Expr> lower_conv(const ComputeArgs& args) { return conv_sum(args, false); }
@@ -116,25 +128,29 @@ Expected<Expr> lower_conv_grad_data(const ComputeArgs& args) {
   std::vector<int64_t> extents = {group_out};
   for (int d = 0; d < spatial; ++d) extents.push_back(w.dim(d + 2));
   const Expr n = args.index[0], c = args.index[1];
-  return reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
-    const Expr oc = c / group_in * group_out + k[0];
-    Expr inside = make_bool(true);
-    std::vector<Expr> y_index = {n, oc};
-    std::vector<Expr> w_index = {oc, c % group_in};
-    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
-      const Expr shifted = args.index[d + 2] + p.pads_begin[d] - k[d + 1] * p.dilations[d];
-      const int64_t extent = grad_out.dim(static_cast<int>(d) + 2);
-      const Expr q = shifted / p.strides[d];
-      inside = inside && shifted % p.strides[d] == 0 && q >= 0 && q < extent;
-      y_index.push_back(clamp_index(q, extent));
-      w_index.push_back(k[d + 1]);
-    }
-    return select(inside, args.input(0, y_index) * args.input(1, w_index),
-                  make_zero(args.outputs[0].dtype));
-  });
+  const DType out = args.outputs[0].dtype;
+  const Expr total =
+      reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+        const Expr oc = c / group_in * group_out + k[0];
+        Expr inside = make_bool(true);
+        std::vector<Expr> y_index = {n, oc};
+        std::vector<Expr> w_index = {oc, c % group_in};
+        for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
+          const Expr shifted = args.index[d + 2] + p.pads_begin[d] - k[d + 1] * p.dilations[d];
+          const int64_t extent = grad_out.dim(static_cast<int>(d) + 2);
+          const Expr q = shifted / p.strides[d];
+          inside = inside && shifted % p.strides[d] == 0 && q >= 0 && q < extent;
+          y_index.push_back(clamp_index(q, extent));
+          w_index.push_back(k[d + 1]);
+        }
+        return select(inside, product(args.input(0, y_index), args.input(1, w_index)),
+                      make_zero(accumulation_dtype(out)));
+      });
+  return narrow_to(out, total);
 }
 
-// dw[oc, ic, tap...] = sum over n and output positions of x[n, channel, pos] * grad_out[n, oc, out].
+// dw[oc, ic, tap...] = sum over n and output positions of x[n, channel, pos] * grad_out[n, oc,
+// out].
 Expected<Expr> lower_conv_grad_weight(const ComputeArgs& args) {
   const Shape& x = args.inputs[0].shape;
   const Shape& grad_out = args.inputs[1].shape;
@@ -145,28 +161,31 @@ Expected<Expr> lower_conv_grad_weight(const ComputeArgs& args) {
   std::vector<int64_t> extents = {grad_out.dim(0)};
   for (int d = 0; d < spatial; ++d) extents.push_back(grad_out.dim(d + 2));
   const Expr oc = args.index[0], ic = args.index[1];
-  return reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
-    std::vector<Expr> positions;
-    std::vector<Expr> y_index = {k[0], oc};
-    for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
-      positions.push_back(tap_position(p, d, k[d + 1], args.index[d + 2]));
-      y_index.push_back(k[d + 1]);
-    }
-    const Expr channel = oc / group_out * group_in + ic;
-    return guarded_read(args, 0, x, k[0], channel, positions) * args.input(1, y_index);
-  });
+  const Expr total =
+      reduce_nest(ReduceOp::sum, extents, args.names, [&](const std::vector<Expr>& k) {
+        std::vector<Expr> positions;
+        std::vector<Expr> y_index = {k[0], oc};
+        for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
+          positions.push_back(tap_position(p, d, k[d + 1], args.index[d + 2]));
+          y_index.push_back(k[d + 1]);
+        }
+        const Expr channel = oc / group_out * group_in + ic;
+        return product(guarded_read(args, 0, x, k[0], channel, positions), args.input(1, y_index));
+      });
+  return narrow_to(args.outputs[0].dtype, total);
 }
 
 Expected<Expr> lower_spmm(const ComputeArgs& args) {
   const int64_t rows = args.inputs[0].shape.dim(0) - 1;
   const int64_t nnz = args.inputs[2].shape.dim(0);
   const Expr j = args.index[1];
+  const DType out = args.outputs[0].dtype;
   auto row_start = [&](const Expr& r) { return cast(DType::i64, args.input(0, {r})); };
   auto column = [&](const Expr& i) { return cast(DType::i64, args.input(1, {i})); };
   // values[i] * dense[row, j], with i clamped in case row_ptr is malformed.
   auto term = [&](const Expr& i, const Expr& dense_row) {
     const Expr safe = clamp_index(i, nnz);
-    return args.input(2, {safe}) * args.input(3, {dense_row, j});
+    return product(args.input(2, {safe}), args.input(3, {dense_row, j}));
   };
   if (!args.attrs.get_bool("transpose")) {
     const Expr r = args.index[0];
@@ -174,7 +193,7 @@ Expected<Expr> lower_spmm(const ComputeArgs& args) {
     const Expr start = row_start(r);
     const Expr body = term(var(i), clamp_index(column(clamp_index(var(i), nnz)),
                                                args.inputs[3].shape.dim(0)));
-    return reduce(ReduceOp::sum, i, start, row_start(r + 1) - start, body);
+    return narrow_to(out, reduce(ReduceOp::sum, i, start, row_start(r + 1) - start, body));
   }
   const Expr c = args.index[0];
   const std::string r = args.names.fresh("k");
@@ -182,9 +201,10 @@ Expected<Expr> lower_spmm(const ComputeArgs& args) {
   const Expr start = row_start(var(r));
   const Expr in_column = column(clamp_index(var(i), nnz)) == c;
   const Expr body =
-      select(in_column, term(var(i), var(r)), make_zero(args.outputs[0].dtype));
-  return reduce(ReduceOp::sum, r, 0, rows,
-                reduce(ReduceOp::sum, i, start, row_start(var(r) + 1) - start, body));
+      select(in_column, term(var(i), var(r)), make_zero(accumulation_dtype(out)));
+  return narrow_to(out, reduce(ReduceOp::sum, r, 0, rows,
+                               reduce(ReduceOp::sum, i, start, row_start(var(r) + 1) - start,
+                                      body)));
 }
 
 bool is_transposed(const Node& spmm) { return spmm.attrs().get_bool("transpose"); }

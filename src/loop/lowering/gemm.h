@@ -1,12 +1,13 @@
 // Matmuls and convolutions as gemm statements, with their epilogues: the store nests of the
 // contraction family (loop/lowering/contraction.cc registers them). Internal to src/loop.
 //
-// A matmul of f32 or f64 is not stored through its reduce definition but as gemm statements
-// (loop/stmt.h; BLAS in generated code): a loop over its batch dims and blocks of output
-// rows, one gemm per block. Group outputs computed elementwise from it (a bias add, an
-// activation, a residual add) are its *epilogue*: stored in the same block loop right after
-// each gemm, while the block is in cache, instead of in a separate pass over memory; an
-// intermediate matmul read only by epilogues then lives in a block-sized local buffer.
+// A matmul of f32, f64, f16 or bf16 (the last two accumulating in f32) is not stored through
+// its reduce definition but as gemm statements (loop/stmt.h; a library in generated code): a
+// loop over its batch dims and blocks of output rows, one gemm per block. Group outputs
+// computed elementwise from it (a bias add, an activation, a residual add) are its *epilogue*:
+// stored in the same block loop right after each gemm, while the block is in cache, instead of
+// in a separate pass over memory; an intermediate matmul read only by epilogues then lives in
+// a block-sized local buffer.
 //
 //   matmul -> add bias -> relu over a [M, K], w [K, N]:
 //     for (i0, 0, M / R) allocate blk[R*N] {
@@ -30,7 +31,7 @@
 // and group (loop/lower_conv.h). A conv's or conv_grad_data's elementwise consumers are its
 // epilogue in the same way, run on each image's block as soon as it is complete; a product
 // read only by them is written into the last epilogue's buffer, so it needs no buffer of its
-// own. Other dtypes (f16, bf16, integers: no BLAS routine) keep the reduce definitions.
+// own. Other dtypes (f16, bf16, integers) keep the reduce definitions.
 //
 // A conv_channels_last of f32 is one conv statement over every image (loop/stmt.h; oneDNN in
 // generated code), followed by its elementwise consumers in one nest over the product.

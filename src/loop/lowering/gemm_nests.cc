@@ -11,7 +11,8 @@ namespace kiln::loop {
 
 bool lowers_matmul_to_gemm(const Node& node) {
   const DType dtype = node.output(0)->dtype();
-  return node.op() == Op::matmul && (dtype == DType::f32 || dtype == DType::f64);
+  return node.op() == Op::matmul &&
+         (dtype == DType::f32 || dtype == DType::f64 || is_low_precision(dtype));
 }
 
 bool lowers_conv_to_library(const Node& node) {

@@ -35,6 +35,14 @@ Expr bind(NameGenerator& names, const Expr& value, const std::function<Expr(cons
   return let(name, value, body(var(name, value.type())));
 }
 
+Expr widen_for_accumulation(const Expr& value) {
+  return narrow_to(accumulation_dtype(value.type()), value);
+}
+
+Expr narrow_to(DType dtype, const Expr& value) {
+  return value.type() == dtype ? value : cast(dtype, value);
+}
+
 Expr reduce_nest(ReduceOp op, const std::vector<int64_t>& extents, NameGenerator& names,
                  const std::function<Expr(const std::vector<Expr>&)>& body) {
   std::vector<std::string> vars;
@@ -44,10 +52,14 @@ Expr reduce_nest(ReduceOp op, const std::vector<int64_t>& extents, NameGenerator
     k.push_back(var(vars.back()));
   }
   Expr result = body(k);
+  if (extents.empty()) return result;
+  const DType term_dtype = result.type();
+  const bool accumulates = op == ReduceOp::sum || op == ReduceOp::prod;
+  if (accumulates) result = widen_for_accumulation(result);
   for (size_t i = extents.size(); i-- > 0;) {
     result = reduce(op, vars[i], 0, extents[i], result);
   }
-  return result;
+  return narrow_to(term_dtype, result);
 }
 
 Expr row_major_offset(const std::vector<Expr>& index, const Shape& shape) {

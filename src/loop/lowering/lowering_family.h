@@ -49,8 +49,18 @@ Expr clamp_index(const Expr& index, int64_t extent);
 // read several times is computed once. Constants and variables are passed through.
 Expr bind(NameGenerator& names, const Expr& value, const std::function<Expr(const Expr&)>& body);
 
+// `value` cast to its accumulation dtype (ir/dtype.h: f32 for f16 and bf16, as the libraries'
+// low-precision contractions accumulate; unchanged otherwise). Sums rounded to bf16 after
+// every term lost whole units over a few thousand terms, where the reference rounds once.
+Expr widen_for_accumulation(const Expr& value);
+// `value` cast to `dtype` where it is of another.
+Expr narrow_to(DType dtype, const Expr& value);
+
 // op over the multi-index k (one fresh variable per extent, k[0] outermost) of body(k): a
-// nest of reduce expressions. With no extents, body({}).
+// nest of reduce expressions. With no extents, body({}). A sum or product of f16 or bf16 terms
+// accumulates in f32 and is rounded once to the terms' dtype; a caller that goes on computing
+// with the total (a mean, a contraction's output dtype) widens the terms itself, so that the
+// total stays f32 until its last operation.
 Expr reduce_nest(ReduceOp op, const std::vector<int64_t>& extents, NameGenerator& names,
                  const std::function<Expr(const std::vector<Expr>&)>& body);
 

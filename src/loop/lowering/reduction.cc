@@ -38,13 +38,15 @@ void define_reduce(LoweringTable& table, Op op, ReduceOp reduce_op, bool mean) {
     for (int axis = 0; axis < x.shape.rank(); ++axis) {
       if (reduced[static_cast<size_t>(axis)]) extents.push_back(x.shape.dim(axis));
     }
+    // A mean divides the f32 total of f16 or bf16 terms before rounding it.
     Expr total = reduce_nest(reduce_op, extents, args.names, [&](const std::vector<Expr>& k) {
-      return args.input(0, input_index(reduced, keepdims, args.index, k));
+      const Expr term = args.input(0, input_index(reduced, keepdims, args.index, k));
+      return mean ? widen_for_accumulation(term) : term;
     });
     if (!mean) return total;
     int64_t count = 1;
     for (int64_t extent : extents) count *= extent;
-    return total / constant_of(x.dtype, static_cast<double>(count));
+    return narrow_to(x.dtype, total / constant_of(total.type(), static_cast<double>(count)));
   });
 }
 

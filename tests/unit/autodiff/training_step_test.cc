@@ -206,6 +206,54 @@ void check_adam(bool decoupled) {
 TEST(TrainingStep, AdamFollowsItsFormula) { check_adam(false); }
 TEST(TrainingStep, AdamWDecaysWeightsDecoupled) { check_adam(true); }
 
+// Dynamic loss scaling (torch.amp.GradScaler): the update of the scaled loss's gradients
+// unscaled, which a power-of-two scale leaves exact; a step whose gradients overflow keeps
+// every parameter and halves the scale; 2000 finite steps double it.
+TEST(TrainingStep, LossScalingUnscalesSkipsOverflowsAndGrowsTheScale) {
+  const Fixture fixture = make_fixture();
+  const Optimizer sgd = Optimizer::sgd(/*momentum=*/0);
+  const Value *loss = fixture.forward.find_value("loss");
+  Expected<TrainingStep> plain = make_training_step(fixture.forward, loss, fixture.params, sgd);
+  Expected<TrainingStep> scaled =
+      make_training_step(fixture.forward, loss, fixture.params, sgd, LossScaling{});
+  ASSERT_TRUE(plain.has_value()) << plain.status().message();
+  ASSERT_TRUE(scaled.has_value()) << scaled.status().message();
+  EXPECT_EQ(scaled->extra_inputs,
+            (std::vector<std::string>{"lr", "loss_scale", "loss_scale_steps"}));
+  EXPECT_EQ(output_names(scaled->graph),
+            (std::vector<std::string>{"loss", "w1.next", "b1.next", "w2.next", "loss_scale.next",
+                                      "loss_scale_steps.next"}));
+  std::vector<Array> inputs = fixture.inputs;
+  inputs.push_back(Array::scalar(DType::f64, 0.1));
+  const std::vector<Array> want = run(plain->graph, inputs);
+  const auto step = [&](double scale, double steps, std::vector<Array> given) {
+    given.push_back(Array::scalar(DType::f64, scale));
+    given.push_back(Array::scalar(DType::f64, steps));
+    return run(scaled->graph, given);
+  };
+  const std::vector<Array> finite = step(65536, 3, inputs);
+  ASSERT_EQ(finite.size(), 6u);
+  for (size_t o = 0; o < 4; ++o) EXPECT_EQ(finite[o].data, want[o].data) << o;
+  EXPECT_EQ(finite[4][0], 65536);
+  EXPECT_EQ(finite[5][0], 4);
+  // A NaN in a bias: NaN gradients, the step skipped, the scale halved.
+  std::vector<Array> with_nan = inputs;
+  with_nan[3][0] = std::nan("");
+  const std::vector<Array> skipped = step(65536, 3, with_nan);
+  ASSERT_EQ(skipped.size(), 6u);
+  EXPECT_EQ(skipped[1].data, fixture.inputs[2].data);  // w1
+  EXPECT_EQ(skipped[3].data, fixture.inputs[4].data);  // w2
+  EXPECT_EQ(skipped[4][0], 32768);
+  EXPECT_EQ(skipped[5][0], 0);
+  const std::vector<Array> grown = step(1024, 1999, inputs);
+  EXPECT_EQ(grown[4][0], 2048);
+  EXPECT_EQ(grown[5][0], 0);
+  EXPECT_TRUE(is_error_with(
+      make_training_step(fixture.forward, loss, fixture.params, std::nullopt, LossScaling{})
+          .status(),
+      {"optimizer"}));
+}
+
 TEST(TrainingStep, RejectsBadParametersAndOptimizers) {
   const Fixture fixture = make_fixture();
   const Value *loss = fixture.forward.find_value("loss");

@@ -84,7 +84,7 @@ TEST(Target, EachTargetsTableNamesTheLibraryOfACallOrRefusesIt) {
   const loop::Stmt conv = call_in(R"(kernel k(x: f32[1, 4, 3], w: f32[2, 3, 3], y: f32[1, 4, 2]) {
   conv(images 1, channels 3 to 2, groups 1, in [4], out [4], kernel [3], strides [1], pads [1], dilations [1]) y[0] = x[0] * w
 })");
-  // Not a call any lowering makes yet: a bf16 product accumulating in f32.
+  // Not a call any lowering makes: a bf16 product written in f32.
   const loop::LibraryCall& f32 = *f32_gemm.as<loop::LibraryCall>();
   const loop::LibraryCall bf16(loop::LibraryOp::gemm, f32.operands, f32.shape,
                                {DType::bf16, DType::bf16, DType::f32, DType::f32}, {}, {});
@@ -108,6 +108,27 @@ TEST(Target, EachTargetsTableNamesTheLibraryOfACallOrRefusesIt) {
   EXPECT_TRUE(cpu.runs_library_calls({.name = "k", .params = {}, .body = conv}).is_ok());
   const Status refused = cuda.runs_library_calls({.name = "k", .params = {}, .body = conv});
   EXPECT_EQ(refused.code(), ErrorCode::unsupported);
+}
+
+// Mixed precision runs a contraction low only where the target has a library for it: matmuls
+// (oneDNN, cuBLASLt); convolutions stay f32 on every target for now. A mixed-precision gemm
+// has a library on each.
+TEST(Target, EachTargetSaysWhichContractionsRunInLowPrecision) {
+  for (DeviceKind kind :
+       {DeviceKind::cpu, DeviceKind::cuda, DeviceKind::cuda_mapping_on_cpu}) {
+    const Target& target = target_for(kind);
+    EXPECT_TRUE(target.computes_in_low_precision(Op::matmul));
+    for (Op conv : {Op::conv, Op::conv_grad_data, Op::conv_grad_weight}) {
+      EXPECT_FALSE(target.computes_in_low_precision(conv));
+    }
+  }
+  const loop::Stmt call = call_in(R"(kernel k(a: bf16[2, 3], b: bf16[3, 4], c: bf16[2, 4]) {
+  gemm(2, 4, 3) c[0, ld 4] = a[0, ld 3] * b[0, ld 4]
+})");
+  const loop::LibraryCall& gemm = *call.as<loop::LibraryCall>();
+  EXPECT_TRUE(is_mixed_precision_gemm(gemm));
+  EXPECT_EQ(*target_for(DeviceKind::cpu).library_for(gemm), "oneDNN");
+  EXPECT_EQ(*target_for(DeviceKind::cuda).library_for(gemm), "cuBLASLt");
 }
 
 TEST(GpuProfile, PublishedFiguresSayTheyAreNotMeasured) {

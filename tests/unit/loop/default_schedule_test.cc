@@ -313,7 +313,7 @@ TEST(DefaultSchedule, ColumnReductionsStoredAcrossAccumulateInLocalBuffers) {
 
 TEST(DefaultSchedule, MatmulVectorizesColumnsAndParallelisesRows) {
   const Kernel matmul = lower([](GraphBuilder& b) {
-    return b.matmul(b.input("a", DType::f16, {16, 64}), b.input("b", DType::f16, {64, 36}));
+    return b.matmul(b.input("a", DType::i32, {16, 64}), b.input("b", DType::i32, {64, 36}));
   });
   // Each row of the product accumulates a's row times b's rows, in vector lanes along b's.
   EXPECT_EQ(print(default_schedule(matmul, kAvx2)),

@@ -273,13 +273,24 @@ TEST(LowerMatmul, OperandsComputedInTheGroupAreStoredForTheGemm) {
   EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8));
 }
 
-TEST(LowerMatmul, OtherDtypesKeepTheReduceDefinition) {
-  for (DType dtype : {DType::i32, DType::i64, DType::f16, DType::bf16}) {
+TEST(LowerMatmul, IntegerMatmulsKeepTheReduceDefinition) {
+  for (DType dtype : {DType::i32, DType::i64}) {
     const Graph graph = matmul_graph(dtype, {{3, 4}, {4, 2}});
     Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
     ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
     EXPECT_EQ(count(lowered->kernel).gemms, 0) << dtype_name(dtype);
     EXPECT_EQ(count(lowered->kernel).stores, 1) << dtype_name(dtype);
+  }
+}
+
+TEST(LowerMatmul, F16AndBf16MatmulsAreGemmsAccumulatingInF32) {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    const Graph graph = matmul_graph(dtype, {{3, 40}, {40, 2}});
+    Expected<LoweredGroup> lowered = lower_group(graph, graph.nodes());
+    ASSERT_TRUE(lowered.has_value()) << lowered.status().message();
+    EXPECT_EQ(count(lowered->kernel).gemms, 1) << dtype_name(dtype);
+    EXPECT_NE(print(lowered->kernel).find("gemm("), std::string::npos);
+    EXPECT_TRUE(matches_interpreter(graph, random_inputs(graph), 8)) << dtype_name(dtype);
   }
 }
 

@@ -46,8 +46,9 @@ Kernel transpose(int64_t rows, int64_t cols) {
     return b.transpose(b.input("x", DType::f32, {rows, cols}), {1, 0});
   });
 }
-// f16 keeps the naive reduce definition; f32 and f64 matmuls lower to gemm statements.
-Kernel matmul(int64_t m, int64_t k, int64_t n, DType dtype = DType::f16) {
+// An integer matmul keeps the naive reduce definition; floating matmuls lower to gemm
+// statements.
+Kernel matmul(int64_t m, int64_t k, int64_t n, DType dtype = DType::i32) {
   return lower([&](GraphBuilder& b) {
     return b.matmul(b.input("a", dtype, {m, k}), b.input("b", dtype, {k, n}));
   });
@@ -791,7 +792,7 @@ Kernel random_kernel(std::mt19937_64& rng) {
       return transpose(dim(), dim());
     case 5: {
       // gemm statements (f32) need k >= 1 (see the report on lower_group's leading dimension).
-      const DType dtype = rng() % 2 == 0 ? DType::f16 : DType::f32;
+      const DType dtype = rng() % 2 == 0 ? DType::i32 : DType::f32;
       return matmul(dim() + 1, dim() + 1, dim() + 1, dtype);
     }
     default:
