@@ -370,6 +370,30 @@ TEST(GpuMapping, LoopsAroundAGemmWhoseIterationsDependRunOnTheHost) {
   EXPECT_EQ(unit.launches[0][5].args.back().value, 2);
 }
 
+TEST(GpuMapping, ABf16GemmIsACublasLtGemmOfBf16AccumulatingInF32) {
+  // Mixed precision's gemm: its launch names the bf16 template, cuBLASLt's type, and offsets
+  // in 2-byte elements.
+  const Buffer a = Buffer::param("in0", DType::bf16, {8, 5});
+  const Buffer b = Buffer::param("in1", DType::bf16, {5, 6});
+  const Buffer c = Buffer::param("out0", DType::bf16, {4, 6});
+  const Kernel kernel{"bf16_gemm", {a, b, c},
+                      loop::gemm({.a = {a, 20, 5}, .b = {b, 0, 6}, .c = {c, 0, 6}, .m = 4, .n = 6,
+                                  .k = 5})};
+  const loop::GpuMapping mapping = expect_mapping_computes_the_same(kernel);
+  const CudaUnit unit = expect_emits_and_compiles(mapping.kernel);
+  ASSERT_EQ(unit.launches.at(0).size(), 1u);
+  const runtime::CudaLaunch& launch = unit.launches[0][0];
+  EXPECT_EQ(launch.function, "kiln_gemm_bf16");
+  ASSERT_TRUE(launch.gemm.has_value());
+  EXPECT_EQ(launch.gemm->type, runtime::CudaGemm::Type::bf16);
+  EXPECT_EQ(launch.args[0].byte_offset, 20 * 2);
+  // The launch list keeps the type through its byte form.
+  Expected<runtime::CudaKernelLaunches> read =
+      runtime::deserialize_launches(runtime::serialize_launches(unit.launches));
+  ASSERT_TRUE(read) << read.status().message();
+  EXPECT_EQ(read->at(0).at(0).gemm->type, runtime::CudaGemm::Type::bf16);
+}
+
 TEST(GpuMapping, NamesFromTheModelNeverReachTheSource) {
   Expected<loop::GpuMapping> mapped = loop::map_to_gpu(cpu::testing::hostile_kernel());
   ASSERT_TRUE(mapped) << mapped.status().message();
