@@ -253,10 +253,10 @@ def make_backend(report: Report | None = None, precision: str = "fp32"):
     """A torch.compile backend compiling forward and backward graphs with Kiln; `report`, when
     given, collects what it made of them. `precision` is what the graphs compute in: "fp32" as
     traced (a model run under torch.autocast is traced mixed already); "bf16" or "fp16",
-    Kiln's own mixed precision, as autocast computes (matmuls and convolutions in bf16 or
-    fp16 with f32 accumulation; sums, softmax, normalizations and losses in f32; each graph's
-    inputs and outputs keep their dtypes); "tf32" computes as fp32 until Kiln's GPU gemms
-    take it."""
+    Kiln's own mixed precision, as autocast computes (matmuls in bf16 or fp16 with f32
+    accumulation, convolutions in f32 for now; sums, softmax, normalizations and losses in f32;
+    each graph's inputs and outputs keep their dtypes); "tf32" computes as fp32 until Kiln's
+    GPU gemms take it."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: Kiln's precisions are {PRECISIONS}")
     def compiler(kind):

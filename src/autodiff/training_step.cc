@@ -53,23 +53,19 @@ void name_output(Graph &graph, Value *value, const std::string &name,
   graph.rename_value(value, name);
 }
 
-// The loss scaler's inputs, and what it makes of them: the gradients' unscaling factor and
-// whether they are all finite, then the scale and count of the next step.
+// The loss scaler's inputs, and whether this step's gradients are all finite.
 struct LossScaler {
   Value *scale = nullptr;
   Value *steps = nullptr;
-  Value *inverse = nullptr;
   Value *finite = nullptr;  // bool[]
 };
 
-// Whether every element of every gradient is finite: the largest magnitude, NaN where any is
-// (max propagates NaN), below infinity.
+// Whether every element of every gradient is finite: the largest magnitude (a reduction over
+// no axes named reduces over all), NaN where any is (max propagates NaN), below infinity.
 Value *all_finite(GraphBuilder &b, std::span<Value *const> grads) {
   Value *largest = nullptr;
   for (Value *grad : grads) {
-    std::vector<int64_t> axes(static_cast<size_t>(grad->rank()));
-    for (size_t axis = 0; axis < axes.size(); ++axis) axes[axis] = static_cast<int64_t>(axis);
-    Value *magnitude = b.reduce_max(b.abs(grad), axes);
+    Value *magnitude = b.reduce_max(b.abs(grad), {});
     largest = largest == nullptr ? magnitude : b.max(largest, magnitude);
   }
   return b.apply1(Op::less, {largest, b.scalar(std::numeric_limits<double>::infinity(),
@@ -91,6 +87,17 @@ std::pair<Value *, Value *> next_scale(GraphBuilder &b, const LossScaling &scali
 
 }  // namespace
 
+Status LossScaling::validate() const {
+  if (initial_scale > 0 && growth_factor >= 1 && backoff_factor > 0 && backoff_factor < 1 &&
+      growth_interval >= 1) {
+    return Status::ok();
+  }
+  return Status::errorf(
+      "loss scaling needs a positive scale, growth >= 1, backoff in (0, 1) and an interval "
+      ">= 1, got {}, {}, {} and {}",
+      initial_scale, growth_factor, backoff_factor, growth_interval);
+}
+
 Expected<TrainingStep> make_training_step(const Graph &forward, const Value *loss,
                                           std::span<const Value *const> parameters,
                                           const std::optional<Optimizer> &optimizer,
@@ -104,16 +111,7 @@ Expected<TrainingStep> make_training_step(const Graph &forward, const Value *los
     return Status::error("loss scaling needs an optimizer: it skips the update of a step whose "
                          "gradients overflow");
   }
-  if (loss_scaling &&
-      !(loss_scaling->initial_scale > 0 && loss_scaling->growth_factor >= 1 &&
-        loss_scaling->backoff_factor > 0 && loss_scaling->backoff_factor < 1 &&
-        loss_scaling->growth_interval >= 1)) {
-    return Status::errorf(
-        "loss scaling needs a positive scale, growth >= 1, backoff in (0, 1) and an interval "
-        ">= 1, got {}, {}, {} and {}",
-        loss_scaling->initial_scale, loss_scaling->growth_factor, loss_scaling->backoff_factor,
-        loss_scaling->growth_interval);
-  }
+  if (loss_scaling) KILN_RETURN_IF_ERROR(loss_scaling->validate());
 
   TrainingStep step{.graph = forward.clone()};
   Graph &graph = step.graph;
@@ -148,8 +146,8 @@ Expected<TrainingStep> make_training_step(const Graph &forward, const Value *los
   KILN_ASSIGN_OR_RETURN(std::vector<Value *> grads,
                         build_gradients(graph, differentiated, params));
   if (loss_scaling) {
-    scaler.inverse = b.unary(Op::reciprocal, scaler.scale);
-    for (Value *&grad : grads) grad = b.mul(grad, scaler.inverse);
+    Value *inverse = b.unary(Op::reciprocal, scaler.scale);
+    for (Value *&grad : grads) grad = b.mul(grad, inverse);
     scaler.finite = all_finite(b, grads);
     if (!b.ok()) return b.status().with_context("loss scaling");
   }

@@ -46,19 +46,24 @@ struct TrainingStep {
   Graph graph;
   std::vector<std::string> parameters = {};    // in order, as given
   int num_forward_inputs = 0;                  // the step's first inputs are the forward graph's
-  std::vector<std::string> extra_inputs = {};  // the inputs after those: %lr, %step, state
+  // The inputs after those: %lr, %step, the loss scaler's, the state.
+  std::vector<std::string> extra_inputs = {};
 };
 
-// `loss` is a floating scalar value and `parameters` are distinct floating
-// graph inputs, all of `forward`. Without an optimizer the step returns
-// gradients.
-// GradScaler's defaults.
+// Dynamic loss scaling, with GradScaler's defaults.
 struct LossScaling {
   double initial_scale = 65536;
   double growth_factor = 2;
   double backoff_factor = 0.5;
   int growth_interval = 2000;
+
+  // A positive scale, growth >= 1, backoff in (0, 1), an interval >= 1.
+  Status validate() const;
 };
+
+// `loss` is a floating scalar value and `parameters` are distinct floating
+// graph inputs, all of `forward`. Without an optimizer the step returns
+// gradients; loss scaling needs an optimizer.
 
 Expected<TrainingStep> make_training_step(const Graph &forward, const Value *loss,
                                           std::span<const Value *const> parameters,

@@ -93,7 +93,7 @@ struct CompileOptions {
   bool deterministic = false;
   // The precision the graph computes in (passes/precision.h): fp32 as it is written; bf16 and
   // fp16 cast contractions down and sums, normalizations and losses up, by each op's policy;
-  // tf32 leaves the dtypes and lets a GPU's f32 contractions round their operands to TF32.
+  // tf32 leaves the dtypes, and computes as fp32 until the GPU's library calls take it.
   Precision precision = Precision::fp32;
   codegen::cpu::CpuCompileOptions cpu;
   codegen::cuda::NvrtcOptions cuda;

@@ -7,17 +7,17 @@
 // error is pinned to the kernel that made it, not to the first kernel it propagated to; the
 // report names the first kernel that disagrees and stops there.
 //
-// Tolerances are per dtype, relative to each element and to the largest magnitude of the
-// output (f32 kernels accumulate in f32, the reference in f64): f64 1e-9, f32 1e-4, f16 and
-// bf16 1e-2; integers and bool exactly. A kernel's outputs are held to the loosest tolerance of
-// the values its nodes compute: under mixed precision an f32 output computed from a bf16 value
-// carries bf16's error. Some elements are ill-conditioned: a rounding-sized
-// change of the inputs moves them far more than the tolerance (an Adam update of a gradient
-// that cancels to near Adam's epsilon, where any f32 summation order gives another value). So a
-// kernel that fails is judged again, each element allowed twice the most the reference moves by
-// when the kernel's floating inputs and each node's results are scaled by 1 +- 2^-16 (the
-// error of f32 accumulation; three samples of random signs, in the manner of Monte Carlo
-// arithmetic); a wrong index or formula still fails on the well-conditioned elements.
+// Tolerances are per dtype, relative to each element and to the largest magnitude of the output
+// (f32 kernels accumulate in f32, the reference in f64): f64 1e-9, f32 1e-4, f16 and bf16 1e-2;
+// integers and bool exactly. A kernel's outputs are held to the loosest tolerance of the values its
+// nodes compute: under mixed precision an f32 output computed from a bf16 value carries bf16's
+// error. Some elements are ill-conditioned: a rounding-sized change of the inputs moves them far
+// more than the tolerance (an Adam update of a gradient that cancels to near Adam's epsilon, where
+// any f32 summation order gives another value). So a kernel that fails is judged again, each
+// element allowed twice the most the reference moves by when the kernel's floating inputs and each
+// node's results are scaled by 1 +- 2^-16 (the error of f32 accumulation; three samples of random
+// signs, in the manner of Monte Carlo arithmetic); a wrong index or formula still fails on the
+// well-conditioned elements.
 #pragma once
 
 #include <span>

@@ -339,9 +339,9 @@ Status check_conv(const Stmt& s) {
   return Status::ok();
 }
 
-// A library call's dtypes are its operands' (accumulating in the accumulation dtype of its
-// output's: f32 for f16 and bf16), and its epilogues are its operation's: none for a gemm, a bias then a relu, each at
-// most once, for a conv; then the operation's own checks.
+// A library call's dtypes are its operands' (accumulating in its output's accumulation
+// dtype: f32 for f16 and bf16), and its epilogues are its operation's: none for a gemm, a bias
+// then a relu, each at most once, for a conv; then the operation's own checks.
 Status check_library_call(const Stmt& s) {
   const LibraryCall& call = *s.as<LibraryCall>();
   const std::string line = first_line(s);

@@ -13,7 +13,8 @@
 //  - Buffers: parameters are global with non-negative extents and strides and unique names;
 //    allocations are local, of positive size, and do not shadow another buffer.
 //  - Library calls: three operands, and dtypes that are the operands' (accumulating in the
-//    output's accumulation dtype, f32 for f16 and bf16); a gemm has no epilogue, a conv a bias then a relu, each at most once.
+//    output's accumulation dtype, f32 for f16 and bf16); a gemm has no epilogue, a conv a
+//    bias then a relu, each at most once.
 //    A gemm's three buffers hold one floating dtype; C is neither A nor B; offsets and
 //    extents are i64; leading dimensions are positive and at least the matrix's width where
 //    that is constant; a region whose offset and extents are constant lies inside its

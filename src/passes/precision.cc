@@ -175,14 +175,10 @@ class PrecisionRewriter {
 
 std::string_view precision_name(Precision precision) {
   switch (precision) {
-    case Precision::fp32:
-      return "fp32";
-    case Precision::tf32:
-      return "tf32";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp16:
-      return "fp16";
+    case Precision::fp32: return "fp32";
+    case Precision::tf32: return "tf32";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
   }
   return "fp32";
 }
@@ -196,13 +192,10 @@ Expected<Precision> parse_precision(std::string_view name) {
 
 std::optional<DType> low_precision_dtype(Precision precision) {
   switch (precision) {
-    case Precision::bf16:
-      return DType::bf16;
-    case Precision::fp16:
-      return DType::f16;
+    case Precision::bf16: return DType::bf16;
+    case Precision::fp16: return DType::f16;
     case Precision::fp32:
-    case Precision::tf32:
-      return std::nullopt;
+    case Precision::tf32: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -37,7 +37,8 @@
 // is idempotent, and a graph traced under autocast gains at most the f32 of its sums.
 //
 // fp32 changes nothing. tf32 changes no dtype either: it is the precision of f32 contractions
-// on a GPU's tensor cores, a choice of the library call (loop/stmt.h), not of the graph.
+// on a GPU's tensor cores, a choice of the library call (loop/stmt.h), not of the graph; no
+// library call takes it yet, so it computes as fp32.
 #pragma once
 
 #include <functional>

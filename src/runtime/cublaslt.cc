@@ -92,16 +92,6 @@ cudaDataType_t data_type(CudaGemm::Type type) {
   return CUDA_R_32F;
 }
 
-std::string_view gemm_type_name(CudaGemm::Type type) {
-  switch (type) {
-    case CudaGemm::Type::f32: return "f32";
-    case CudaGemm::Type::f64: return "f64";
-    case CudaGemm::Type::f16: return "f16";
-    case CudaGemm::Type::bf16: return "bf16";
-  }
-  return "f32";
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtHandle_t handle,

@@ -56,6 +56,26 @@ Expected<CudaLaunch> read_launch(ByteReader& r) {
 
 }  // namespace
 
+std::string_view gemm_type_name(CudaGemm::Type type) {
+  switch (type) {
+    case CudaGemm::Type::f32: return "f32";
+    case CudaGemm::Type::f64: return "f64";
+    case CudaGemm::Type::f16: return "f16";
+    case CudaGemm::Type::bf16: return "bf16";
+  }
+  return "f32";
+}
+
+int64_t gemm_element_bytes(CudaGemm::Type type) {
+  switch (type) {
+    case CudaGemm::Type::f64: return 8;
+    case CudaGemm::Type::f32: return 4;
+    case CudaGemm::Type::f16:
+    case CudaGemm::Type::bf16: return 2;
+  }
+  return 4;
+}
+
 std::string serialize_launches(const CudaKernelLaunches& launches) {
   ByteWriter w;
   w.header(kLaunchesTag, kLaunchesFormat);

@@ -59,6 +59,11 @@ struct CudaLaunch {
   std::optional<CudaGemm> gemm;
 };
 
+// "f32", "f64", "f16", "bf16": a gemm's type as the launch list and the templates name it
+// (kiln_gemm_bf16), and its elements' size.
+std::string_view gemm_type_name(CudaGemm::Type type);
+int64_t gemm_element_bytes(CudaGemm::Type type);
+
 // Per program kernel, its launches in order.
 using CudaKernelLaunches = std::vector<std::vector<CudaLaunch>>;
 

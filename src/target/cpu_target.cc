@@ -114,8 +114,8 @@ class CpuTarget final : public Target {
   Expected<std::string_view> library_for(const loop::LibraryCall& call) const override {
     if (call.op == loop::LibraryOp::gemm && all_dtypes(call, DType::f64))
       return std::string_view("OpenBLAS");
-    // Mixed precision's gemms: oneDNN's matmul primitive, with the prelude's own f32 loop where
-    // oneDNN has no kernel for the CPU (f16 without AVX512-FP16).
+    // Mixed precision's gemms: oneDNN's matmul primitive, or its f32 gemm on widened copies
+    // where it has no kernel for the CPU (f16 without AVX512-FP16).
     if (all_dtypes(call, DType::f32) || is_mixed_precision_gemm(call))
       return std::string_view("oneDNN");
     return Status::errorf(ErrorCode::unsupported, "no library of the CPU computes a {}",

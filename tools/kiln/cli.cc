@@ -225,8 +225,8 @@ void add_device_flag(CLI::App* command, CompileFlags& flags) {
   command
       ->add_option("--precision", flags.precision,
                    "The precision the model computes in: fp32 (as written); bf16 or fp16 (mixed "
-                   "precision, as torch.autocast: matmuls and convolutions read bf16 or fp16 "
-                   "copies of their operands and accumulate in f32; sums, softmax, "
+                   "precision, as torch.autocast: matmuls read bf16 or fp16 copies of their "
+                   "operands and accumulate in f32, convolutions stay f32 for now; sums, softmax, "
                    "normalizations, exp, log and losses compute in f32; elementwise ops follow "
                    "their operands; inputs, outputs, parameters and optimizer state keep their "
                    "dtypes); tf32 (f32 dtypes, for a GPU's tensor cores: computes as fp32 until "

@@ -25,16 +25,15 @@
 //    (row-major, alpha 1, beta 0 or 1), with m, n <= 0 and k <= 0 handled before the call;
 //    an f32 product deep for its width (kiln_gemm_prefers_matmul) goes to kiln_gemm_dnnl.
 //  - kiln_gemm_bf16 / kiln_gemm_f16: mixed precision's gemm (16-bit operands and result,
-//    f32 accumulation) through oneDNN's matmul primitive (kiln_matmul_dnnl), else a loop
-//    of its own in f32 where oneDNN has no kernel for the CPU.
+//    f32 accumulation) through oneDNN's matmul primitive (kiln_matmul_dnnl), else kiln_gemm
+//    on f32 copies where oneDNN has no kernel for the CPU.
 //  - kiln_gemm_dnnl: an f32 gemm as a oneDNN matmul primitive (kiln_matmul_dnnl, which takes
-//    the operands' dtype), B read where it lies or, with
-//    a state, kept packed (loop/stmt.h) in the layout oneDNN chooses for this machine, packed
-//    into the state on the first call. The state starts with a header (a tag and B's
-//    address), so a state that is zero, or was filled for another B, is packed again. It
-//    returns false, computing nothing, when oneDNN refuses, offers only its slow reference
-//    implementation, or the packed B would not fit, and the caller then calls kiln_gemm's
-//    sgemm.
+//    the operands' dtype), B read where it lies or, with a state, kept packed (loop/stmt.h)
+//    in the layout oneDNN chooses for this machine, packed into the state on the first call.
+//    The state starts with a header (a tag and B's address), so a state that is zero, or was
+//    filled for another B, is packed again. It returns false, computing nothing, when oneDNN
+//    refuses, offers only its slow reference implementation, or the packed B would not fit,
+//    and the caller then calls kiln_gemm's sgemm.
 //  - kiln_conv_dnnl: loop IR's conv statement as a oneDNN convolution primitive on
 //    channels-last images, its weights reordered into oneDNN's layout (kept in the state
 //    from the first call on, as a packed B is, when the statement names one). A conv marked

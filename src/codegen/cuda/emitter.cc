@@ -41,16 +41,6 @@ Expected<runtime::CudaGemm::Type> gemm_type(DType dtype) {
   }
 }
 
-int64_t gemm_element_bytes(runtime::CudaGemm::Type type) {
-  switch (type) {
-    case runtime::CudaGemm::Type::f64: return 8;
-    case runtime::CudaGemm::Type::f32: return 4;
-    case runtime::CudaGemm::Type::f16:
-    case runtime::CudaGemm::Type::bf16: return 2;
-  }
-  return 4;
-}
-
 // One __global__ function's body for a gpu_block loop.
 class LaunchEmitter : public ExprEmitter {
  public:
@@ -352,7 +342,7 @@ class UnitEmitter {
     }
     // The next product's operands must be the batch's strides after its last one's (the
     // second product sets the strides).
-    const int64_t element = gemm_element_bytes(g.type);
+    const int64_t element = runtime::gemm_element_bytes(g.type);
     const int64_t known[3] = {g.stride_a, g.stride_b, g.stride_c};
     int64_t strides[3];
     for (int operand = 0; operand < 3; ++operand) {
@@ -381,7 +371,8 @@ class UnitEmitter {
     KILN_ASSIGN_OR_RETURN(int64_t n, constant(g.gemm().n, "gemm columns"));
     KILN_ASSIGN_OR_RETURN(int64_t k, constant(g.gemm().k, "gemm depth"));
     KILN_ASSIGN_OR_RETURN(const runtime::CudaGemm::Type type, gemm_type(dtype));
-    runtime::CudaLaunch made{.function = fmt::format("kiln_gemm_{}", dtype_name(dtype)),
+    const std::string function = fmt::format("kiln_gemm_{}", runtime::gemm_type_name(type));
+    runtime::CudaLaunch made{.function = function,
                              .grid = {(std::max<int64_t>(n, 1) + kGemmTile - 1) / kGemmTile,
                                       (std::max<int64_t>(m, 1) + kGemmTile - 1) / kGemmTile, 1},
                              .block = {kGemmTile, kGemmTile, 1},

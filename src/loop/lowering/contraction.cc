@@ -1,9 +1,9 @@
 // Lowerings of the contractions (ir/ops/contraction.cc) as naive reductions: the correct
 // fallback and test oracle. lower_group (loop/lower_group.h) stores matmuls (of f32, f64, f16
 // and bf16) and convolutions (of f32 and f64) through their store nests instead, as gemm
-// statements (BLAS) with their consumers as per-block epilogues (loop/lowering/gemm.h); the
-// other dtypes use these definitions, and so does spmm unless transposed (OpenBLAS has no sparse
-// routine).
+// statements (a library's) with their consumers as per-block epilogues (loop/lowering/gemm.h);
+// the other dtypes use these definitions, and so does spmm unless transposed (OpenBLAS has no
+// sparse routine).
 //
 //   matmul (a [M, K], b [K, N]):  out[i0, i1] = sum(k0, 0, K, a[i0, k0] * b[k0, i1])
 //
@@ -149,8 +149,7 @@ Expected<Expr> lower_conv_grad_data(const ComputeArgs& args) {
   return narrow_to(out, total);
 }
 
-// dw[oc, ic, tap...] = sum over n and output positions of x[n, channel, pos] * grad_out[n, oc,
-// out].
+// dw[oc, ic, tap...] = sum over n and output positions of x[n, channel, pos] * grad_out[n, oc, out].
 Expected<Expr> lower_conv_grad_weight(const ComputeArgs& args) {
   const Shape& x = args.inputs[0].shape;
   const Shape& grad_out = args.inputs[1].shape;

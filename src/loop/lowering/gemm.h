@@ -31,7 +31,7 @@
 // and group (loop/lower_conv.h). A conv's or conv_grad_data's elementwise consumers are its
 // epilogue in the same way, run on each image's block as soon as it is complete; a product
 // read only by them is written into the last epilogue's buffer, so it needs no buffer of its
-// own. Other dtypes (f16, bf16, integers) keep the reduce definitions.
+// own. Convolutions of other dtypes (f16, bf16, integers) keep the reduce definitions.
 //
 // A conv_channels_last of f32 is one conv statement over every image (loop/stmt.h; oneDNN in
 // generated code), followed by its elementwise consumers in one nest over the product.

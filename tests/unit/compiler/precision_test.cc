@@ -11,6 +11,7 @@
 #include "interp/interpreter.h"
 #include "interp/random_inputs.h"
 #include "ir/parser.h"
+#include "compiler/stages.h"
 #include "compiler/training_loop.h"
 #include "kiln/kiln.h"
 #include "loop/ir_visitor.h"
@@ -66,6 +67,11 @@ TEST(MixedPrecision, LongBf16SumsAndProductsKeepF32Accuracy) {
   // One bf16 rounding of the result, and f32's summation error.
   EXPECT_LT(relative_error((*outputs)[0], (*expected)[0]), 1e-2);
   EXPECT_LT(relative_error((*outputs)[1], (*expected)[1]), 1e-2);
+  // Element by element, as the check mode judges them: a sum rounded to bf16 after every
+  // term was a whole unit off in some elements, within 1e-2 of the largest but not of itself.
+  Expected<CheckReport> check = compiled->check(inputs);
+  ASSERT_TRUE(check) << check.status().message();
+  EXPECT_TRUE(check->ok()) << check->kernels.back().mismatch;
   // The matmul is a gemm of bf16 accumulating in f32, which the CPU runs through oneDNN.
   const std::vector<const loop::LibraryCall*> calls = library_calls(compiled->compiled());
   ASSERT_EQ(calls.size(), 1u);
@@ -95,6 +101,24 @@ constexpr const char* kBlock = R"(graph @block(%x: f32[2,16,32], %wq: f32[32,32]
   %n = layer_norm(%r, %g, %beta) : f32[2,16,32]
   return %n
 })";
+
+// The precision stage asks the target: on the CPU a matmul runs in bf16 (oneDNN), while a
+// convolution, which no CPU library of Kiln's runs in bf16 yet, stays f32.
+TEST(MixedPrecision, TheStageRunsLowOnlyTheContractionsTheTargetHasALibraryFor) {
+  Graph graph = parse(R"(graph @g(%x: f32[1,2,6,6], %w: f32[4,2,3,3], %v: f32[16,8]) {
+  %y = conv(%x, %w) : f32[1,4,4,4]
+  %f = reshape(%y) {shape = [4, 16]} : f32[4,16]
+  %z = matmul(%f, %v) : f32[4,8]
+  return %z
+})");
+  CompileOptions options;
+  options.precision = Precision::bf16;
+  Expected<PrecisionSummary> summary = precision_stage(graph, options);
+  ASSERT_TRUE(summary) << summary.status().message();
+  EXPECT_EQ(graph.find_value("y")->dtype(), DType::f32);
+  EXPECT_EQ(graph.find_value("z.bf16")->dtype(), DType::bf16);  // cast back to f32 as %z
+  EXPECT_EQ(summary->low_precision_nodes, 1);  // the matmul; the reshape follows the conv
+}
 
 TEST(MixedPrecision, EachKernelAgreesWithTheReferenceOnThePolicyGraph) {
   for (Precision precision : {Precision::bf16, Precision::fp16}) {
