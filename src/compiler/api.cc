@@ -38,7 +38,11 @@ Expected<Compilation> Compiler::run_pipeline(Graph graph) const {
 
 Expected<CompiledModel> Compiler::compile(Graph graph) const {
   std::optional<std::string> key;
-  if (options_.reuse_compilations && !options_.pipeline.stop_after) {
+  // Timing, dumping or stopping after the stages asks to watch them run, which loading skips.
+  const PipelineOptions& watched = options_.pipeline;
+  const bool watches_stages =
+      watched.time_stages || !watched.dump_after.empty() || watched.stop_after.has_value();
+  if (options_.reuse_compilations && !watches_stages) {
     // The cache only saves time: a key that cannot be made (Kiln's own binary unreadable)
     // means compiling as without it.
     Expected<std::optional<std::string>> made = compilation_key(graph, options_);

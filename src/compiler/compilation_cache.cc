@@ -9,7 +9,6 @@
 #include <mutex>
 
 #include "codegen/cpu/compile_cache.h"
-#include "cost/device_profile.h"
 #include "fusion/partition.h"
 #include "ir/printer.h"
 #include "loop/parser.h"
@@ -121,9 +120,9 @@ Expected<std::optional<std::string>> compilation_key(const Graph& graph,
     return std::optional<std::string>();
   }
   KILN_ASSIGN_OR_RETURN(std::string identity, binary_identity());
-  KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile, target.cost_profile(options));
+  KILN_ASSIGN_OR_RETURN(std::string profile, target.cost_profile_identity(options));
   const std::vector<std::string> parts = {compile_options_fingerprint(options),
-                                          cost::profile_to_json(profile)};
+                                          std::move(profile)};
   return std::optional<std::string>(
       codegen::cpu::cache_key(identity, parts, print_graph(graph, {.anonymous = true})));
 }

@@ -1,15 +1,18 @@
 // The compilation cache: a graph that this build of Kiln compiled before for this CPU, or for
 // a GPU (DeviceKind::cuda), with the same options, is loaded instead of compiled
-// (CompileOptions::reuse_compilations). It is what lets a JIT (the torch.compile backend) or a
-// repeated `kiln run` skip the graph stages, the partition, the lowering and the code
-// generation of a graph it has seen.
+// (CompileOptions::reuse_compilations; the CLI's run, bench and zoo train set it unless told
+// --no-reuse-compilations, and so does the Python backend). It is what lets a JIT (the
+// torch.compile backend) or a repeated `kiln run` skip the graph stages, the partition, the
+// lowering and the code generation of a graph it has seen.
 //
 // Key: SHA-256 (codegen/cpu/compile_cache.h: cache_key) over
 //   - the graph as text (ir/printer.h), constants' values included, without the graph's own
 //     name (which changes nothing compiled; the Python backend numbers its graphs);
 //   - every option that shapes the result (compile_options_fingerprint: the device and, for a
-//     GPU, the architecture compiled for among them) and the device profile the cost model
-//     prices with;
+//     GPU, the architecture compiled for among them) and which device profile the cost model
+//     prices with: a pinned one's figures, else this machine's CPU model and core count
+//     (cost::profile_identity), never a measurement, so that the key is a pure function of
+//     the graph, the options and the binary;
 //   - the identity of the Kiln binary: the SHA-256 of the file that holds this code (the
 //     executable or the Python extension), so a rebuilt Kiln never reads an older one's entries.
 // Entry: `<cache root>/compilations/<key>.bin` (support/files.h: kiln_cache_root), written
@@ -22,8 +25,10 @@
 //
 // What a cached compilation lacks: the graph stages' reports, the partition and the kernel
 // records. `kiln explain`, `kiln compile -o` and the check mode, which read them, compile
-// without the cache. Graphs holding more than kMaxCachedConstantElements constant elements
-// (frozen weights) are not cached: printing them for the key would cost more than it saves.
+// without the cache, as does a compile asked to time, dump or stop after its stages
+// (PipelineOptions), which a cached compilation skips. Graphs holding more than
+// kMaxCachedConstantElements constant elements (frozen weights) are not cached: printing them
+// for the key would cost more than it saves.
 // An entry that does not read back (damaged, or from another format) is compiled again and
 // replaced, never trusted. The entries are kept within kMaxCompilationCacheBytes: a store that
 // finds more removes the least recently loaded or stored (support/files.h:

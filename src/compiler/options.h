@@ -113,7 +113,9 @@ struct CompileOptions {
   // direct convolutions (compiler/stages.h: layout_stage); off keeps them im2col and gemm.
   bool channels_last = true;
   // Compiler::compile loads a graph compiled before with the same options from the compilation
-  // cache, and stores what it compiles there (compiler/compilation_cache.h; CPU and GPU).
+  // cache, and stores what it compiles there (compiler/compilation_cache.h; CPU and GPU);
+  // never while `pipeline` times, dumps or stops after stages. The CLI's run, bench and zoo
+  // train and the Python backend set it.
   bool reuse_compilations = false;
   PipelineOptions pipeline;
 };

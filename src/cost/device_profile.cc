@@ -312,6 +312,15 @@ Expected<DeviceProfile> given_or_host_profile(const std::optional<DeviceProfile>
   return host_device_profile();
 }
 
+Expected<std::string> profile_identity(const std::optional<DeviceProfile>& given) {
+  if (given) return profile_to_json(*given);
+  if (const char* pinned = std::getenv("KILN_DEVICE_PROFILE"); pinned && *pinned) {
+    KILN_ASSIGN_OR_RETURN(const DeviceProfile profile, pinned_device_profile(pinned));
+    return profile_to_json(profile);
+  }
+  return fmt::format("this machine: {}, {} cores\n", cpu_model(), omp_get_max_threads());
+}
+
 std::string profile_to_json(const DeviceProfile& profile) {
   const nlohmann::json json = {
       {"cpu", profile.cpu},

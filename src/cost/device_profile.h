@@ -69,6 +69,14 @@ Expected<DeviceProfile> host_device_profile();
 // `given` where there is one (options that pin a profile), else host_device_profile().
 Expected<DeviceProfile> given_or_host_profile(const std::optional<DeviceProfile>& given);
 
+// Which profile given_or_host_profile(given) prices with, named without measuring anything:
+// the given or pinned ($KILN_DEVICE_PROFILE) profile's JSON, else this machine's CPU model and
+// core count. The compilation cache keys on it (compiler/compilation_cache.h). A key holding
+// the measured figures changed whenever a measurement taken under load went uncached (see
+// cached_device_profile), so a second identical run compiled again; a compilation priced with
+// another measurement of the same machine computes the same, and is served.
+Expected<std::string> profile_identity(const std::optional<DeviceProfile>& given);
+
 std::string profile_to_json(const DeviceProfile& profile);
 // Errors name the missing or ill-typed field.
 Expected<DeviceProfile> profile_from_json(std::string_view json);

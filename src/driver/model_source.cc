@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <memory>
+
 #include "driver/model_io.h"
 #include "interp/random_inputs.h"
 #include "ir/printer.h"
@@ -103,19 +105,13 @@ Expected<SourceModel> load_preset(const std::string& preset, const ModelSourceOp
   return source;
 }
 
-// A preset's values for its graph's inputs: the preset's own; for the training step, those of
-// a first step; frozen, the data alone (the parameters and state are constants now).
-Expected<std::vector<Array>> preset_inputs(const ModelInstance& model, const Graph& graph,
-                                           const ModelSourceOptions& options) {
-  if (options.graph.train) return first_step_inputs(model, graph);
-  const ModelGraph& source = options.graph.inference ? model.inference : model.loss;
-  KILN_ASSIGN_OR_RETURN(std::vector<Array> values, model.input_values(source));
-  if (!options.freeze) return values;
-  std::vector<Array> data;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (source.input_kinds[i] == InputKind::data) data.push_back(std::move(values[i]));
-  }
-  return data;
+// A preset's value for its graph's input `index`: the preset's own, by name (frozen, the graph
+// keeps only the data inputs: the parameters and state are constants now); for the training
+// step, that of a first step.
+Expected<Array> preset_input(const ModelInstance& model, const Graph& graph,
+                             const ModelSourceOptions& options, size_t index) {
+  if (options.graph.train) return first_step_input(model, graph, index);
+  return model.value(graph.inputs().at(index)->name());
 }
 
 }  // namespace
@@ -138,9 +134,9 @@ Expected<SourceModel> load_model_source(const ModelSourceOptions& options) {
   return load_file(options);
 }
 
-Expected<std::vector<Array>> model_inputs(SourceModel& model, const ModelSourceOptions& options,
-                                          std::map<std::string, Array> given,
-                                          std::vector<std::string>& random_names) {
+Expected<InputMaker> model_input_maker(SourceModel& model, const ModelSourceOptions& options,
+                                       std::map<std::string, Array> given,
+                                       std::vector<std::string>& random_names) {
   if (model.zoo) {
     if (!given.empty()) {
       return Status::errorf(
@@ -148,29 +144,51 @@ Expected<std::vector<Array>> model_inputs(SourceModel& model, const ModelSourceO
           "(given: '{}')",
           given.begin()->first);
     }
-    return preset_inputs(*model.zoo, model.graph, options);
+    return InputMaker([&model, options](size_t index) {
+      return preset_input(*model.zoo, model.graph, options, index);
+    });
   }
-  std::vector<Array> arrays;
+  // A file's: the data inputs given or random, then its weights, each moved out when asked for.
+  const auto data = std::make_shared<std::vector<std::optional<Array>>>();
   for (int i = 0; i < model.num_data_inputs; ++i) {
     const Value& input = *model.graph.inputs()[static_cast<size_t>(i)];
     auto it = given.find(input.name());
     if (it == given.end()) {
       random_names.push_back(print_value_ref(input));
-      arrays.push_back(random_input(model.graph, static_cast<size_t>(i), {.seed = options.seed}));
+      data->emplace_back();
       continue;
     }
     if (it->second.type() != input.type()) {
       return Status::errorf("input '{}' is {} in the model, the file gives {}", input.name(),
                             input.type().to_string(), it->second.type().to_string());
     }
-    arrays.push_back(std::move(it->second));
+    data->emplace_back(std::move(it->second));
     given.erase(it);
   }
   if (!given.empty()) {
     return Status::errorf("the model has no input named '{}'", given.begin()->first);
   }
-  for (Array& weight : model.weights) arrays.push_back(std::move(weight));
+  for (Array& weight : model.weights) data->emplace_back(std::move(weight));
   model.weights.clear();
+  return InputMaker([&model, data, seed = options.seed](size_t index) -> Expected<Array> {
+    std::optional<Array>& value = data->at(index);
+    if (!value) return random_input(model.graph, index, {.seed = seed});
+    Array made = std::move(*value);
+    value.reset();
+    return made;
+  });
+}
+
+Expected<std::vector<Array>> model_inputs(SourceModel& model, const ModelSourceOptions& options,
+                                          std::map<std::string, Array> given,
+                                          std::vector<std::string>& random_names) {
+  KILN_ASSIGN_OR_RETURN(const InputMaker make,
+                        model_input_maker(model, options, std::move(given), random_names));
+  std::vector<Array> arrays;
+  for (size_t i = 0; i < model.graph.inputs().size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Array value, make(i));
+    arrays.push_back(std::move(value));
+  }
   return arrays;
 }
 

@@ -8,6 +8,7 @@
 // from its seed; for the training step, those of a first step).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,9 +68,21 @@ Expected<ModelInstance> build_preset(const std::string& preset, const ModelSourc
 // (--shape to a preset, --train to a file).
 Expected<SourceModel> load_model_source(const ModelSourceOptions& options);
 
+// The value of input `index` of a model's graph, made when asked for: a caller can encode each
+// as it comes instead of holding every input in f64 (bert-large's Adam step has 1.0 G input
+// elements: 8 GB as Arrays, 4 GB as f32). Each index is asked for once; the maker refers to
+// the SourceModel, which must outlive it.
+using InputMaker = std::function<Expected<Array>(size_t index)>;
+
 // Values for every input of `model.graph`: a preset's own; for a file, the data inputs named in
 // `given` (which must exist and match their types), the rest random (listed in
-// `random_names`), then the weights (moved out of `model`).
+// `random_names`), then the weights (moved out of `model`). Errors in `given` are reported
+// here, before any value is made.
+Expected<InputMaker> model_input_maker(SourceModel& model, const ModelSourceOptions& options,
+                                       std::map<std::string, Array> given,
+                                       std::vector<std::string>& random_names);
+
+// Every value model_input_maker makes, in input order.
 Expected<std::vector<Array>> model_inputs(SourceModel& model, const ModelSourceOptions& options,
                                           std::map<std::string, Array> given,
                                           std::vector<std::string>& random_names);

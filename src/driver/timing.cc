@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <cstring>
+#include <functional>
 #include <istream>
 #include <ostream>
+#include <string_view>
 
 #include "compiler/tensor_bytes.h"
 
@@ -35,12 +36,46 @@ void* RunBuffers::add_output(const Value& output) {
       .data();
 }
 
+Expected<RunBuffers> RunBuffers::encode(const Graph& graph,
+                                        const std::function<Expected<Array>(size_t)>& make_input) {
+  RunBuffers buffers;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(const Array input, make_input(i));
+    buffers.input_bytes_.push_back(encode_array(input));
+  }
+  for (const std::vector<std::byte>& bytes : buffers.input_bytes_) {
+    buffers.input_pointers_.push_back(bytes.data());
+  }
+  for (const Value* output : graph.outputs()) buffers.add_output(*output);
+  return buffers;
+}
+
+Array RunBuffers::input_array(const Graph& graph, size_t index) const {
+  return decode_array(graph.inputs().at(index)->type(), input_bytes_.at(index).data());
+}
+
+Array RunBuffers::output_array(const Value& output) {
+  return decode_array(output.type(), static_cast<const std::byte*>(this->output(output)));
+}
+
+size_t RunBuffers::output_digest(const Value& output) {
+  const size_t bytes =
+      static_cast<size_t>(output.shape().num_elements() * dtype_size_bytes(output.dtype()));
+  return std::hash<std::string_view>{}(
+      std::string_view(static_cast<const char*>(this->output(output)), bytes));
+}
+
+std::vector<size_t> RunBuffers::output_digests(const Graph& graph) {
+  std::vector<size_t> digests;
+  for (const Value* value : graph.outputs()) digests.push_back(output_digest(*value));
+  return digests;
+}
+
 std::optional<std::string> RunBuffers::first_differing_output(const Graph& graph,
-                                                              std::span<const Array> expected) {
-  for (size_t o = 0; o < graph.outputs().size() && o < expected.size(); ++o) {
+                                                              std::span<const size_t> digests) {
+  for (size_t o = 0; o < graph.outputs().size() && o < digests.size(); ++o) {
     const Value& value = *graph.outputs()[o];
-    const std::vector<std::byte> bytes = encode_array(expected[o]);
-    if (std::memcmp(output(value), bytes.data(), bytes.size()) != 0) return value.name();
+    if (output_digest(value) != digests[o]) return value.name();
   }
   return std::nullopt;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <optional>
@@ -31,19 +32,32 @@ namespace kiln {
 class RunBuffers {
  public:
   RunBuffers(const Graph& graph, std::span<const Array> inputs);
+  // Each input encoded as soon as `make_input` gives it, so that at most one is held in f64:
+  // encoded, bert-large's Adam step takes 4 GB of inputs and as much of outputs, where Arrays
+  // of both took 16 GB.
+  static Expected<RunBuffers> encode(const Graph& graph,
+                                     const std::function<Expected<Array>(size_t)>& make_input);
 
   std::span<const void* const> inputs() const { return input_pointers_; }
   // The buffer of the output named like `output`, made if there is none.
   void* output(const Value& output);
 
-  // The name of the first output of `graph` whose bytes differ from `expected` (one Array per
-  // output, as CompiledModel::run returns them), or nullopt when every one is the same bit for
-  // bit: whether runs of a program on the same inputs repeat exactly.
+  // Input `index` of `graph`, and the output named like `output`, decoded.
+  Array input_array(const Graph& graph, size_t index) const;
+  Array output_array(const Value& output);
+
+  // A digest of each output's bytes, in `graph`'s order: enough to tell whether later runs
+  // repeat a run bit for bit, without keeping a copy of its outputs.
+  std::vector<size_t> output_digests(const Graph& graph);
+  // The name of the first output of `graph` whose bytes no longer have the digest in `digests`
+  // (output_digests of an earlier run), or nullopt when every one repeats it.
   std::optional<std::string> first_differing_output(const Graph& graph,
-                                                    std::span<const Array> expected);
+                                                    std::span<const size_t> digests);
 
  private:
+  RunBuffers() = default;
   void* add_output(const Value& output);
+  size_t output_digest(const Value& output);
 
   std::vector<std::vector<std::byte>> input_bytes_;
   std::deque<std::vector<std::byte>> output_bytes_;  // a deque: pointers stay put

@@ -151,15 +151,21 @@ Expected<TrainingStep> build_training_step(const ModelInstance& model,
   return step;
 }
 
+Expected<Array> first_step_input(const ModelInstance& model, const Graph& step, size_t index) {
+  const Value& input = *step.inputs().at(index);
+  if (index < model.loss.graph.inputs().size()) return model.value(input.name());
+  Array value(input.dtype(), input.shape());
+  if (input.name() == "lr") value.data = {1e-3};
+  if (input.name() == "step") value.data = {1};
+  if (input.name() == "loss_scale") value.data = {LossScaling{}.initial_scale};
+  value.round_to_dtype();
+  return value;
+}
+
 Expected<std::vector<Array>> first_step_inputs(const ModelInstance& model, const Graph& step) {
-  KILN_ASSIGN_OR_RETURN(std::vector<Array> inputs, model.input_values(model.loss));
-  for (size_t i = inputs.size(); i < step.inputs().size(); ++i) {
-    const Value& input = *step.inputs()[i];
-    Array value(input.dtype(), input.shape());
-    if (input.name() == "lr") value.data = {1e-3};
-    if (input.name() == "step") value.data = {1};
-    if (input.name() == "loss_scale") value.data = {LossScaling{}.initial_scale};
-    value.round_to_dtype();
+  std::vector<Array> inputs;
+  for (size_t i = 0; i < step.inputs().size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Array value, first_step_input(model, step, i));
     inputs.push_back(std::move(value));
   }
   return inputs;

@@ -113,6 +113,9 @@ Expected<TrainingStep> build_training_step(const ModelInstance& model,
 // %lr (1e-3), the step count %step (1), the loss scale (LossScaling's initial one) and its step
 // count (0), and the optimizer state (zeros, as before any step).
 Expected<std::vector<Array>> first_step_inputs(const ModelInstance& model, const Graph& step);
+// Input `index` of first_step_inputs alone, so that a caller can encode each as it comes
+// instead of holding them all in f64 (bert-large's Adam step: 1.0 G elements, 8 GB as Arrays).
+Expected<Array> first_step_input(const ModelInstance& model, const Graph& step, size_t index);
 
 struct PresetInfo {
   std::string name;         // "bert-tiny"

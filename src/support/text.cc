@@ -9,6 +9,8 @@ std::string count_noun(size_t count, std::string_view noun) {
 }
 
 std::string format_bytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 40)) return fmt::format("{:.1f} TiB", bytes / 1099511627776.0);
+  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.1f} GiB", bytes / 1073741824.0);
   if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
   if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
   return fmt::format("{} B", bytes);

@@ -12,6 +12,10 @@ Expected<cost::DeviceProfile> Target::cost_profile(const CompileOptions& options
   return cost::given_or_host_profile(options.fusion.profile);
 }
 
+Expected<std::string> Target::cost_profile_identity(const CompileOptions& options) const {
+  return cost::profile_identity(options.fusion.profile);
+}
+
 Status Target::runs_library_calls(const loop::Kernel& kernel) const {
   struct Checker : loop::IRVisitor {
     explicit Checker(const Target& checked) : target(checked) {}

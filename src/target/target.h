@@ -54,6 +54,8 @@ class Target {
   // The profile the graph stages price kernels with: the options' pinned one, else this
   // machine's (cost::given_or_host_profile).
   Expected<cost::DeviceProfile> cost_profile(const CompileOptions& options) const;
+  // Which profile cost_profile prices with, named without measuring (cost::profile_identity).
+  Expected<std::string> cost_profile_identity(const CompileOptions& options) const;
   // The GPU's own figures, for a GPU target; nullopt for the CPU.
   virtual std::optional<cost::GpuProfile> gpu_profile(const CompileOptions& options) const = 0;
 

@@ -76,7 +76,8 @@ expect compile-source 0 'extern "C" void kiln_kernel_13' -- cat "$work/compiled/
 expect compile-fused 0 'fusion ilp: 25 nodes in [0-9]+ kernels' -- "$kiln" compile "$example" -o "$work/fused" --no-substitute
 expect compile-fused-plan 0 'fused matmul\+add\+gelu' -- cat "$work/fused/plan.txt"
 # Fusion: modes, the explanation, rules disabled by name.
-expect run-unfused 0 'fusion off: 25 nodes in 21 kernels' -- "$kiln" run "$example" --fusion off
+expect run-unfused 0 'fusion off: 25 nodes in 21 kernels' \
+  -- "$kiln" run "$example" --fusion off --no-reuse-compilations
 expect run-greedy 0 'fusion greedy: 25 nodes in' -- "$kiln" run "$example" --fusion greedy --check --no-substitute
 expect run-bad-fusion 2 'fusion' -- "$kiln" run "$example" --fusion fast
 expect explain 0 'cut edges:' -- "$kiln" explain "$example"
@@ -213,6 +214,25 @@ expect zoo-train-zero-steps 2 'steps' -- "$kiln" zoo train mlp-tiny --steps 0
 expect zoo-explain 0 'fusion greedy: [0-9]+ nodes in [0-9]+ kernels' \
   -- "$kiln" zoo explain mlp-tiny --train --fusion greedy
 
+# The compilation cache serves run, bench and zoo train by default, under a key that nothing a
+# run measures enters: a second cache holding the first's compilations, with this machine's
+# device profile measured otherwise (or not yet measured, when the first run found the machine
+# busy and kept its measurement to itself), loads the training step instead of compiling it.
+first_cache=$work/cache-first
+second_cache=$work/cache-second
+expect cache-first-run-compiles 0 '^fusion ilp: ' \
+  -- env -u KILN_DEVICE_PROFILE KILN_CACHE_DIR="$first_cache" "$kiln" run zoo:mlp-tiny --train
+cp -r "$first_cache" "$second_cache"
+for profile in "$second_cache"/device/*.json; do
+  [[ -e $profile ]] && sed -i 's/"matmul_flops": [0-9.e+]*/"matmul_flops": 1.0e9/' "$profile"
+done
+expect cache-second-run-loads 0 '^loaded from the compilation cache: ' \
+  -- env -u KILN_DEVICE_PROFILE KILN_CACHE_DIR="$second_cache" "$kiln" run zoo:mlp-tiny --train
+expect cache-refused-compiles 0 '^fusion ilp: ' -- env -u KILN_DEVICE_PROFILE \
+  KILN_CACHE_DIR="$second_cache" "$kiln" run zoo:mlp-tiny --train --no-reuse-compilations
+expect cache-watched-stages-compile 0 '^stage partition +[0-9.]+ ms' -- env -u KILN_DEVICE_PROFILE \
+  KILN_CACHE_DIR="$second_cache" "$kiln" run zoo:mlp-tiny --train --time-stages
+
 # A model source is a file or zoo:NAME: the zoo's run, compile, explain and bench are the
 # top-level commands on a preset; options of one kind of source are refused on the other.
 expect run-zoo-source 0 'check: all [0-9]+ kernels agree with the reference' \
@@ -233,6 +253,10 @@ expect run-zoo-shape 1 '--shape applies to ONNX models' -- "$kiln" run zoo:mlp-t
 expect run-zoo-input 1 '--input applies to model files' \
   -- "$kiln" run zoo:mlp-tiny --input "x=$work/x.npy"
 expect run-zoo-unknown 1 "unknown model 'nope'" -- "$kiln" run zoo:nope
+# A run that cannot fit in the memory free here stops before allocating, saying what it needs.
+needs='the run needs [0-9.]+ [GTP]iB \(inputs .*, outputs .*\)'
+expect run-does-not-fit 1 "$needs and this machine has [0-9.]+ [KMGT]?i?B available" \
+  -- "$kiln" run zoo:mlp-tiny --batch 100000000000
 
 # The compiler pipeline: every stage timed, dumped or stopped after, from any compiling command.
 # The stages as compiler/options.h lists them (KILN_STAGES), the one list of them.

@@ -193,12 +193,15 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
                  "between them in that layout (default), instead of channels first as im2col "
                  "and gemm")
       ->capture_default_str();
-  command->add_flag(
-      "--reuse-compilations", flags.reuse_compilations,
-      "Load the model from the compilation cache when this Kiln compiled it before with the "
-      "same options (the summary then lists no graph stages or partition), and store the "
-      "compilation there otherwise (compiler/compilation_cache.h; for the CPU and the GPU; "
-      "run --check compiles afresh, since it needs what the cache does not keep)");
+  command
+      ->add_flag("--reuse-compilations,!--no-reuse-compilations", flags.reuse_compilations,
+                 "For run, bench and zoo train: load the model from the compilation cache when "
+                 "this Kiln compiled it before with the same options (the summary then lists no "
+                 "graph stages or partition), and store the compilation there otherwise "
+                 "(default; compiler/compilation_cache.h; for the CPU and the GPU). compile, "
+                 "explain, --check, --time-stages, --dump-after and --stop-after always compile "
+                 "afresh, since they show what the cache does not keep")
+      ->capture_default_str();
   add_device_flag(command, flags);
   add_rewrite_flags(command, flags);
   add_pipeline_flags(command, flags);

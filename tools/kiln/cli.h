@@ -88,7 +88,7 @@ struct CompileFlags {
   std::string precision = "fp32";
   bool pack_weights = true;
   bool channels_last = true;
-  bool reuse_compilations = false;
+  bool reuse_compilations = true;
   std::string fusion = "ilp";
   std::vector<std::string> disabled_rules;
   bool rewrites = true;

@@ -69,16 +69,7 @@ void print_cuda_summary(const CompiledGraph& compiled) {
              cuda.launches.size(), launches, per_step, cuda.cubin.size(), cuda.architecture);
 }
 
-// compile and explain show what the pipeline makes, which a cached compilation does not keep.
-Status refuse_reuse(const CompileFlags& flags) {
-  if (!flags.reuse_compilations) return Status::ok();
-  return Status::error(
-      "--reuse-compilations applies to run, bench and zoo train: compile and explain always "
-      "run the pipeline, to show what it makes");
-}
-
 int run_compile(const CompileCommandOptions& options) {
-  if (Status refused = refuse_reuse(options.compile); !refused) return report(refused);
   Expected<SourceModel> model = load_model_source(options.source, options.compile);
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);
@@ -111,7 +102,6 @@ std::optional<Stage> explain_stop(const CompileOptions& options) {
 }
 
 int run_explain(const CompileCommandOptions& options) {
-  if (Status refused = refuse_reuse(options.compile); !refused) return report(refused);
   Expected<SourceModel> model = load_model_source(options.source, options.compile);
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <memory>
 
 #include "commands.h"
 #include "driver/compare.h"
@@ -16,6 +18,8 @@
 #include "ir/printer.h"
 #include "kiln/kiln.h"
 #include "report.h"
+#include "support/memory.h"
+#include "support/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -34,10 +38,73 @@ struct RunOptions {
   CompileFlags compile;
 };
 
+// The memory a compiled run takes beyond what is allocated already, by part.
+struct RunMemory {
+  int64_t program = 0;  // the arena and the kernels' state (on a CPU)
+  int64_t inputs = 0;   // encoded, as the kernels read them
+  int64_t outputs = 0;  // encoded
+  int64_t decoded = 0;  // f64 copies: the input being encoded, and what --check and --output decode
+
+  int64_t total() const { return program + inputs + outputs + decoded; }
+};
+
+int64_t encoded_bytes(const std::vector<Value*>& values) {
+  int64_t bytes = 0;
+  for (const Value* value : values) {
+    bytes += value->shape().num_elements() * dtype_size_bytes(value->dtype());
+  }
+  return bytes;
+}
+
+int64_t f64_bytes(const Value& value) {
+  return value.shape().num_elements() * int64_t{sizeof(double)};
+}
+
+int64_t f64_bytes(const std::vector<Value*>& values) {
+  int64_t bytes = 0;
+  for (const Value* value : values) bytes += f64_bytes(*value);
+  return bytes;
+}
+
+// What running `graph` compiled takes, `program` being its compilation when made (the arena is
+// planned then; before it, the inputs and outputs alone are known).
+RunMemory run_memory(const Graph& graph, const CompiledModel* program, const RunOptions& options) {
+  RunMemory memory;
+  const std::vector<Value*>& inputs = graph.inputs();
+  const std::vector<Value*>& outputs = graph.outputs();
+  memory.inputs = encoded_bytes(inputs);
+  memory.outputs = encoded_bytes(outputs);
+  for (const Value* input : inputs) memory.decoded = std::max(memory.decoded, f64_bytes(*input));
+  if (options.check) memory.decoded = f64_bytes(inputs);
+  if (!options.output_file.empty()) memory.decoded += f64_bytes(outputs);
+  if (program != nullptr && program->compiled().program && !program->compiled().cuda) {
+    memory.program = program->program().arena_bytes + program->program().state_bytes;
+  }
+  return memory;
+}
+
+// Stops a run that cannot fit in the memory this machine has free, before it allocates, with
+// what it needs and what is free: the kernel would otherwise kill it without a word.
+Status check_fits_in_memory(const RunMemory& memory, const RunOptions& options) {
+  const bool options_add = options.check || !options.output_file.empty();
+  const std::optional<int64_t> available = available_memory_bytes();
+  if (!available || memory.total() <= *available) return Status::ok();
+  std::string parts = fmt::format("inputs {}, outputs {}", format_bytes(memory.inputs),
+                                   format_bytes(memory.outputs));
+  if (memory.program > 0) parts = fmt::format("arena {}, {}", format_bytes(memory.program), parts);
+  if (memory.decoded > 0) parts += fmt::format(", f64 copies {}", format_bytes(memory.decoded));
+  return Status::error(
+      ErrorCode::resource_exhausted,
+      fmt::format("the run needs {} ({}) and this machine has {} available{}",
+                  format_bytes(memory.total()), parts, format_bytes(*available),
+                  options_add ? " (--check and --output add f64 copies)" : ""));
+}
+
 // Compiles `graph`, checks it kernel by kernel when asked, and runs it (timed and profiled
-// when asked). Empty outputs when the pipeline was asked to stop before the end.
-Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<Array>& inputs,
-                                                const RunOptions& options) {
+// when asked) on inputs encoded as `make_input` makes them; the outputs stay in the buffers.
+// Nullopt when the pipeline was asked to stop before the end.
+Expected<std::optional<RunBuffers>> run_compiled_model(Graph graph, const InputMaker& make_input,
+                                                       const RunOptions& options) {
   KILN_ASSIGN_OR_RETURN(CompileOptions compile_options, compile_options_from(options.compile));
   // The check mode reads the kernel records, which a cached compilation does not keep.
   if (options.check) compile_options.reuse_compilations = false;
@@ -45,22 +112,30 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
     KILN_ASSIGN_OR_RETURN(Compilation stopped,
                           Compiler(compile_options).run_pipeline(std::move(graph)));
     print_compile_summary(stopped.compiled());
-    return std::vector<Array>();
+    return std::optional<RunBuffers>();
   }
+  KILN_RETURN_IF_ERROR(check_fits_in_memory(run_memory(graph, nullptr, options), options));
   KILN_ASSIGN_OR_RETURN(CompiledModel model, Compiler(compile_options).compile(std::move(graph)));
   print_compile_summary(model.compiled());
   if (compile_options.device.kind == DeviceKind::cuda) fmt::print("runs on {}\n", model.runs_on());
+  KILN_RETURN_IF_ERROR(check_fits_in_memory(run_memory(model.graph(), &model, options), options));
+  KILN_ASSIGN_OR_RETURN(RunBuffers buffers, RunBuffers::encode(model.graph(), make_input));
   if (options.check) {
+    std::vector<Array> inputs;
+    for (size_t i = 0; i < model.graph().inputs().size(); ++i) {
+      inputs.push_back(buffers.input_array(model.graph(), i));
+    }
     KILN_ASSIGN_OR_RETURN(const double worst, check_kernels(model, inputs));
     fmt::print("check: all {} agree with the reference (largest abs error {:.3g})\n",
                count_noun(model.compiled().records.size(), "kernel"), worst);
   }
-  // The first run is the warm-up, never profiled (driver/timing.h).
-  KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, model.run(inputs));
+  // The first run is the warm-up, never profiled (driver/timing.h); its outputs are the ones
+  // reported.
+  KILN_RETURN_IF_ERROR(TimedRun(model, buffers).time_one().status());
   runtime::Profile profile;
   runtime::Profile* profiling = options.profile ? &profile : nullptr;
   if (options.repeat > 0 || profiling != nullptr) {
-    RunBuffers buffers(model.graph(), inputs);
+    const std::vector<size_t> first = buffers.output_digests(model.graph());
     // On a GPU, the program alone: its inputs and outputs stay on the device while timed.
     const bool on_gpu = compile_options.device.kind == DeviceKind::cuda;
     KILN_ASSIGN_OR_RETURN(
@@ -75,7 +150,7 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
       if (on_gpu) KILN_RETURN_IF_ERROR(TimedRun(model, buffers).time_one().status());
       // The same program on the same inputs: the last run must give the first run's bytes.
       const std::optional<std::string> differs =
-          buffers.first_differing_output(model.graph(), outputs);
+          buffers.first_differing_output(model.graph(), first);
       const bool atomics = on_gpu && !compile_options.deterministic;
       fmt::print("repeatable: {}\n",
                  differs ? "no, output %" + *differs + " of the last run differs from the first's" +
@@ -86,34 +161,40 @@ Expected<std::vector<Array>> run_compiled_model(Graph graph, const std::vector<A
     }
   }
   if (profiling != nullptr) print_profile(model.program(), profile);
-  return outputs;
+  return std::optional<RunBuffers>(std::move(buffers));
 }
 
 // Prints the outputs (a preset's first, the loss or the logits: the others are many), compares
-// them with the expected values and writes them when asked. False when one differs.
-Expected<bool> report_outputs(const SourceModel& model, std::vector<Array> outputs, bool compiled,
-                              const RunOptions& options) {
+// them with the expected values and writes them when asked; `output(i)` gives output i, once.
+// False when one differs.
+Expected<bool> report_outputs(const SourceModel& model, const std::function<Array(size_t)>& output,
+                              bool compiled, const RunOptions& options) {
   KILN_ASSIGN_OR_RETURN(auto expected, load_named_tensors(options.expected));
   bool all_match = true;
   std::vector<NamedArray> named;
   if (!model.zoo)
     fmt::print("outputs ({}):\n", compiled ? "compiled" : "reference interpreter, f64");
-  for (size_t i = 0; i < outputs.size(); ++i) {
+  for (size_t i = 0; i < model.graph.outputs().size(); ++i) {
     const Value& value = *model.graph.outputs()[i];
-    if (!model.zoo || i == 0) {
+    const bool printed = !model.zoo || i == 0;
+    auto it = expected.find(value.name());
+    const bool compared = it != expected.end();
+    if (!printed && !compared && options.output_file.empty()) continue;
+    Array array = output(i);
+    if (printed) {
       fmt::print("{}{} {}: {}\n", model.zoo ? "output " : "  ", print_value_ref(value),
-                 value.type().to_string(), format_statistics(compute_statistics(outputs[i])));
+                 value.type().to_string(), format_statistics(compute_statistics(array)));
     }
-    if (auto it = expected.find(value.name()); it != expected.end()) {
+    if (compared) {
       const Comparison comparison =
-          compare_arrays(outputs[i], it->second, {.atol = options.atol, .rtol = options.rtol});
+          compare_arrays(array, it->second, {.atol = options.atol, .rtol = options.rtol});
       fmt::print("    vs expected: max abs error {:.3g}, max rel error {:.3g}: {}\n",
                  comparison.max_abs_error, comparison.max_rel_error,
                  comparison.matches ? "within tolerance" : "MISMATCH, " + comparison.mismatch);
       all_match = all_match && comparison.matches;
       expected.erase(it);
     }
-    named.push_back({value.name(), std::move(outputs[i])});
+    if (!options.output_file.empty()) named.push_back({value.name(), std::move(array)});
   }
   if (!expected.empty()) {
     return Status::errorf("expected values given for '{}', which is not an output",
@@ -126,34 +207,58 @@ Expected<bool> report_outputs(const SourceModel& model, std::vector<Array> outpu
   return all_match;
 }
 
+// The reference interpreter's outputs, or the compiled ones left in their buffers; nullopt when
+// the pipeline was asked to stop before the end.
+Expected<std::optional<std::function<Array(size_t)>>> run_model(SourceModel& model,
+                                                                const InputMaker& make_input,
+                                                                const RunOptions& options) {
+  using Outputs = std::optional<std::function<Array(size_t)>>;
+  if (options.interpret) {
+    std::vector<Array> inputs;
+    for (size_t i = 0; i < model.graph.inputs().size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(Array input, make_input(i));
+      inputs.push_back(std::move(input));
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<Array> outputs, interpret(model.graph, inputs));
+    auto held = std::make_shared<std::vector<Array>>(std::move(outputs));
+    return Outputs([held](size_t i) { return std::move((*held)[i]); });
+  }
+  KILN_ASSIGN_OR_RETURN(std::optional<RunBuffers> buffers,
+                        run_compiled_model(model.graph.clone(), make_input, options));
+  if (!buffers) return Outputs();
+  auto held = std::make_shared<RunBuffers>(std::move(*buffers));
+  return Outputs(
+      [held, &model](size_t i) { return held->output_array(*model.graph.outputs()[i]); });
+}
+
 int run_run(const RunOptions& options) {
   Expected<SourceModel> model = load_model_source(options.source, options.compile);
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);
-  if (!model->zoo) {
+  // The reference interpreter holds every input in f64, within its own limit; a compiled run
+  // encodes each as it is made and checks that all fit in memory.
+  if (!model->zoo && (options.interpret || options.check)) {
     if (Status size = check_input_size(model->graph); !size) return report(size);
   }
   Expected<std::map<std::string, Array>> given = load_named_tensors(options.inputs);
   if (!given) return report(given.status());
   std::vector<std::string> random_names;
-  Expected<std::vector<Array>> inputs =
-      model_inputs(*model, options.source, std::move(*given), random_names);
-  if (!inputs) return report(inputs.status());
+  Expected<InputMaker> make_input =
+      model_input_maker(*model, options.source, std::move(*given), random_names);
+  if (!make_input) return report(make_input.status());
   if (!random_names.empty()) {
     fmt::print("random inputs (seed {}): {}\n", options.source.seed, fmt::join(random_names, ", "));
   }
-  const bool compiled = !options.interpret;
-  if (!compiled && (options.check || options.profile || options.repeat > 0)) {
+  if (options.interpret && (options.check || options.profile || options.repeat > 0)) {
     return report(
         Status::error("--check, --profile and --repeat apply to compiled runs, not "
                       "to --interpret"));
   }
-  Expected<std::vector<Array>> outputs =
-      compiled ? run_compiled_model(model->graph.clone(), *inputs, options)
-               : interpret(model->graph, *inputs);
+  Expected<std::optional<std::function<Array(size_t)>>> outputs =
+      run_model(*model, *make_input, options);
   if (!outputs) return report(outputs.status());
-  if (outputs->empty()) return 0;  // stopped after a stage, as asked
-  Expected<bool> matched = report_outputs(*model, std::move(*outputs), compiled, options);
+  if (!*outputs) return 0;  // stopped after a stage, as asked
+  Expected<bool> matched = report_outputs(*model, **outputs, !options.interpret, options);
   if (!matched) return report(matched.status());
   if (!*matched) {
     std::fprintf(stderr, "kiln: outputs differ from the expected values beyond tolerance\n");

@@ -123,6 +123,46 @@ TEST_F(CompilationCacheTest, OtherOptionsOrAnotherGraphCompileAfresh) {
   EXPECT_FALSE(uncached->compiled().cached_explanation);
 }
 
+// The key is a pure function of the graph, the options and the binary: a pinned profile is an
+// option and enters it, but this machine's profile enters only as its CPU and core count, since
+// a measurement differs from run to run and is not always cached (a second identical `kiln run`
+// in a fresh cache compiled again).
+TEST_F(CompilationCacheTest, TheKeyNamesAPinnedProfileButNeverAMeasurement) {
+  Expected<std::optional<std::string>> pinned = compilation_key(layer(0.05), options());
+  CompileOptions faster = options();
+  faster.fusion.profile->matmul_flops *= 2;
+  Expected<std::optional<std::string>> pinned_faster = compilation_key(layer(0.05), faster);
+  ASSERT_TRUE(pinned && *pinned && pinned_faster && *pinned_faster);
+  EXPECT_NE(**pinned, **pinned_faster);
+
+  const char* pin = std::getenv("KILN_DEVICE_PROFILE");
+  const std::optional<std::string> old_pin = pin ? std::optional<std::string>(pin) : std::nullopt;
+  unsetenv("KILN_DEVICE_PROFILE");
+  Expected<std::string> host = cost::profile_identity(std::nullopt);
+  ASSERT_TRUE(host) << host.status().message();
+  EXPECT_TRUE(host->starts_with("this machine: ")) << *host;
+  EXPECT_EQ(host->find("flops"), std::string::npos) << *host;
+  CompileOptions measured = options();
+  measured.fusion.profile.reset();
+  Expected<std::optional<std::string>> key = compilation_key(layer(0.05), measured);
+  ASSERT_TRUE(key && *key);
+  EXPECT_NE(**key, **pinned);
+  if (old_pin) setenv("KILN_DEVICE_PROFILE", old_pin->c_str(), 1);
+}
+
+// Timing, dumping or stopping after stages asks to watch the pipeline, which loading skips.
+TEST_F(CompilationCacheTest, WatchingTheStagesCompilesAfresh) {
+  ASSERT_TRUE(Compiler(options()).compile(layer(0.05)));
+  CompileOptions timed = options();
+  timed.pipeline.time_stages = true;
+  std::string times;
+  timed.pipeline.print = [&](std::string_view text) { times += text; };
+  Expected<CompiledModel> watched = Compiler(timed).compile(layer(0.05));
+  ASSERT_TRUE(watched) << watched.status().message();
+  EXPECT_FALSE(watched->compiled().cached_explanation);
+  EXPECT_NE(times.find("stage partition"), std::string::npos) << times;
+}
+
 TEST_F(CompilationCacheTest, ADamagedEntryIsCompiledAgainNotTrusted) {
   Expected<std::optional<std::string>> key = compilation_key(layer(0.05), options());
   ASSERT_TRUE(key && *key) << key.status().message();
