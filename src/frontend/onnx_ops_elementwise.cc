@@ -132,9 +132,20 @@ Status convert_leaky_relu(NodeContext& ctx) {
   return ctx.set_output(0, y);
 }
 
+// PRelu's slope broadcasts against x (opset 7 on). A slope of one value per channel, [C]
+// against [N, C, ...] where it would not broadcast, is what `nn.PReLU(num_parameters=C)` meant
+// and what opset 6 said (one slope per channel) and older exporters wrote: it is read per
+// channel, as [C, 1, ..., 1].
 Status convert_prelu(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Operand slope, ctx.input(1));
+  const int64_t channels = slope.rank() == 1 ? slope.shape()[0] : 0;
+  if (x.rank() >= 3 && channels > 1 && channels == x.shape()[1] &&
+      channels != x.shape()[x.rank() - 1]) {
+    std::vector<int64_t> per_channel(static_cast<size_t>(x.rank() - 1), 1);
+    per_channel[0] = channels;
+    KILN_ASSIGN_OR_RETURN(slope, ctx.emit(Op::reshape, {slope}, {{"shape", per_channel}}));
+  }
   KILN_ASSIGN_OR_RETURN(Operand scaled, ctx.emit(Op::mul, {x, slope}));
   KILN_ASSIGN_OR_RETURN(Operand y, select_negative(ctx, x, scaled, x));
   return ctx.set_output(0, y);
@@ -243,6 +254,18 @@ Status convert_mish(NodeContext& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Gelu (opset 20): Kiln's gelu op, whose two forms are ONNX's and PyTorch's.
+Status convert_gelu(NodeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
+  Expected<std::string> form = ctx.attr_string("approximate", "none");
+  if (!form) return form.status();
+  if (*form != "none" && *form != "tanh") {
+    return ctx.unsupported(fmt::format("Gelu approximate '{}'", *form));
+  }
+  KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::gelu, {x}, {{"approximate", *form}}));
+  return ctx.set_output(0, y);
+}
+
 Status convert_softsign(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Operand ax, ctx.emit(Op::abs, {x}));
@@ -317,8 +340,11 @@ Status convert_clip(NodeContext& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Opset 19's `saturate` says how a cast to a float8 type treats values beyond its range; Kiln
+// has no float8 type (an input or a `to` of one is refused), so it changes nothing here.
 Status convert_cast(NodeContext& ctx) {
   if (ctx.opset() < 6) return ctx.unsupported("Cast before opset 6 (a string 'to')");
+  ctx.ignore_attr("saturate");
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(int64_t to, ctx.attr_int("to"));
   KILN_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(static_cast<int32_t>(to)));
@@ -327,6 +353,7 @@ Status convert_cast(NodeContext& ctx) {
 }
 
 Status convert_cast_like(NodeContext& ctx) {
+  ctx.ignore_attr("saturate");  // as Cast's
   KILN_ASSIGN_OR_RETURN(Operand x, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Operand like, ctx.input(1));
   KILN_ASSIGN_OR_RETURN(Operand y, ctx.emit(Op::cast, {x}, {{"to", like.dtype()}}));
@@ -452,6 +479,7 @@ std::vector<ConverterEntry> elementwise_converters() {
       {"Softplus", &convert_softplus},
       {"Softsign", &convert_softsign},
       {"Mish", &convert_mish},
+      {"Gelu", &convert_gelu},
       {"ThresholdedRelu", &convert_thresholded_relu},
       {"Clip", &convert_clip},
       {"Cast", &convert_cast},

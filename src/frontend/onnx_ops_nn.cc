@@ -1,7 +1,9 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, pooling, normalizations, Softmax,
 // LogSoftmax, LRN, reductions, ArgMax/ArgMin and the two classification losses.
 #include <algorithm>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 #include <fmt/ranges.h>
 
@@ -266,6 +268,54 @@ Status convert_conv_transpose(NodeContext& ctx) {
   return ctx.set_output(0, y);
 }
 
+// A max pool with dilations, which Kiln's max_pool lacks, as what it computes: x padded with
+// its dtype's lowest value (which never wins, as every window holds an element of x), one
+// strided slice per offset of the window, and their elementwise max (one fused kernel).
+Expected<Operand> dilated_max_pool(NodeContext& ctx, const Operand& x, const Window& window) {
+  const size_t n = window.kernel.size();
+  const auto rank = static_cast<size_t>(x.rank());
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < n; ++i) {
+    pads[2 + i] = window.pads[i];
+    pads[rank + 2 + i] = window.pads[n + i];
+  }
+  double lowest = double{std::numeric_limits<int32_t>::min()};
+  if (x.dtype() == DType::i64) lowest = double(std::numeric_limits<int64_t>::min());
+  if (is_floating(x.dtype())) lowest = double{std::numeric_limits<float>::lowest()};
+  if (x.dtype() == DType::f64) lowest = std::numeric_limits<double>::lowest();
+  KILN_ASSIGN_OR_RETURN(Operand padded,
+                        ctx.emit(Op::pad, {x}, {{"pads", pads}, {"value", lowest}}));
+  std::vector<int64_t> axes, out;
+  for (size_t i = 0; i < n; ++i) {
+    axes.push_back(static_cast<int64_t>(2 + i));
+    KILN_ASSIGN_OR_RETURN(const int64_t extent,
+                          dilated_extent(window.kernel[i], window.dilations[i]));
+    const int64_t span = padded.shape()[static_cast<int>(2 + i)] - extent;
+    if (span < 0) return Status::errorf("the dilated window ({}) exceeds the padded input", extent);
+    out.push_back(span / window.strides[i] + 1);
+  }
+  std::optional<Operand> y;
+  std::vector<int64_t> offset(n, 0);  // the window position, odometer order
+  while (true) {
+    std::vector<int64_t> starts, ends;
+    for (size_t i = 0; i < n; ++i) {
+      starts.push_back(offset[i] * window.dilations[i]);
+      ends.push_back(starts.back() + (out[i] - 1) * window.strides[i] + 1);
+    }
+    KILN_ASSIGN_OR_RETURN(Operand tap,
+                          ctx.emit(Op::slice, {padded}, {{"starts", starts}, {"ends", ends},
+                                                         {"axes", axes},
+                                                         {"steps", window.strides}}));
+    if (y) {
+      KILN_ASSIGN_OR_RETURN(tap, ctx.emit(Op::max, {*y, tap}));
+    }
+    y = tap;
+    size_t i = n;
+    while (i > 0 && ++offset[i - 1] == window.kernel[i - 1]) offset[--i] = 0;
+    if (i == 0) return *y;
+  }
+}
+
 // Pooling: Kiln pools take floor-mode windows; ceil_mode adds the end padding that makes the
 // last partial window appear. That is exact for max pooling (padding never wins) and for
 // average pooling that excludes padding from the count.
@@ -275,16 +325,18 @@ Status convert_pool(NodeContext& ctx, Op op) {
   if (ctx.wants_output(1)) return ctx.unsupported("MaxPool Indices output");
   const std::vector<int64_t> in = spatial_dims(x);
   KILN_ASSIGN_OR_RETURN(Window window, read_window(ctx, in, {}));
-  for (int64_t d : window.dilations) {
-    if (d != 1) return ctx.unsupported("pooling with dilations");
-  }
+  const bool dilated = std::any_of(window.dilations.begin(), window.dilations.end(),
+                                   [](int64_t d) { return d != 1; });
+  if (dilated && op != Op::max_pool) return ctx.unsupported("average pooling with dilations");
   KILN_ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.attr_int("ceil_mode", 0));
   KILN_ASSIGN_OR_RETURN(int64_t count_include_pad, ctx.attr_int("count_include_pad", 0));
   const size_t n = in.size();
   if (ceil_mode != 0) {
     for (size_t i = 0; i < n; ++i) {
       const int64_t padded = in[i] + window.pads[i] + window.pads[i + n];
-      const int64_t span = padded - window.kernel[i];
+      KILN_ASSIGN_OR_RETURN(const int64_t extent,
+                            dilated_extent(window.kernel[i], window.dilations[i]));
+      const int64_t span = padded - extent;
       const int64_t stride = window.strides[i];
       if (stride <= 0 || span < 0) continue;  // the op's own checks report these
       int64_t extra = (stride - span % stride) % stride;
@@ -295,6 +347,10 @@ Status convert_pool(NodeContext& ctx, Op op) {
       }
       window.pads[i + n] += extra;
     }
+  }
+  if (dilated) {
+    KILN_ASSIGN_OR_RETURN(Operand y, dilated_max_pool(ctx, x, window));
+    return ctx.set_output(0, y);
   }
   Attrs attrs = {{"kernel", window.kernel}, {"strides", window.strides}, {"pads", window.pads}};
   if (op == Op::avg_pool) attrs.set("count_include_pad", count_include_pad != 0);

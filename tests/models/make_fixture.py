@@ -219,6 +219,25 @@ EXPORTER_PATTERN_RULES = ["gelu-erf", "gelu-erf-half-first", "gelu-tanh", "gelu-
 # ---- inputs ---------------------------------------------------------------------------------
 
 
+class ImportCases(nn.Module):
+    """What users' exports held that Kiln's importer once refused: a max pool with dilations,
+    nn.PReLU with one slope per channel, and Range, Expand and Reshape whose shapes come from
+    the input's own (exported with a symbolic batch, fixed by `kiln run --shape`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.prelu = nn.PReLU(num_parameters=8)
+        self.pool = nn.MaxPool2d(3, stride=1, dilation=2, padding=1)
+        self.fc = nn.Linear(8 * 10 * 10, 10)
+
+    def forward(self, x):
+        y = self.pool(self.prelu(self.conv(x)))
+        channel = torch.arange(y.size(1), dtype=y.dtype).view(1, -1, 1, 1)
+        y = y + channel.expand(y.size(0), y.size(1), y.size(2), y.size(3))
+        return self.fc(y.reshape(y.size(0), -1))
+
+
 def activations(*shape):
     def make(gen):
         return {"x": torch.randn(*shape, generator=gen)}
@@ -303,6 +322,10 @@ MODELS = {
        (ExporterPatterns, activations(2, 16, 32), ["y"], {"opset_version": opset})
        for opset in (11, 14, 17)},
     "gcn": (GCN, graph_inputs(), ["log_probs"], {}),
+    **{f"import_cases_opset{opset}":
+       (ImportCases, image(2, 12), ["y"],
+        {"opset_version": opset, "dynamic_axes": {"input": {0: "batch"}, "y": {0: "batch"}}})
+       for opset in (11, 17)},
     "squeezenet1_1": (torchvision_model("squeezenet1_1"), image(1, 64), ["logits"], {}),
     "shufflenet_v2_x0_5": (torchvision_model("shufflenet_v2_x0_5"), image(1, 64), ["logits"], {}),
     "mobilenet_v2": (torchvision_model("mobilenet_v2"), image(1, 64), ["logits"], {}),

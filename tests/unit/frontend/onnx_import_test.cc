@@ -388,7 +388,7 @@ TEST(OnnxImportErrors, OpsetOutsideTheSupportedRangeIsAnError) {
   m.input("x", P::FLOAT, {2});
   m.node("Relu", {"x"}, {"y"});
   m.output("y");
-  EXPECT_TRUE(is_error_with(m.import().status(), {"opset 19"}));
+  EXPECT_TRUE(is_error_with(m.import().status(), {"opset 22"}));
 }
 
 TEST(OnnxImportErrors, UndefinedInputTensorIsNamed) {
@@ -799,6 +799,87 @@ TEST(OnnxImportSemantics, PoolingCeilModeKeepsThePartialLastWindow) {
   expect_near(avg_out[0], DType::f32, Shape{1, 1, 3}, {3, 3, 6});
   EXPECT_TRUE(is_error_with(ceil_pool_model("AveragePool", 1).import().status(),
                             {"unsupported", "ceil_mode"}));
+}
+
+// Kiln's max_pool has no dilations: a dilated one is the max of its window's strided slices.
+TEST(OnnxImportSemantics, MaxPoolWithDilationsTakesEveryOtherElement) {
+  ModelBuilder m(13);
+  m.input("x", P::FLOAT, {1, 1, 7});
+  onnx::NodeProto& node = m.node("MaxPool", {"x"}, {"y"});
+  attr_ints(node, "kernel_shape", {2});
+  attr_ints(node, "dilations", {2});
+  attr_ints(node, "pads", {1, 1});
+  m.output("y");
+  std::optional<ImportedModel> model = import_ok(m);
+  if (!model) return;
+  // Padded: [pad, 3, 1, 4, 1, 5, 9, 2, pad]; window i takes elements i and i + 2.
+  std::vector<Array> out = run(*model, {f32({1, 1, 7}, {3, 1, 4, 1, 5, 9, 2})});
+  ASSERT_EQ(out.size(), 1u);
+  expect_near(out[0], DType::f32, Shape{1, 1, 7}, {1, 4, 1, 5, 9, 5, 9});
+  // Average pooling keeps refusing them, naming what.
+  ModelBuilder average(19);
+  average.input("x", P::FLOAT, {1, 1, 7});
+  onnx::NodeProto& averaged = average.node("AveragePool", {"x"}, {"y"});
+  attr_ints(averaged, "kernel_shape", {2});
+  attr_ints(averaged, "dilations", {2});
+  average.output("y");
+  EXPECT_TRUE(is_error_with(average.import().status(), {"average pooling with dilations"}));
+}
+
+// nn.PReLU(num_parameters=C) as older exporters wrote it: a slope [C] for [N, C, ...], per
+// channel; where [C] broadcasts against the last axis, ONNX's broadcasting holds.
+TEST(OnnxImportSemantics, PReluSlopeOfOnePerChannel) {
+  for (const int64_t width : {3, 2}) {
+    ModelBuilder m(13);
+    m.input("x", P::FLOAT, {1, 2, width});
+    m.initializer("slope", f32({2}, {0.5, 0.25}));
+    m.node("PRelu", {"x", "slope"}, {"y"});
+    m.output("y");
+    std::optional<ImportedModel> model = import_ok(m);
+    if (!model) return;
+    std::vector<double> values(static_cast<size_t>(2 * width), -4);
+    std::vector<Array> out = run(*model, {f32({1, 2, width}, values)});
+    ASSERT_EQ(out.size(), 1u);
+    if (width == 3) {
+      expect_near(out[0], DType::f32, Shape{1, 2, 3}, {-2, -2, -2, -1, -1, -1});
+    } else {
+      expect_near(out[0], DType::f32, Shape{1, 2, 2}, {-2, -1, -2, -1});
+    }
+  }
+}
+
+// Opset 20, as PyTorch 2.9's exporter writes by default: Gelu in both forms, and Cast with
+// opset 19's `saturate`.
+TEST(OnnxImportSemantics, Opset20GeluAndCastWithSaturate) {
+  ModelBuilder m(20);
+  m.input("x", P::FLOAT, {3});
+  m.node("Gelu", {"x"}, {"exact"});
+  attr_string(m.node("Gelu", {"x"}, {"tanh"}), "approximate", "tanh");
+  onnx::NodeProto& cast = m.node("Cast", {"x"}, {"wide"});
+  attr_int(cast, "to", P::DOUBLE);
+  attr_int(cast, "saturate", 1);
+  m.output("exact");
+  m.output("tanh");
+  m.output("wide");
+  std::optional<ImportedModel> model = import_ok(m);
+  if (!model) return;
+  const std::vector<double> x = {-1, 0.5, 2};
+  std::vector<double> exact, tanh_form;
+  for (double v : x) {
+    exact.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+    tanh_form.push_back(
+        0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+  }
+  std::vector<Array> out = run(*model, {f32({3}, x)});
+  ASSERT_EQ(out.size(), 3u);
+  expect_near(out[0], DType::f32, Shape{3}, exact);
+  expect_near(out[1], DType::f32, Shape{3}, tanh_form);
+  expect_near(out[2], DType::f64, Shape{3}, x);
+  ModelBuilder odd(20);
+  odd.input("x", P::FLOAT, {3});
+  attr_string(odd.node("Gelu", {"x"}, {"y"}), "approximate", "sigmoid");
+  odd.output("y");
+  EXPECT_TRUE(is_error_with(odd.import().status(), {"unsupported Gelu approximate 'sigmoid'"}));
 }
 
 TEST(OnnxImportSemantics, SliceToTheInt64LimitsAsPyTorchExportsIt) {
