@@ -55,6 +55,8 @@ class AtenNode {
   Expected<Value*> tensor(std::string_view name);
   Expected<std::optional<Value*>> optional_tensor(std::string_view name);
   Expected<std::vector<Value*>> tensors(std::string_view name);
+  // A list whose entries may be null (ATen's Tensor?[], as index's indices): nullopt for those.
+  Expected<std::vector<std::optional<Value*>>> optional_tensors(std::string_view name);
   Expected<int64_t> integer(std::string_view name);
   Expected<std::optional<int64_t>> optional_integer(std::string_view name);
   // An int or a float (ATen's Scalar).

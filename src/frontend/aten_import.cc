@@ -173,6 +173,23 @@ Expected<std::vector<Value*>> AtenNode::tensors(std::string_view name) {
   return values;
 }
 
+Expected<std::vector<std::optional<Value*>>> AtenNode::optional_tensors(std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(const Json* arg, argument(name));
+  if (!arg->is_array()) {
+    return Status::errorf("argument '{}' must be a list of tensors, got {}", name, kind_of(*arg));
+  }
+  std::vector<std::optional<Value*>> values;
+  for (const Json& ref : *arg) {
+    if (ref.is_null()) {
+      values.emplace_back();
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(Value * value, resolve(ref, name));
+    values.emplace_back(value);
+  }
+  return values;
+}
+
 Expected<int64_t> AtenNode::integer(std::string_view name) {
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> value, optional_integer(name));
   if (!value) return Status::errorf("argument '{}' must be an int, got null", name);

@@ -290,6 +290,74 @@ Results threshold_backward(AtenNode& n) {
   return one(b.where(keep, grad, b.scalar(0, grad->dtype())));
 }
 
+// log1p in Kahan's form, from log alone and accurate for small |x|: with u = 1 + x, x where u
+// rounds to 1, u where u is inf, else log(u) * (x / (u - 1)) (the quotient is near 1, so the
+// product overflows no sooner than the result). f16 and bf16 compute in f32.
+Results log1p(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * input, n.tensor("self"));
+  GraphBuilder& b = n.b;
+  const DType dtype = n.output_type().dtype;
+  Value* x = cast_to(b, input, accumulation_dtype(dtype));
+  Value* u = b.add_scalar(x, 1);
+  const double inf = std::numeric_limits<double>::infinity();
+  Value* y = b.mul(b.log(u), b.div(x, b.add_scalar(u, -1)));
+  y = b.where(b.equal(u, b.scalar(inf, u->dtype())), u, y);
+  return one(cast_to(b, b.where(b.equal(u, b.scalar(1, u->dtype())), x, y), dtype));
+}
+
+// expm1 in Kahan's form, from exp and log alone: with u = exp(x), x where u rounds to 1, -1
+// where u - 1 is -1, u where u is inf, else (u - 1) * (x / log(u)). Floating x only.
+Value* expm1_of(GraphBuilder& b, Value* x) {
+  const DType dtype = x->dtype();
+  Value* u = b.exp(x);
+  Value* um1 = b.add_scalar(u, -1);
+  Value* y = b.mul(um1, b.div(x, b.log(u)));
+  y = b.where(b.equal(u, b.scalar(std::numeric_limits<double>::infinity(), dtype)), u, y);
+  y = b.where(b.equal(um1, b.scalar(-1, dtype)), um1, y);
+  return b.where(b.equal(u, b.scalar(1, dtype)), x, y);
+}
+
+// expm1, f16 and bf16 computed in f32.
+Results expm1(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  const DType dtype = n.output_type().dtype;
+  return one(cast_to(n.b, expm1_of(n.b, cast_to(n.b, x, accumulation_dtype(dtype))), dtype));
+}
+
+// elu (selu and celu are elu with other constants), as ATen's kernel: expm1(x * input_scale) *
+// (alpha * scale) where x <= 0, else x * scale.
+Results elu(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(double alpha, n.number("alpha"));
+  KILN_ASSIGN_OR_RETURN(double scale, n.number("scale"));
+  KILN_ASSIGN_OR_RETURN(double input_scale, n.number("input_scale"));
+  GraphBuilder& b = n.b;
+  const DType dtype = x->dtype();
+  Value* inner = b.mul_scalar(cast_to(b, x, accumulation_dtype(dtype)), input_scale);
+  Value* negative = b.mul_scalar(cast_to(b, expm1_of(b, inner), dtype), alpha * scale);
+  Value* at_most_0 = b.apply1(Op::less_equal, {x, b.scalar(0, dtype)});
+  return one(b.where(at_most_0, negative, b.mul_scalar(x, scale)));
+}
+
+// elu's gradient, as ATen's kernel, from the result y (is_result) or the input x: where the
+// value is <= 0, grad * input_scale * (y + alpha * scale) or grad * input_scale * (alpha *
+// scale) * exp(x * input_scale); elsewhere (NaN too) grad * scale.
+Results elu_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(double alpha, n.number("alpha"));
+  KILN_ASSIGN_OR_RETURN(double scale, n.number("scale"));
+  KILN_ASSIGN_OR_RETURN(double input_scale, n.number("input_scale"));
+  KILN_ASSIGN_OR_RETURN(bool is_result, n.boolean("is_result"));
+  KILN_ASSIGN_OR_RETURN(Value * v, n.tensor("self_or_result"));
+  GraphBuilder& b = n.b;
+  Value* scaled = b.mul_scalar(grad, input_scale);
+  Value* negative =
+      is_result ? b.mul(scaled, b.add_scalar(v, alpha * scale))
+                : b.mul(b.mul_scalar(scaled, alpha * scale), b.exp(b.mul_scalar(v, input_scale)));
+  Value* at_most_0 = b.apply1(Op::less_equal, {v, b.scalar(0, v->dtype())});
+  return one(b.where(at_most_0, negative, b.mul_scalar(grad, scale)));
+}
+
 // ---- Reductions -----------------------------------------------------------------------------
 
 // sum, mean, amax, amin over `dim` (every dim when absent or empty), in the result's dtype.
@@ -339,6 +407,26 @@ Results var_correction(AtenNode& n) {
   return one(b.mul_scalar(squares, 1.0 / (static_cast<double>(count) - correction.value_or(1))));
 }
 
+// cumsum along dim in the result's dtype (f16 and bf16 accumulate in f32): the inclusive scan
+// of Hillis and Steele, ceil(log2(n)) rounds that each add the running sums shifted by 1, 2,
+// 4, ... positions (a slice padded with -0, which adds nothing, the sign of zero included), so
+// infinities and NaNs reach the same positions as in a running sum.
+Results cumsum(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  n.ignore({"dtype"});  // the result's dtype, which the metadata gives
+  GraphBuilder& b = n.b;
+  const DType dtype = n.output_type().dtype;
+  Value* sums = cast_to(b, x, accumulation_dtype(dtype));
+  const int64_t size = x->rank() == 0 ? 1 : x->shape().dim(axis);
+  for (int64_t shift = 1; shift < size; shift *= 2) {
+    std::vector<int64_t> pads(2 * static_cast<size_t>(x->rank()), 0);
+    pads[static_cast<size_t>(axis)] = shift;
+    sums = b.add(sums, b.pad(b.slice(sums, {0}, {size - shift}, {axis}), pads, -0.0));
+  }
+  return one(b.apply1(Op::identity, {cast_to(b, sums, dtype)}));
+}
+
 // ---- Layout ---------------------------------------------------------------------------------
 
 // view, reshape, squeeze, unsqueeze: the result's shape, from the metadata.
@@ -349,6 +437,25 @@ Converter reshape_to_result(std::initializer_list<std::string_view> shape_argume
     for (std::string_view name : names) n.ignore({name});
     return one(n.b.reshape(x, n.output_type().shape.dims()));
   };
+}
+
+// flip: a slice with step -1 along each of dims.
+Results flip(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.integers("dims"));
+  std::vector<int64_t> starts, ends, axes, steps;
+  for (int64_t dim : dims) {
+    if (x->rank() == 0 && (dim == 0 || dim == -1)) continue;
+    Expected<int> axis = normalize_axis(dim, x->rank());
+    if (!axis) return n.unsupported("dims", axis.status().message());
+    const int64_t size = x->shape().dim(*axis);
+    starts.push_back(size - 1);
+    ends.push_back(-size - 1);  // before the first element
+    axes.push_back(*axis);
+    steps.push_back(-1);
+  }
+  if (axes.empty()) return one(n.b.apply1(Op::identity, {x}));
+  return one(n.b.slice(x, starts, ends, axes, steps));
 }
 
 Results expand(AtenNode& n) {
@@ -510,6 +617,30 @@ Converter arange(bool has_start, bool has_step) {
   };
 }
 
+// triu_indices and tril_indices: the [2, count] coordinates (rows, then columns) of the upper
+// or lower triangle of a row x col matrix from diagonal `offset`, in row-major order: a
+// constant.
+Converter triangle_indices(bool upper) {
+  return [upper](AtenNode& n) -> Results {
+    KILN_ASSIGN_OR_RETURN(int64_t rows, n.integer("row"));
+    KILN_ASSIGN_OR_RETURN(int64_t cols, n.integer("col"));
+    KILN_ASSIGN_OR_RETURN(int64_t offset, n.integer("offset"));
+    n.ignore({"dtype", "layout", "device", "pin_memory"});
+    std::vector<double> row_of, col_of;
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        if (upper ? j - i >= offset : j - i <= offset) {
+          row_of.push_back(static_cast<double>(i));
+          col_of.push_back(static_cast<double>(j));
+        }
+      }
+    }
+    const Shape shape{2, static_cast<int64_t>(row_of.size())};
+    row_of.insert(row_of.end(), col_of.begin(), col_of.end());
+    return one(n.b.constant(Array(n.output_type().dtype, shape, std::move(row_of))));
+  };
+}
+
 Results index_select(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
@@ -619,27 +750,237 @@ Results slice_scatter(AtenNode& n) {
   return one(b.where(b.greater(covered, b.scalar(0, DType::f32)), placed, self));
 }
 
-// index_put with accumulate and one index tensor on dim 0: values added into self's rows (the
-// gradient of indexing, as embedding's decomposition writes it).
+// ---- Advanced indexing and scatters ---------------------------------------------------------
+
+// self as index.Tensor and index_put index it: the indexed dims (those with an index tensor)
+// moved together and flattened into one axis of `data`, so that one gather or scatter_add
+// along `axis` does the indexing. The index tensors broadcast together to a shape B, and
+// `flat` [B] holds the position along `axis` that each of B's elements names. As ATen, B takes
+// the indexed dims' place when they are consecutive, and goes first otherwise; the result of
+// indexing is gather(data, flat, axis).
+struct AdvancedIndex {
+  Value* data = nullptr;
+  Value* flat = nullptr;
+  int axis = 0;
+  std::vector<int64_t> perm;         // self's dims in data's order (before flattening)
+  std::vector<int64_t> moved_shape;  // self's sizes in that order
+};
+
+Expected<AdvancedIndex> advanced_index(AtenNode& n, Value* self) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::optional<Value*>> entries, n.optional_tensors("indices"));
+  const int rank = self->rank();
+  if (static_cast<int>(entries.size()) > rank) {
+    return n.unsupported("indices", "more entries than self has dims");
+  }
+  std::vector<int64_t> indexed;
+  std::vector<Value*> tensors;
+  Shape broadcast;
+  for (size_t d = 0; d < entries.size(); ++d) {
+    if (!entries[d]) continue;
+    Value* index = *entries[d];
+    if (!is_integer(index->dtype())) {
+      return n.unsupported("indices",
+                           "only integer index tensors are converted (a bool mask gives a "
+                           "shape that depends on the values)");
+    }
+    Expected<Shape> shape = broadcast_shapes(broadcast, index->shape());
+    if (!shape) return n.unsupported("indices", shape.status().message());
+    broadcast = *shape;
+    indexed.push_back(static_cast<int64_t>(d));
+    tensors.push_back(index);
+  }
+  if (indexed.empty()) return n.unsupported("indices", "holds no index tensor");
+  GraphBuilder& b = n.b;
+  AdvancedIndex a;
+  const bool consecutive =
+      indexed.back() - indexed.front() + 1 == static_cast<int64_t>(indexed.size());
+  a.axis = consecutive ? static_cast<int>(indexed.front()) : 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (static_cast<int>(a.perm.size()) == a.axis) {
+      a.perm.insert(a.perm.end(), indexed.begin(), indexed.end());
+    }
+    if (std::find(indexed.begin(), indexed.end(), d) == indexed.end()) a.perm.push_back(d);
+  }
+  // The flattened axis's position of each index: a mixed-radix number of the indices (each
+  // wrapped once when negative, as ATen's); one index tensor is its own position, which
+  // gather and scatter_add wrap.
+  int64_t positions = 1;
+  Value* flat = nullptr;
+  for (size_t k = tensors.size(); k-- > 0;) {
+    const int64_t size = self->shape().dim(static_cast<int>(indexed[k]));
+    Value* index = tensors[k];
+    if (tensors.size() > 1) {
+      const auto i64 = [&](int64_t v) { return b.scalar(static_cast<double>(v), DType::i64); };
+      index = cast_to(b, index, DType::i64);
+      Value* negative = b.apply1(Op::less, {index, i64(0)});
+      index = b.add(index, b.where(negative, i64(size), i64(0)));
+      if (positions != 1) index = b.mul(index, i64(positions));
+    }
+    flat = flat == nullptr ? index : b.add(index, flat);
+    positions *= size;
+  }
+  a.flat = flat->shape() == broadcast ? flat : b.broadcast_to(flat, broadcast.dims());
+  for (int64_t d : a.perm) a.moved_shape.push_back(self->shape().dim(static_cast<int>(d)));
+  std::vector<int64_t> flattened(a.moved_shape.begin(), a.moved_shape.begin() + a.axis);
+  flattened.push_back(positions);
+  flattened.insert(flattened.end(), a.moved_shape.begin() + a.axis + indexed.size(),
+                   a.moved_shape.end());
+  const bool moved = !std::is_sorted(a.perm.begin(), a.perm.end());
+  a.data = moved ? b.transpose(self, a.perm) : self;
+  if (indexed.size() > 1) a.data = b.reshape(a.data, flattened);
+  return a;
+}
+
+// The inverse of advanced_index's flattening and moving: `data` back in self's layout.
+Value* unflatten(GraphBuilder& b, const AdvancedIndex& a, Value* data) {
+  if (data->shape().dims() != a.moved_shape) data = b.reshape(data, a.moved_shape);
+  if (std::is_sorted(a.perm.begin(), a.perm.end())) return data;
+  std::vector<int64_t> inverse(a.perm.size());
+  for (size_t i = 0; i < a.perm.size(); ++i) inverse[static_cast<size_t>(a.perm[i])] = i;
+  return b.transpose(data, inverse);
+}
+
+// index.Tensor, ATen's advanced indexing self[indices] (h[src] in message passing, nearest and
+// bilinear upsampling as decomposed): one gather of advanced_index's data.
+Results index_tensor(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(AdvancedIndex a, advanced_index(n, self));
+  return one(n.b.gather(a.data, a.flat, a.axis));
+}
+
+// data with `updates` (scatter_add's layout) added at `index` along `axis` (accumulate), or
+// written there. Where an index repeats, ATen leaves which value is written unspecified; Kiln
+// writes the mean of the values written there, so the result is exact for unique indices and
+// for repeats that write one value. The sums of a write start from -0, which keeps a single
+// value's sign of zero. Bool tensors are added (an or) and written as 0/1 in i32.
+Value* scatter_into(GraphBuilder& b, Value* data, Value* index, Value* updates, int axis,
+                    bool accumulate) {
+  if (data->dtype() == DType::boolean) {
+    Value* result = scatter_into(b, b.cast(data, DType::i32), index, b.cast(updates, DType::i32),
+                                 axis, accumulate);
+    return b.cast(result, DType::boolean);
+  }
+  if (accumulate) return b.scatter_add(data, index, updates, axis);
+  const int64_t positions = data->shape().dim(axis);
+  const int64_t count = index->shape().num_elements();
+  Value* sums = b.scatter_add(b.fill(data->shape(), -0.0, data->dtype()), index, updates, axis);
+  Value* counts = b.scatter_add(b.fill(Shape{positions}, 0, DType::f32), b.reshape(index, {count}),
+                                b.fill(Shape{count}, 1, DType::f32), 0);
+  std::vector<int64_t> along(static_cast<size_t>(data->rank()), 1);
+  along[static_cast<size_t>(axis)] = positions;
+  counts = b.reshape(counts, along);
+  Value* mean = b.div(sums, b.max(cast_to(b, counts, data->dtype()), b.scalar(1, data->dtype())));
+  return b.where(b.greater(counts, b.scalar(0, DType::f32)), mean, data);
+}
+
+// index_put: values (broadcast to what self[indices] gives) added at the indices
+// (accumulate), or written there (scatter_into: exact for unique indices).
 Results index_put(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Value * values, n.tensor("values"));
   KILN_ASSIGN_OR_RETURN(bool accumulate, n.boolean("accumulate"));
-  if (!accumulate) {
-    return n.unsupported("accumulate",
-                         "only accumulating index_put is converted (the other "
-                         "form's result depends on the order of repeated indices)");
+  KILN_ASSIGN_OR_RETURN(AdvancedIndex a, advanced_index(n, self));
+  GraphBuilder& b = n.b;
+  std::vector<int64_t> gathered(a.data->shape().dims().begin(),
+                                a.data->shape().dims().begin() + a.axis);
+  const std::vector<int64_t>& index_dims = a.flat->shape().dims();
+  gathered.insert(gathered.end(), index_dims.begin(), index_dims.end());
+  gathered.insert(gathered.end(), a.data->shape().dims().begin() + a.axis + 1,
+                  a.data->shape().dims().end());
+  values = cast_to(b, values, self->dtype());
+  if (values->shape().dims() != gathered) values = b.broadcast_to(values, gathered);
+  return one(unflatten(b, a, scatter_into(b, a.data, a.flat, values, a.axis, accumulate)));
+}
+
+// index_add: source * alpha added into self's slices along dim that index (a vector) names.
+Results index_add(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", self->rank()));
+  KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
+  KILN_ASSIGN_OR_RETURN(Value * source, n.tensor("source"));
+  KILN_ASSIGN_OR_RETURN(double alpha, n.number("alpha"));
+  if (index->rank() > 1) return n.unsupported("index", "must be a vector");
+  if (self->rank() == 0) return n.unsupported("self", "must have a dim");
+  GraphBuilder& b = n.b;
+  const int64_t count = index->shape().num_elements();
+  if (index->rank() == 0) index = b.reshape(index, {1});
+  std::vector<int64_t> gathered = self->shape().dims();
+  gathered[static_cast<size_t>(axis)] = count;
+  Value* updates = b.reshape(cast_to(b, source, self->dtype()), gathered);
+  if (alpha != 1) updates = b.mul(updates, b.scalar(alpha, self->dtype()));
+  return one(b.scatter_add(self, index, updates, axis));
+}
+
+// The flat (row-major) positions in self that torch.scatter's index names: for the element of
+// index at coordinates c, c with c[dim] replaced by index[c]. index has self's rank and no
+// larger size on any dim but dim.
+Expected<Value*> scattered_positions(AtenNode& n, Value* self, Value* index, int axis) {
+  if (index->rank() != self->rank() || self->rank() == 0) {
+    return n.unsupported("index", "must have self's rank, at least 1");
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<Value*> indices, n.tensors("indices"));
-  if (indices.size() != 1 || !is_integer(indices[0]->dtype())) {
-    return n.unsupported("indices", "only one integer index tensor, on dim 0, is converted");
+  for (int d = 0; d < self->rank(); ++d) {
+    if (d != axis && index->shape().dim(d) > self->shape().dim(d)) {
+      return n.unsupported("index", "is larger than self on a dim but dim");
+    }
   }
   GraphBuilder& b = n.b;
-  std::vector<int64_t> gathered = indices[0]->shape().dims();
-  const std::vector<int64_t>& dims = self->shape().dims();
-  gathered.insert(gathered.end(), dims.begin() + 1, dims.end());
-  values = b.broadcast_to(cast_to(b, values, self->dtype()), gathered);
-  return one(b.scatter_add(self, indices[0], values, 0));
+  const std::vector<int64_t> strides = self->shape().strides();
+  Value* flat = nullptr;
+  for (int d = 0; d < self->rank(); ++d) {
+    Value* coordinate = d == axis ? cast_to(b, index, DType::i64) : b.iota(index->shape(), d);
+    const double stride = static_cast<double>(strides[static_cast<size_t>(d)]);
+    if (stride != 1) coordinate = b.mul(coordinate, b.scalar(stride, DType::i64));
+    flat = flat == nullptr ? coordinate : b.add(flat, coordinate);
+  }
+  return b.reshape(flat, {index->shape().num_elements()});
+}
+
+// src's elements at index's coordinates (src may be larger than index), flattened.
+Expected<Value*> scattered_sources(AtenNode& n, Value* src, Value* index, DType dtype) {
+  if (src->rank() != index->rank()) return n.unsupported("src", "must have index's rank");
+  std::vector<int64_t> starts, ends, axes;
+  for (int d = 0; d < src->rank(); ++d) {
+    if (src->shape().dim(d) < index->shape().dim(d)) {
+      return n.unsupported("src", "is smaller than index on a dim");
+    }
+    if (src->shape().dim(d) == index->shape().dim(d)) continue;
+    starts.push_back(0);
+    ends.push_back(index->shape().dim(d));
+    axes.push_back(d);
+  }
+  GraphBuilder& b = n.b;
+  if (!axes.empty()) src = b.slice(src, starts, ends, axes);
+  return b.reshape(cast_to(b, src, dtype), {index->shape().num_elements()});
+}
+
+// torch.scatter_add: src added into self where index points along dim, as one scatter_add of
+// the flattened tensors at scattered_positions.
+Results scatter_add(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", self->rank()));
+  KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
+  KILN_ASSIGN_OR_RETURN(Value * src, n.tensor("src"));
+  KILN_ASSIGN_OR_RETURN(Value * positions, scattered_positions(n, self, index, axis));
+  KILN_ASSIGN_OR_RETURN(Value * updates, scattered_sources(n, src, index, self->dtype()));
+  GraphBuilder& b = n.b;
+  Value* flat = b.reshape(self, {self->shape().num_elements()});
+  Value* added = scatter_into(b, flat, positions, updates, 0, /*accumulate=*/true);
+  return one(b.reshape(added, self->shape().dims()));
+}
+
+// torch.scatter of src: src written into self where index points along dim (scatter_into:
+// exact for unique positions).
+Results scatter_src(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", self->rank()));
+  KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
+  KILN_ASSIGN_OR_RETURN(Value * src, n.tensor("src"));
+  KILN_ASSIGN_OR_RETURN(Value * positions, scattered_positions(n, self, index, axis));
+  KILN_ASSIGN_OR_RETURN(Value * updates, scattered_sources(n, src, index, self->dtype()));
+  GraphBuilder& b = n.b;
+  Value* flat = b.reshape(self, {self->shape().num_elements()});
+  Value* written = scatter_into(b, flat, positions, updates, 0, /*accumulate=*/false);
+  return one(b.reshape(written, self->shape().dims()));
 }
 
 // ---- Contractions ---------------------------------------------------------------------------
@@ -668,6 +1009,7 @@ Results addmm(AtenNode& n) {
 struct ConvArguments {
   std::vector<int64_t> strides, pads, dilations;
   int64_t groups = 1;
+  bool transposed = false;
 };
 
 // A per-spatial-dim list: one value for every dim, or one value each.
@@ -687,11 +1029,14 @@ Expected<ConvArguments> conv_arguments(AtenNode& n, int spatial) {
   c.pads = padding;
   c.pads.insert(c.pads.end(), padding.begin(), padding.end());
   KILN_ASSIGN_OR_RETURN(c.dilations, per_dim(n, "dilation", spatial));
-  KILN_ASSIGN_OR_RETURN(bool transposed, n.boolean("transposed"));
-  if (transposed) return n.unsupported("transposed", "transposed convolutions are not converted");
+  KILN_ASSIGN_OR_RETURN(c.transposed, n.boolean("transposed"));
+  // output_padding lengthens a transposed convolution's result, whose shape the metadata (and
+  // the backward's input) gives.
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, n.integers("output_padding"));
   for (int64_t p : output_padding) {
-    if (p != 0) return n.unsupported("output_padding", "only for transposed convolutions");
+    if (p != 0 && !c.transposed) {
+      return n.unsupported("output_padding", "only for transposed convolutions");
+    }
   }
   KILN_ASSIGN_OR_RETURN(c.groups, n.integer("groups"));
   return c;
@@ -709,18 +1054,25 @@ Value* channel_vector(GraphBuilder& b, Value* v, int rank) {
   return b.reshape(v, shape);
 }
 
+// A convolution, or a transposed one: the gradient of the convolution of a result-shaped input
+// by the same weight [C_in, C_out / groups, *kernel] with respect to that input
+// (conv_grad_data), output_padding included through the result's shape.
 Results convolution(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
   KILN_ASSIGN_OR_RETURN(Value * w, n.tensor("weight"));
   KILN_ASSIGN_OR_RETURN(std::optional<Value*> bias, n.optional_tensor("bias"));
   if (x->rank() < 3) return n.unsupported("input", "needs a batch, channels and spatial dims");
   KILN_ASSIGN_OR_RETURN(ConvArguments c, conv_arguments(n, x->rank() - 2));
-  Value* y = n.b.apply1(Op::conv, {x, w}, conv_attrs(c));
+  Attrs attrs = conv_attrs(c);
+  if (c.transposed) attrs.set("input_shape", n.output_type().shape.dims());
+  Value* y = n.b.apply1(c.transposed ? Op::conv_grad_data : Op::conv, {x, w}, attrs);
   if (bias) y = n.b.add(y, channel_vector(n.b, *bias, x->rank()));
   return one(y);
 }
 
-// The gradients of input, weight and bias that output_mask asks for.
+// The gradients of input, weight and bias that output_mask asks for. For a transposed
+// convolution (conv_grad_data of x by w), the input's is the convolution of the gradient by w
+// and the weight's that of the convolution of the gradient by w with x as its output gradient.
 Results convolution_backward(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad_output"));
   KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("input"));
@@ -732,7 +1084,9 @@ Results convolution_backward(AtenNode& n) {
   if (mask.size() != 3) return n.unsupported("output_mask", "needs 3 entries");
   GraphBuilder& b = n.b;
   std::vector<Value*> results(3, nullptr);
-  if (mask[0]) {
+  if (mask[0] && c.transposed) {
+    results[0] = b.apply1(Op::conv, {grad, w}, conv_attrs(c));
+  } else if (mask[0]) {
     Attrs attrs = conv_attrs(c);
     attrs.set("input_shape", x->shape().dims());
     results[0] = b.apply1(Op::conv_grad_data, {grad, w}, attrs);
@@ -740,7 +1094,8 @@ Results convolution_backward(AtenNode& n) {
   if (mask[1]) {
     Attrs attrs = conv_attrs(c);
     attrs.set("weight_shape", w->shape().dims());
-    results[1] = b.apply1(Op::conv_grad_weight, {x, grad}, attrs);
+    results[1] = c.transposed ? b.apply1(Op::conv_grad_weight, {grad, x}, attrs)
+                              : b.apply1(Op::conv_grad_weight, {x, grad}, attrs);
   }
   if (mask[2]) {
     std::vector<int64_t> axes = {0};
@@ -1135,7 +1490,7 @@ Results native_batch_norm_functional(AtenNode& n) {
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1)
                                   : std::numeric_limits<double>::infinity();
   Value* new_mean = b.add(b.mul_scalar(running_mean, 1 - momentum),
-                         b.mul_scalar(cast_to(b, batch_mean, running_mean->dtype()), momentum));
+                          b.mul_scalar(cast_to(b, batch_mean, running_mean->dtype()), momentum));
   Value* new_var =
       b.add(b.mul_scalar(running_var, 1 - momentum),
             b.mul_scalar(cast_to(b, batch_var, running_var->dtype()), momentum * unbias));
@@ -1244,6 +1599,10 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.sigmoid_backward.default", sigmoid_backward},
       {"aten.tanh_backward.default", tanh_backward},
       {"aten.threshold_backward.default", threshold_backward},
+      {"aten.log1p.default", log1p},
+      {"aten.expm1.default", expm1},
+      {"aten.elu.default", elu},
+      {"aten.elu_backward.default", elu_backward},
       // Reductions
       {"aten.sum.dim_IntList", reduction(Op::reduce_sum, "dim", true, true)},
       {"aten.sum.default", reduction(Op::reduce_sum, nullptr, false, true)},
@@ -1253,6 +1612,7 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.amin.default", reduction(Op::reduce_min, "dim", true, false)},
       {"aten.any.dim", any_dim},
       {"aten.var.correction", var_correction},
+      {"aten.cumsum.default", cumsum},
       // Layout
       {"aten.view.default", reshape_to_result({"size"})},
       {"aten._unsafe_view.default", reshape_to_result({"size"})},
@@ -1271,6 +1631,7 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.slice.Tensor", slice},
       {"aten.select.int", select},
       {"aten.cat.default", cat},
+      {"aten.flip.default", flip},
       {"aten.split_with_sizes.default", split(/*by_sizes=*/true)},
       {"aten.split.Tensor", split(false)},
       {"aten.full.default",
@@ -1285,6 +1646,8 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.arange.default", arange(/*has_start=*/false, /*has_step=*/false)},
       {"aten.arange.start", arange(true, false)},
       {"aten.arange.start_step", arange(true, true)},
+      {"aten.triu_indices.default", triangle_indices(/*upper=*/true)},
+      {"aten.tril_indices.default", triangle_indices(false)},
       {"aten.index_select.default", index_select},
       {"aten.embedding.default", embedding},
       {"aten.embedding_dense_backward.default", embedding_dense_backward},
@@ -1292,7 +1655,11 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.gather.default", gather_elements},
       {"aten.scatter.value", scatter_value},
       {"aten.slice_scatter.default", slice_scatter},
+      {"aten.index.Tensor", index_tensor},
       {"aten.index_put.default", index_put},
+      {"aten.index_add.default", index_add},
+      {"aten.scatter_add.default", scatter_add},
+      {"aten.scatter.src", scatter_src},
       // Contractions
       {"aten.mm.default", matmul},
       {"aten.bmm.default", matmul},

@@ -198,16 +198,16 @@ def test_training_matches_eager(model_name, make, device, monkeypatch):
 
 def test_an_unsupported_op_falls_back_with_a_warning_and_stays_right():
     def fn(x):
-        return torch.cumsum(x, dim=1).relu() * 2  # cumsum: not converted by Kiln
+        return torch.cumprod(x, dim=1).relu() * 2  # cumprod: not converted by Kiln
 
     report = kiln.Report()
     compiled = torch.compile(fn, backend=kiln.make_backend(report), dynamic=False)
     x = torch.randn(3, 6)
-    with pytest.warns(UserWarning, match="cumsum"):
+    with pytest.warns(UserWarning, match="cumprod"):
         result = compiled(x)
     assert torch.allclose(result, fn(x), rtol=1e-5, atol=1e-6)
-    assert any("cumsum" in reason for _, reason in report.fallbacks)
-    assert report.graphs, "the ops around cumsum were not compiled by Kiln"
+    assert any("cumprod" in reason for _, reason in report.fallbacks)
+    assert report.graphs, "the ops around cumprod were not compiled by Kiln"
 
 
 class SparseGCN(nn.Module):
@@ -245,11 +245,11 @@ def test_the_backend_is_registered_by_name():
 
 
 def test_explain_names_the_kernels_and_the_fallbacks():
-    with pytest.warns(UserWarning, match="cumsum"):
-        text = kiln.explain(lambda x: torch.cumsum(torch.relu(x) * 2, dim=0).exp(),
+    with pytest.warns(UserWarning, match="cumprod"):
+        text = kiln.explain(lambda x: torch.cumprod(torch.relu(x) * 2, dim=0).exp(),
                             torch.randn(4, 4))
     assert "Kiln graph" in text
-    assert "cumsum" in text
+    assert "cumprod" in text
 
 
 def test_explain_gives_the_backward_graphs_and_leaves_the_model_as_it_was():
@@ -284,10 +284,10 @@ def test_a_kiln_output_that_pytorch_reads_has_the_strides_pytorch_traced():
     from kiln.backend import compile_graph, with_traced_strides
 
     def fn(x):
-        return torch.cumsum((x * 2).t(), dim=0), (x * 3).t() + 1
+        return torch.cumprod((x * 2).t(), dim=0), (x * 3).t() + 1
 
     x = torch.randn(5, 7)
-    with pytest.warns(UserWarning, match="cumsum"):
+    with pytest.warns(UserWarning, match="cumprod"):
         fused = compile_graph(make_fx(fn, tracing_mode="fake")(x), [x], "strides")
     restrided = [n for n in fused.graph.nodes if n.target is with_traced_strides]
     assert len(restrided) == 1 and restrided[0].args[1] == (1, 7)
