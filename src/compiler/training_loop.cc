@@ -36,31 +36,32 @@ Expected<std::vector<size_t>> feedback_inputs(const Graph& step) {
 
 }  // namespace
 
-Expected<TrainingLoopResult> run_training_loop(CompiledTrainingStep& step,
-                                               std::span<const Array> inputs,
-                                               const TrainingLoopOptions& options) {
+Array TrainingLoopResult::final_input(size_t index) const {
+  return decode_array(input_types.at(index), final_input_bytes.at(index).data());
+}
+
+Expected<TrainingLoopResult> run_training_loop(
+    CompiledTrainingStep& step, const std::function<Expected<Array>(size_t)>& make_input,
+    const TrainingLoopOptions& options) {
   if (options.steps < 1 || options.loss_every < 1) {
     return Status::errorf("a training loop needs steps >= 1 and loss_every >= 1, got {} and {}",
                           options.steps, options.loss_every);
   }
   const Graph& graph = step.full_step().graph();
-  if (inputs.size() != graph.inputs().size()) {
-    return Status::errorf("@{} takes {} inputs, got {}", graph.name(), graph.inputs().size(),
-                          inputs.size());
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].type() != graph.inputs()[i]->type()) {
-      return Status::errorf("input %{} must be {}, got {}", graph.inputs()[i]->name(),
-                            graph.inputs()[i]->type().to_string(), inputs[i].type().to_string());
-    }
-  }
   KILN_ASSIGN_OR_RETURN(const std::vector<size_t> feedback, feedback_inputs(graph));
   const auto step_count = std::ranges::find(graph.inputs(), std::string("step"), &Value::name);
   const bool counts_steps = step_count != graph.inputs().end() && (*step_count)->rank() == 0;
   const size_t step_index = static_cast<size_t>(step_count - graph.inputs().begin());
 
   std::vector<std::vector<std::byte>> input_bytes;
-  for (const Array& input : inputs) input_bytes.push_back(encode_array(input));
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(const Array input, make_input(i));
+    if (input.type() != graph.inputs()[i]->type()) {
+      return Status::errorf("input %{} must be {}, got {}", graph.inputs()[i]->name(),
+                            graph.inputs()[i]->type().to_string(), input.type().to_string());
+    }
+    input_bytes.push_back(encode_array(input));
+  }
   std::vector<std::vector<std::byte>> output_bytes;
   for (const Value* output : graph.outputs()) {
     output_bytes.emplace_back(static_cast<size_t>(output->shape().num_elements() *
@@ -98,10 +99,21 @@ Expected<TrainingLoopResult> run_training_loop(CompiledTrainingStep& step,
       input_bytes[step_index] = encode_array(count);
     }
   }
-  for (size_t i = 0; i < input_bytes.size(); ++i) {
-    result.final_inputs.push_back(decode_array(graph.inputs()[i]->type(), input_bytes[i].data()));
-  }
+  for (const Value* input : graph.inputs()) result.input_types.push_back(input->type());
+  result.final_input_bytes = std::move(input_bytes);
   return result;
+}
+
+Expected<TrainingLoopResult> run_training_loop(CompiledTrainingStep& step,
+                                               std::span<const Array> inputs,
+                                               const TrainingLoopOptions& options) {
+  const Graph& graph = step.full_step().graph();
+  if (inputs.size() != graph.inputs().size()) {
+    return Status::errorf("@{} takes {} inputs, got {}", graph.name(), graph.inputs().size(),
+                          inputs.size());
+  }
+  return run_training_loop(
+      step, [&](size_t i) { return Expected<Array>(inputs[i]); }, options);
 }
 
 }  // namespace kiln

@@ -8,6 +8,8 @@
 // one step is the next step's input.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -33,10 +35,20 @@ struct TrainingLoopResult {
   std::vector<LoggedLoss> losses;
   std::vector<double> seconds_with_loss;     // wall time of each step that computed the loss
   std::vector<double> seconds_without_loss;  // and of each that did not
-  std::vector<Array> final_inputs;  // the inputs the next step would take (updated weights)
+  // The inputs the next step would take (updated weights and state), as the kernels read them.
+  std::vector<TensorType> input_types;
+  std::vector<std::vector<std::byte>> final_input_bytes;
+
+  Array final_input(size_t index) const;  // decoded
 };
 
-// `inputs` are the first step's, one per input of the step, of its exact type.
+// `make_input(i)` gives the first step's input i, of its exact type; each is encoded as it
+// comes, so that no more than one is held in f64 (bert-large's Adam step has 1.0 G input
+// elements: 8 GB as Arrays, 4 GB encoded).
+Expected<TrainingLoopResult> run_training_loop(
+    CompiledTrainingStep& step, const std::function<Expected<Array>(size_t)>& make_input,
+    const TrainingLoopOptions& options);
+// The same on inputs given whole, one per input of the step.
 Expected<TrainingLoopResult> run_training_loop(CompiledTrainingStep& step,
                                                std::span<const Array> inputs,
                                                const TrainingLoopOptions& options);

@@ -71,7 +71,7 @@ Expected<SourceModel> load_model_source(const ModelSourceOptions& options);
 // The value of input `index` of a model's graph, made when asked for: a caller can encode each
 // as it comes instead of holding every input in f64 (bert-large's Adam step has 1.0 G input
 // elements: 8 GB as Arrays, 4 GB as f32). Each index is asked for once; the maker refers to
-// the SourceModel, which must outlive it.
+// the SourceModel and its graph, which must outlive it unmoved (compile a clone).
 using InputMaker = std::function<Expected<Array>(size_t index)>;
 
 // Values for every input of `model.graph`: a preset's own; for a file, the data inputs named in

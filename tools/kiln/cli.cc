@@ -9,6 +9,7 @@
 #include "interp/interpreter.h"
 #include "passes/pass_manager.h"
 #include "passes/rewrite_graph.h"
+#include "support/memory.h"
 
 namespace kiln::cli {
 
@@ -36,6 +37,46 @@ Status check_input_size(const Graph& graph) {
         total, limit);
   }
   return Status::ok();
+}
+
+int64_t f64_bytes(const std::vector<Value*>& values) {
+  int64_t elements = 0;
+  for (const Value* value : values) elements += value->shape().num_elements();
+  return elements * int64_t{sizeof(double)};
+}
+
+namespace {
+
+int64_t encoded_bytes(const Value& value) {
+  return value.shape().num_elements() * dtype_size_bytes(value.dtype());
+}
+
+}  // namespace
+
+RunMemory run_memory(const Graph& graph, const CompiledModel* program) {
+  RunMemory memory;
+  for (Value* input : graph.inputs()) {
+    memory.inputs += encoded_bytes(*input);
+    memory.decoded = std::max(memory.decoded, f64_bytes({input}));
+  }
+  for (const Value* output : graph.outputs()) memory.outputs += encoded_bytes(*output);
+  if (program != nullptr && program->compiled().program && !program->compiled().cuda) {
+    memory.program = program->program().arena_bytes + program->program().state_bytes;
+  }
+  return memory;
+}
+
+Status check_fits_in_memory(const RunMemory& memory, std::string_view note) {
+  const std::optional<int64_t> available = available_memory_bytes();
+  if (!available || memory.total() <= *available) return Status::ok();
+  std::string parts = fmt::format("inputs {}, outputs {}", format_bytes(memory.inputs),
+                                  format_bytes(memory.outputs));
+  if (memory.program > 0) parts = fmt::format("arena {}, {}", format_bytes(memory.program), parts);
+  if (memory.decoded > 0) parts += fmt::format(", f64 copies {}", format_bytes(memory.decoded));
+  return Status::error(ErrorCode::resource_exhausted,
+                       fmt::format("the run needs {} ({}) and this machine has {} available{}",
+                                   format_bytes(memory.total()), parts, format_bytes(*available),
+                                   note.empty() ? "" : fmt::format(" ({})", note)));
 }
 
 Expected<double> check_kernels(CompiledModel& model, std::span<const Array> inputs) {

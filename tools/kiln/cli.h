@@ -36,6 +36,28 @@ std::string with_thousands(int64_t n);                        // "109,512,762"
 // a graph whose inputs alone exceed that limit is refused up front.
 Status check_input_size(const Graph& graph);
 
+// The memory running a graph compiled takes beyond what is allocated already, by part.
+struct RunMemory {
+  int64_t program = 0;  // the arena and the kernels' state (on a CPU)
+  int64_t inputs = 0;   // encoded, as the kernels read them
+  int64_t outputs = 0;  // encoded
+  int64_t decoded = 0;  // f64 copies: the input being encoded, and what a command decodes
+
+  int64_t total() const { return program + inputs + outputs + decoded; }
+};
+
+int64_t f64_bytes(const std::vector<Value*>& values);  // the values as f64 Arrays
+
+// What running `graph` compiled takes with its inputs made and encoded one at a time,
+// `program` being its compilation when made (its arena is planned then; before, the inputs
+// and outputs alone are known).
+RunMemory run_memory(const Graph& graph, const CompiledModel* program);
+
+// Stops a command before it allocates when `memory` exceeds what this machine has free
+// (support/memory.h), saying what it needs, by part, and what is free, with `note` when not
+// empty: the kernel would otherwise kill it without a word.
+Status check_fits_in_memory(const RunMemory& memory, std::string_view note = "");
+
 // Checks every kernel of `model` against the reference on `inputs`: the largest absolute
 // error, or the error naming the first kernel that disagrees.
 Expected<double> check_kernels(CompiledModel& model, std::span<const Array> inputs);

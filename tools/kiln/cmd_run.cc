@@ -18,7 +18,6 @@
 #include "ir/printer.h"
 #include "kiln/kiln.h"
 #include "report.h"
-#include "support/memory.h"
 #include "support/text.h"
 
 namespace kiln::cli {
@@ -38,66 +37,20 @@ struct RunOptions {
   CompileFlags compile;
 };
 
-// The memory a compiled run takes beyond what is allocated already, by part.
-struct RunMemory {
-  int64_t program = 0;  // the arena and the kernels' state (on a CPU)
-  int64_t inputs = 0;   // encoded, as the kernels read them
-  int64_t outputs = 0;  // encoded
-  int64_t decoded = 0;  // f64 copies: the input being encoded, and what --check and --output decode
-
-  int64_t total() const { return program + inputs + outputs + decoded; }
-};
-
-int64_t encoded_bytes(const std::vector<Value*>& values) {
-  int64_t bytes = 0;
-  for (const Value* value : values) {
-    bytes += value->shape().num_elements() * dtype_size_bytes(value->dtype());
-  }
-  return bytes;
-}
-
-int64_t f64_bytes(const Value& value) {
-  return value.shape().num_elements() * int64_t{sizeof(double)};
-}
-
-int64_t f64_bytes(const std::vector<Value*>& values) {
-  int64_t bytes = 0;
-  for (const Value* value : values) bytes += f64_bytes(*value);
-  return bytes;
-}
-
-// What running `graph` compiled takes, `program` being its compilation when made (the arena is
-// planned then; before it, the inputs and outputs alone are known).
-RunMemory run_memory(const Graph& graph, const CompiledModel* program, const RunOptions& options) {
-  RunMemory memory;
-  const std::vector<Value*>& inputs = graph.inputs();
-  const std::vector<Value*>& outputs = graph.outputs();
-  memory.inputs = encoded_bytes(inputs);
-  memory.outputs = encoded_bytes(outputs);
-  for (const Value* input : inputs) memory.decoded = std::max(memory.decoded, f64_bytes(*input));
-  if (options.check) memory.decoded = f64_bytes(inputs);
-  if (!options.output_file.empty()) memory.decoded += f64_bytes(outputs);
-  if (program != nullptr && program->compiled().program && !program->compiled().cuda) {
-    memory.program = program->program().arena_bytes + program->program().state_bytes;
-  }
+// What running `graph` compiled takes (cli.h: run_memory), with the f64 copies that --check
+// (every input) and --output (every output) decode.
+RunMemory memory_of_run(const Graph& graph, const CompiledModel* program,
+                        const RunOptions& options) {
+  RunMemory memory = run_memory(graph, program);
+  if (options.check) memory.decoded = f64_bytes(graph.inputs());
+  if (!options.output_file.empty()) memory.decoded += f64_bytes(graph.outputs());
   return memory;
 }
 
-// Stops a run that cannot fit in the memory this machine has free, before it allocates, with
-// what it needs and what is free: the kernel would otherwise kill it without a word.
-Status check_fits_in_memory(const RunMemory& memory, const RunOptions& options) {
-  const bool options_add = options.check || !options.output_file.empty();
-  const std::optional<int64_t> available = available_memory_bytes();
-  if (!available || memory.total() <= *available) return Status::ok();
-  std::string parts = fmt::format("inputs {}, outputs {}", format_bytes(memory.inputs),
-                                   format_bytes(memory.outputs));
-  if (memory.program > 0) parts = fmt::format("arena {}, {}", format_bytes(memory.program), parts);
-  if (memory.decoded > 0) parts += fmt::format(", f64 copies {}", format_bytes(memory.decoded));
-  return Status::error(
-      ErrorCode::resource_exhausted,
-      fmt::format("the run needs {} ({}) and this machine has {} available{}",
-                  format_bytes(memory.total()), parts, format_bytes(*available),
-                  options_add ? " (--check and --output add f64 copies)" : ""));
+// The note a refusal adds when the command's options make f64 copies.
+std::string_view copies_note(const RunOptions& options) {
+  const bool copies = options.check || !options.output_file.empty();
+  return copies ? "--check and --output add f64 copies" : "";
 }
 
 // Compiles `graph`, checks it kernel by kernel when asked, and runs it (timed and profiled
@@ -114,11 +67,13 @@ Expected<std::optional<RunBuffers>> run_compiled_model(Graph graph, const InputM
     print_compile_summary(stopped.compiled());
     return std::optional<RunBuffers>();
   }
-  KILN_RETURN_IF_ERROR(check_fits_in_memory(run_memory(graph, nullptr, options), options));
+  KILN_RETURN_IF_ERROR(
+      check_fits_in_memory(memory_of_run(graph, nullptr, options), copies_note(options)));
   KILN_ASSIGN_OR_RETURN(CompiledModel model, Compiler(compile_options).compile(std::move(graph)));
   print_compile_summary(model.compiled());
   if (compile_options.device.kind == DeviceKind::cuda) fmt::print("runs on {}\n", model.runs_on());
-  KILN_RETURN_IF_ERROR(check_fits_in_memory(run_memory(model.graph(), &model, options), options));
+  KILN_RETURN_IF_ERROR(
+      check_fits_in_memory(memory_of_run(model.graph(), &model, options), copies_note(options)));
   KILN_ASSIGN_OR_RETURN(RunBuffers buffers, RunBuffers::encode(model.graph(), make_input));
   if (options.check) {
     std::vector<Array> inputs;

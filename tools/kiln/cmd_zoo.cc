@@ -152,13 +152,16 @@ int run_zoo_train(const ZooOptions& options) {
   if (!model) return report(model.status());
   fmt::print("{}\n", model->description);
   std::vector<std::string> unused;
-  Expected<std::vector<Array>> inputs = model_inputs(*model, step_source, {}, unused);
-  if (!inputs) return report(inputs.status());
+  Expected<InputMaker> make_input = model_input_maker(*model, step_source, {}, unused);
+  if (!make_input) return report(make_input.status());
   Expected<CompileOptions> compile_options = compile_options_from(options.compile);
   if (!compile_options) return report(compile_options.status());
+  if (Status fits = check_fits_in_memory(run_memory(model->graph, nullptr)); !fits) {
+    return report(fits);
+  }
   Expected<CompiledTrainingStep> step =
       Compiler(*compile_options)
-          .compile_training_step(std::move(model->graph), options.eliminate_loss);
+          .compile_training_step(model->graph.clone(), options.eliminate_loss);
   if (!step) return report(step.status());
   const int full_kernels = kernel_calls(step->full_step().compiled());
   if (CompiledModel* loss_free = step->loss_free_step()) {
@@ -171,7 +174,11 @@ int run_zoo_train(const ZooOptions& options) {
   } else {
     fmt::print("loss elimination off: every step computes the loss; {} kernels\n", full_kernels);
   }
-  Expected<TrainingLoopResult> result = run_training_loop(*step, *inputs, options.loop);
+  const CompiledModel& full = step->full_step();
+  if (Status fits = check_fits_in_memory(run_memory(full.graph(), &full)); !fits) {
+    return report(fits);
+  }
+  Expected<TrainingLoopResult> result = run_training_loop(*step, *make_input, options.loop);
   if (!result) return report(result.status());
   for (const LoggedLoss& logged : result->losses) {
     fmt::print("step {:>{}}  loss {:.6g}\n", logged.step,

@@ -171,7 +171,7 @@ Training train(const std::string& preset, Precision precision, int steps) {
   for (const LoggedLoss& logged : result->losses) training.losses.push_back(logged.loss);
   const std::vector<Value*>& step_inputs = compiled->full_step().graph().inputs();
   for (size_t i = 0; i < step_inputs.size(); ++i) {
-    if (step_inputs[i]->name() == "loss_scale") training.loss_scale = result->final_inputs[i][0];
+    if (step_inputs[i]->name() == "loss_scale") training.loss_scale = result->final_input(i)[0];
   }
   return training;
 }

@@ -110,9 +110,9 @@ TEST(TrainingLoop, MatchesTheInterpretedStepRunAgainAndAgain) {
       EXPECT_NEAR(result->losses[l].loss, want, 1e-4 * (1 + std::fabs(want)));
     }
     EXPECT_EQ(result->seconds_with_loss.size() + result->seconds_without_loss.size(), 3u);
-    ASSERT_EQ(result->final_inputs.size(), inputs.size());
+    ASSERT_EQ(result->final_input_bytes.size(), inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      expect_close(result->final_inputs[i], inputs[i], graph.inputs()[i]->name());
+      expect_close(result->final_input(i), inputs[i], graph.inputs()[i]->name());
     }
   }
 }
