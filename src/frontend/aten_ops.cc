@@ -407,24 +407,82 @@ Results var_correction(AtenNode& n) {
   return one(b.mul_scalar(squares, 1.0 / (static_cast<double>(count) - correction.value_or(1))));
 }
 
-// cumsum along dim in the result's dtype (f16 and bf16 accumulate in f32): the inclusive scan
-// of Hillis and Steele, ceil(log2(n)) rounds that each add the running sums shifted by 1, 2,
-// 4, ... positions (a slice padded with -0, which adds nothing, the sign of zero included), so
-// infinities and NaNs reach the same positions as in a running sum.
+// The running sums of x along `axis`: the inclusive scan of Hillis and Steele, ceil(log2(n))
+// rounds that each add the sums so far shifted by 1, 2, 4, ... positions (a slice padded with
+// -0, which adds nothing, the sign of zero included), so infinities and NaNs reach the same
+// positions as in a running sum.
+Value* running_sums(GraphBuilder& b, Value* x, int axis) {
+  const int64_t size = x->rank() == 0 ? 1 : x->shape().dim(axis);
+  for (int64_t shift = 1; shift < size; shift *= 2) {
+    std::vector<int64_t> pads(2 * static_cast<size_t>(x->rank()), 0);
+    pads[static_cast<size_t>(axis)] = shift;
+    x = b.add(x, b.pad(b.slice(x, {0}, {size - shift}, {axis}), pads, -0.0));
+  }
+  return x;
+}
+
+// cumsum along dim: running_sums in the result's dtype (f16 and bf16 accumulate in f32).
 Results cumsum(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
   n.ignore({"dtype"});  // the result's dtype, which the metadata gives
   GraphBuilder& b = n.b;
   const DType dtype = n.output_type().dtype;
-  Value* sums = cast_to(b, x, accumulation_dtype(dtype));
-  const int64_t size = x->rank() == 0 ? 1 : x->shape().dim(axis);
-  for (int64_t shift = 1; shift < size; shift *= 2) {
-    std::vector<int64_t> pads(2 * static_cast<size_t>(x->rank()), 0);
-    pads[static_cast<size_t>(axis)] = shift;
-    sums = b.add(sums, b.pad(b.slice(sums, {0}, {size - shift}, {axis}), pads, -0.0));
-  }
+  Value* sums = running_sums(b, cast_to(b, x, accumulation_dtype(dtype)), axis);
   return one(b.apply1(Op::identity, {cast_to(b, sums, dtype)}));
+}
+
+// topk along dim, for k up to kMaxTopK: k rounds that each take the first of the largest (or
+// smallest) values not taken yet, NaN counting as larger than any number as in ATen. The
+// values are ATen's; among equal values Kiln takes lower indices first, where ATen's order
+// among ties is its selection algorithm's (unspecified). sorted=False leaves the order to the
+// implementation, and Kiln's is sorted.
+constexpr int64_t kMaxTopK = 64;
+
+Results topk(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * x, n.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t k, n.integer("k"));
+  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", x->rank()));
+  KILN_ASSIGN_OR_RETURN(bool largest, n.boolean("largest"));
+  KILN_ASSIGN_OR_RETURN(bool sorted, n.boolean("sorted"));
+  (void)sorted;  // Kiln's order is sorted, which either value allows
+  if (x->rank() == 0) return n.unsupported("self", "must have a dim");
+  if (k < 1 || k > kMaxTopK) {
+    return n.unsupported("k", fmt::format("only 1 to {} values are converted", kMaxTopK));
+  }
+  if (!is_floating(x->dtype())) return n.unsupported("self", "only floating tensors");
+  GraphBuilder& b = n.b;
+  const auto both = [&](Value* p, Value* q) { return b.apply1(Op::logical_and, {p, q}); };
+  const auto either = [&](Value* p, Value* q) { return b.apply1(Op::logical_or, {p, q}); };
+  const auto negation = [&](Value* p) { return b.apply1(Op::logical_not, {p}); };
+  const double inf = std::numeric_limits<double>::infinity();
+  Value* nan = negation(b.equal(x, x));
+  Value* positions = b.iota(x->shape(), axis);
+  Value* taken = b.fill(x->shape(), 0, DType::boolean);
+  std::vector<Value*> values, indices;
+  for (int64_t round = 0; round < k; ++round) {
+    Value* hit = nullptr;
+    if (largest) {  // the maximum of the open values, NaN if one is
+      Value* best = b.reduce_max(b.where(taken, b.scalar(-inf, x->dtype()), x), {axis}, true);
+      Value* equal = either(b.equal(x, best), both(nan, negation(b.equal(best, best))));
+      hit = both(negation(taken), equal);
+    } else {  // the minimum of the open numbers, else the first open NaN
+      Value* closed = either(taken, nan);
+      Value* best = b.reduce_min(b.where(closed, b.scalar(inf, x->dtype()), x), {axis}, true);
+      Value* number = both(negation(closed), b.equal(x, best));
+      Value* found = b.greater(b.reduce_max(b.cast(number, DType::i32), {axis}, true),
+                               b.scalar(0, DType::i32));
+      hit = b.where(found, number, both(negation(taken), nan));
+    }
+    Value* index =
+        b.apply1(Op::argmax, {b.cast(hit, DType::i32)}, {{"axis", axis}, {"keepdims", true}});
+    Value* chosen = b.equal(positions, index);
+    values.push_back(b.reduce_max(b.where(chosen, x, b.scalar(-inf, x->dtype())), {axis}, true));
+    indices.push_back(index);
+    taken = either(taken, chosen);
+  }
+  if (k == 1) return std::vector<Value*>{values[0], indices[0]};
+  return std::vector<Value*>{b.concat(values, axis), b.concat(indices, axis)};
 }
 
 // ---- Layout ---------------------------------------------------------------------------------
@@ -675,6 +733,133 @@ Results embedding_dense_backward(AtenNode& n) {
   const int64_t width = grad->shape().dim(grad->rank() - 1);
   Value* zeros = b.fill(Shape{num_weights, width}, 0, grad->dtype());
   return one(b.scatter_add(zeros, indices, grad, 0));
+}
+
+// The bags of _embedding_bag and its backward: which bag each of the indices [L] falls in (its
+// offset2bag, from running sums of marks at the bags' starts: O(L log L), not an L x bags
+// comparison), and whether it counts (is not padding_idx). With include_last_offset the offsets
+// list one more than the bags, the end, which ATen requires to be L.
+struct Bags {
+  Value* bag = nullptr;     // i64 [L]
+  Value* counts = nullptr;  // bool [L]
+};
+
+Bags bags_of(GraphBuilder& b, Value* indices, Value* offsets, int64_t bags, int64_t padding_idx) {
+  const auto i64 = [&](int64_t v) { return b.scalar(static_cast<double>(v), DType::i64); };
+  const int64_t length = indices->shape().dim(0);
+  offsets = cast_to(b, offsets, DType::i64);
+  Value* starts = b.slice(offsets, {0}, {bags}, {0});
+  Value* marks = b.scatter_add(b.fill(Shape{length + 1}, 0, DType::i64), starts,
+                               b.fill(Shape{bags}, 1, DType::i64), 0);
+  Bags result;
+  result.bag = b.sub(running_sums(b, b.slice(marks, {0}, {length}, {0}), 0), i64(1));
+  result.counts = b.fill(Shape{length}, 1, DType::boolean);
+  if (padding_idx >= 0) {
+    result.counts =
+        b.apply1(Op::logical_not, {b.equal(cast_to(b, indices, DType::i64), i64(padding_idx))});
+  }
+  return result;
+}
+
+// The number of indices that count in each of `count` bags, f32 [count].
+Value* bag_sizes(GraphBuilder& b, const Bags& bags, int64_t count) {
+  return b.scatter_add(b.fill(Shape{count}, 0, DType::f32), bags.bag,
+                       b.cast(bags.counts, DType::f32), 0);
+}
+
+// Each bag's row of `sums` over the bag's size, an empty bag's (all 0) over 1.
+Value* bag_means(GraphBuilder& b, Value* sums, Value* sizes) {
+  Value* divisor = b.max(sizes, b.scalar(1, DType::f32));
+  return b.div(sums, cast_to(b, b.reshape(divisor, {-1, 1}), sums->dtype()));
+}
+
+// _embedding_bag (and its forward-only form) in sum and mean modes: the rows of weight that
+// indices name, times per_sample_weights (sum mode), added into their bags' rows, and divided
+// by the bag's size (mean mode; an empty bag gives 0). The other results are those ATen's CPU
+// kernel gives: offset2bag (empty in sum mode without padding), the bag sizes (zeros in sum
+// mode) and, for sum and mean, max_indices equal to the bag sizes. Max mode, a maximum per bag,
+// is refused: Kiln has no segment maximum.
+Results embedding_bag(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * weight, n.tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(Value * indices, n.tensor("indices"));
+  KILN_ASSIGN_OR_RETURN(Value * offsets, n.tensor("offsets"));
+  KILN_ASSIGN_OR_RETURN(int64_t mode, n.integer("mode"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> sample_weights,
+                        n.optional_tensor("per_sample_weights"));
+  KILN_ASSIGN_OR_RETURN(bool include_last_offset, n.boolean("include_last_offset"));
+  KILN_ASSIGN_OR_RETURN(int64_t padding_idx, n.integer("padding_idx"));
+  // How the gradient is scaled and stored: _embedding_bag_backward's arguments too.
+  n.ignore({"scale_grad_by_freq", "sparse"});
+  if (mode != 0 && mode != 1) return n.unsupported("mode", "only sum (0) and mean (1)");
+  if (indices->rank() != 1 || offsets->rank() != 1) {
+    return n.unsupported("indices", "indices and offsets must be vectors");
+  }
+  GraphBuilder& b = n.b;
+  const int64_t count = n.output_type(0).shape.dim(0);
+  if (offsets->shape().dim(0) != count + (include_last_offset ? 1 : 0)) {
+    return n.unsupported("offsets", "must list each bag's start (and the end, when included)");
+  }
+  const Bags bags = bags_of(b, indices, offsets, count, padding_idx);
+  Value* rows = b.gather(weight, indices, 0);
+  if (sample_weights) {
+    rows = b.mul(rows, b.reshape(cast_to(b, *sample_weights, rows->dtype()), {-1, 1}));
+  }
+  rows = b.where(b.reshape(bags.counts, {-1, 1}), rows, b.scalar(0, rows->dtype()));
+  const int64_t width = weight->shape().dim(1);
+  Value* sums = b.scatter_add(b.fill(Shape{count, width}, 0, weight->dtype()), bags.bag, rows, 0);
+  Value* sizes = bag_sizes(b, bags, count);
+  std::vector<Value*> results = {mode == 1 ? bag_means(b, sums, sizes) : sums, nullptr, nullptr,
+                                 nullptr};
+  if (n.wants_output(1)) {
+    const TensorType& type = n.output_type(1);
+    results[1] = type.shape.num_elements() == 0 ? b.fill(type.shape, 0, type.dtype)
+                                                : cast_to(b, bags.bag, type.dtype);
+  }
+  for (int i : {2, 3}) {
+    if (!n.wants_output(i)) continue;
+    const TensorType& type = n.output_type(i);
+    results[static_cast<size_t>(i)] =
+        mode == 0 ? b.fill(type.shape, 0, type.dtype) : cast_to(b, sizes, type.dtype);
+  }
+  return results;
+}
+
+// The gradient of _embedding_bag's weight in sum and mean modes: each bag's gradient row
+// (times the index's per-sample weight, over the bag's size in mean mode) added into the
+// weight rows its indices name; padding and uncounted indices add nothing. The bags are found
+// from the offsets again, so the forward's offset2bag, bag sizes and max_indices go unread.
+Results embedding_bag_backward(AtenNode& n) {
+  KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad"));
+  KILN_ASSIGN_OR_RETURN(Value * indices, n.tensor("indices"));
+  KILN_ASSIGN_OR_RETURN(Value * offsets, n.tensor("offsets"));
+  n.ignore({"offset2bag", "bag_size", "maximum_indices"});
+  KILN_ASSIGN_OR_RETURN(int64_t num_weights, n.integer("num_weights"));
+  KILN_ASSIGN_OR_RETURN(bool scale_grad_by_freq, n.boolean("scale_grad_by_freq"));
+  KILN_ASSIGN_OR_RETURN(int64_t mode, n.integer("mode"));
+  KILN_ASSIGN_OR_RETURN(bool sparse, n.boolean("sparse"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Value*> sample_weights,
+                        n.optional_tensor("per_sample_weights"));
+  KILN_ASSIGN_OR_RETURN(int64_t padding_idx, n.integer("padding_idx"));
+  if (scale_grad_by_freq) return n.unsupported("scale_grad_by_freq", "not converted");
+  if (sparse) return n.unsupported("sparse", "sparse gradients are not converted");
+  if (mode != 0 && mode != 1) return n.unsupported("mode", "only sum (0) and mean (1)");
+  if (indices->rank() != 1 || offsets->rank() != 1 || grad->rank() != 2) {
+    return n.unsupported("indices", "indices and offsets must be vectors");
+  }
+  GraphBuilder& b = n.b;
+  const int64_t count = grad->shape().dim(0);
+  if (offsets->shape().dim(0) != count && offsets->shape().dim(0) != count + 1) {
+    return n.unsupported("offsets", "must list each bag's start (and maybe the end)");
+  }
+  const Bags bags = bags_of(b, indices, offsets, count, padding_idx);
+  if (mode == 1) grad = bag_means(b, grad, bag_sizes(b, bags, count));
+  Value* rows = b.gather(grad, bags.bag, 0);
+  if (sample_weights) {
+    rows = b.mul(rows, b.reshape(cast_to(b, *sample_weights, rows->dtype()), {-1, 1}));
+  }
+  rows = b.where(b.reshape(bags.counts, {-1, 1}), rows, b.scalar(0, rows->dtype()));
+  Value* zeros = b.fill(Shape{num_weights, grad->shape().dim(1)}, 0, grad->dtype());
+  return one(b.scatter_add(zeros, indices, rows, 0));
 }
 
 // constant_pad_nd: ATen's pad list runs from the last dim backwards, (begin, end) per dim; a
@@ -1613,6 +1798,7 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.any.dim", any_dim},
       {"aten.var.correction", var_correction},
       {"aten.cumsum.default", cumsum},
+      {"aten.topk.default", topk},
       // Layout
       {"aten.view.default", reshape_to_result({"size"})},
       {"aten._unsafe_view.default", reshape_to_result({"size"})},
@@ -1651,6 +1837,9 @@ const std::map<std::string, Converter, std::less<>>& converters() {
       {"aten.index_select.default", index_select},
       {"aten.embedding.default", embedding},
       {"aten.embedding_dense_backward.default", embedding_dense_backward},
+      {"aten._embedding_bag.default", embedding_bag},
+      {"aten._embedding_bag_forward_only.default", embedding_bag},
+      {"aten._embedding_bag_backward.default", embedding_bag_backward},
       {"aten.constant_pad_nd.default", constant_pad_nd},
       {"aten.gather.default", gather_elements},
       {"aten.scatter.value", scatter_value},

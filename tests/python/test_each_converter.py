@@ -33,6 +33,18 @@ Q, K, V = r(2, 2, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 8)
 
 # overload -> (function of the inputs calling it, inputs)
 DIRECT = {
+    "aten._embedding_bag.default": (
+        lambda w, i, o: aten._embedding_bag(w, i, o, False, 1, False, None, False, 4),
+        [r(10, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0]), torch.tensor([0, 4, 4, 7])]),
+    "aten._embedding_bag_backward.default": (
+        lambda g, w, i, o: aten._embedding_bag_backward(
+            g, i, o, *aten._embedding_bag(w, i, o, False, 1, False, None, False, 4)[1:], 10,
+            False, 1, False, None, 4),
+        [r(4, 3), r(10, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0]), torch.tensor([0, 4, 4, 7])]),
+    "aten._embedding_bag_forward_only.default": (
+        lambda w, i, o, s: aten._embedding_bag_forward_only(w, i, o, False, 0, False, s),
+        [r(10, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0]), torch.tensor([0, 4, 4, 7]),
+         pos(9)]),
     "aten._log_softmax.default": (lambda x: aten._log_softmax(x, 1, False), [X]),
     "aten._native_batch_norm_legit_functional.default": (
         lambda x, w, b, m, v: aten._native_batch_norm_legit_functional(x, w, b, m, v, True, 0.1,
@@ -201,6 +213,7 @@ DIRECT = {
                                    [r(3, 4), pos(3, 4) - 1]),
     "aten.threshold_backward.default": (lambda g, x: aten.threshold_backward(g, x, 0.1),
                                         [r(3, 4), X]),
+    "aten.topk.default": (lambda x: aten.topk(x, 3, 1, largest=False), [X]),
     "aten.transpose.int": (lambda x: aten.transpose.int(x, 0, 1) * 1, [X]),
     "aten.tril_indices.default": (lambda x: x + aten.tril_indices(3, 4, 1), [idx(5, 2, 9)]),
     "aten.triu_indices.default": (lambda x: x + aten.triu_indices(4, 3, -1), [idx(5, 2, 9)]),

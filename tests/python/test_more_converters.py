@@ -146,6 +146,42 @@ class TransposedConv(nn.Module):
         return self.head(self.up2(h).mean(dim=(2, 3)))
 
 
+class KMaxPooling(nn.Module):
+    """k-max pooling over a sequence (topk's values; their gradient scattered back to the
+    indices), and the smallest values too."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.a = nn.Linear(16, 24)
+        self.head = nn.Linear(2 * 8 + 3 + 3, classes)
+
+    def forward(self, x):
+        h = self.a(x).view(8, 3, 8)
+        top = h.topk(2, dim=1).values.flatten(1)
+        bottom = h.topk(3, dim=2, largest=False).values[:, :, 0]
+        unsorted = h.topk(3, dim=2, largest=False, sorted=False).values.sum(dim=2)
+        return self.head(torch.cat([top, bottom, unsorted], dim=1))
+
+
+class Bags(nn.Module):
+    """EmbeddingBag in sum mode with per-sample weights and in mean mode with a padding index,
+    from offsets and from a 2-d input."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.summed = nn.EmbeddingBag(30, 8, mode="sum")
+        self.averaged = nn.EmbeddingBag(30, 8, mode="mean", padding_idx=0)
+        self.head = nn.Linear(16, classes)
+        self.register_buffer("offsets", torch.tensor([0, 3, 3, 7, 9, 12, 15, 20]), False)
+
+    def forward(self, tokens):
+        flat = tokens.flatten()[:24]
+        weights = torch.linspace(0.5, 1.5, 24)
+        summed = self.summed(flat, self.offsets, per_sample_weights=weights)
+        averaged = self.averaged(tokens[:, :5])
+        return self.head(torch.cat([summed, averaged], dim=1))
+
+
 def batches(model_name, count):
     g = torch.Generator().manual_seed(1)
     for _ in range(count):
@@ -154,6 +190,8 @@ def batches(model_name, count):
             yield torch.randn(48, 16, generator=g), labels
         elif model_name in ("upsampling", "transposed-conv"):
             yield torch.randn(8, 3, 6, 6, generator=g), labels
+        elif model_name == "bags":
+            yield torch.randint(0, 30, (8, 12), generator=g), labels
         else:
             yield torch.randn(8, 16, generator=g), labels
 
@@ -172,7 +210,7 @@ def train(model, forward, model_name):
 
 MODELS = [("activations", Activations), ("message-passing", MessagePassing),
           ("gathers", Gathers), ("scan", Scan), ("upsampling", Upsampling),
-          ("transposed-conv", TransposedConv)]
+          ("transposed-conv", TransposedConv), ("k-max-pooling", KMaxPooling), ("bags", Bags)]
 
 
 @pytest.mark.parametrize("model_name,make", MODELS, ids=[m[0] for m in MODELS])
@@ -352,3 +390,53 @@ def test_transposed_convolutions_and_their_gradients_match_pytorch():
             assert_close(a, e, rtol=1e-4, what=f"case {k}: gradient of {name}")
         assert not report.fallbacks, report.fallbacks
         torch._dynamo.reset()
+
+
+def test_topk_matches_pytorch_with_nans_infinities_and_ties():
+    x = torch.tensor([[1.0, float("nan"), 3.0, float("-inf"), 2.0, float("nan"), 0.0],
+                      [5.0, 4.0, float("inf"), -1.0, 2.0, 3.0, -2.0]])
+    for largest in (True, False):
+        for k in (1, 3, 7):
+            values, indices = kiln_call(lambda t: aten.topk(t, k, 1, largest), x)
+            expected_values, expected_indices = aten.topk(x, k, 1, largest)
+            assert torch.equal(values.isnan(), expected_values.isnan())
+            assert torch.equal(values.nan_to_num(), expected_values.nan_to_num())
+            assert torch.equal(indices[1], expected_indices[1]), f"largest={largest}, k={k}"
+    # Among equal values Kiln takes lower indices first (ATen's order is its algorithm's).
+    ties = torch.tensor([[2.0, 7.0, 2.0, 7.0, 7.0, 1.0]])
+    values, indices = kiln_call(lambda t: aten.topk(t, 4, -1), ties)
+    assert values.tolist() == [[7.0, 7.0, 7.0, 2.0]] and indices.tolist() == [[1, 3, 4, 0]]
+    values, indices = kiln_call(lambda t: aten.topk(t, 2, 0), torch.randn(5, 3))
+    assert values.shape == (2, 3) and indices.dtype == torch.int64
+
+
+def test_embedding_bag_results_and_gradient_match_pytorch():
+    weight = torch.randn(10, 3)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0])
+    offsets = torch.tensor([0, 4, 4, 7])
+    samples, grad = torch.rand(9), torch.randn(4, 3)
+    for mode, padding_idx, with_samples in ((0, -1, False), (0, 4, True), (1, -1, False),
+                                            (1, 4, False)):
+        def forward(w, i, o, *s):
+            return aten._embedding_bag(w, i, o, False, mode, False, s[0] if s else None, False,
+                                       padding_idx)
+
+        def backward(g, w, i, o, *s):
+            o2b, bag_size, max_indices = forward(w, i, o, *s)[1:]
+            return aten._embedding_bag_backward(g, i, o, o2b, bag_size, max_indices, 10, False,
+                                                mode, False, s[0] if s else None, padding_idx)
+
+        what = f"mode {mode}, padding {padding_idx}"
+        extra = (samples,) if with_samples else ()
+        args = (weight, indices, offsets) + extra
+        for k, (a, e) in enumerate(zip(kiln_call(forward, *args), forward(*args))):
+            assert_close(a, e, what=f"{what}: result {k}")
+        args = (grad, weight, indices, offsets) + extra
+        assert_close(kiln_call(backward, *args), backward(*args), what=f"{what}: gradient")
+    # include_last_offset: the offsets end with the end of the last bag.
+    ends = torch.tensor([0, 4, 4, 7, 9])
+
+    def last(w, i, o):
+        return aten._embedding_bag(w, i, o, False, 1, False, None, True, -1)[0]
+
+    assert_close(kiln_call(last, weight, indices, ends), last(weight, indices, ends))
