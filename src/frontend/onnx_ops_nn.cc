@@ -52,9 +52,16 @@ Status convert_matmul(NodeContext& ctx) {
 }
 
 // Y = alpha * op(A) op(B) + beta * C
+// Before opset 7, Gemm's `broadcast` said whether C may broadcast to A * B's shape; without it
+// C has that shape, which broadcasting then leaves as it is. Models the version converter
+// cannot upgrade (a legacy broadcast at an axis elsewhere) reach here as written.
 Status convert_gemm(NodeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Operand a, ctx.input(0));
   KILN_ASSIGN_OR_RETURN(Operand b, ctx.input(1));
+  int64_t broadcast = 1;
+  if (ctx.opset() < 7) {
+    KILN_ASSIGN_OR_RETURN(broadcast, ctx.attr_int("broadcast", 0));
+  }
   KILN_ASSIGN_OR_RETURN(double alpha, ctx.attr_float("alpha", 1.0));
   KILN_ASSIGN_OR_RETURN(double beta, ctx.attr_float("beta", 1.0));
   KILN_ASSIGN_OR_RETURN(int64_t trans_a, ctx.attr_int("transA", 0));
@@ -70,6 +77,11 @@ Status convert_gemm(NodeContext& ctx) {
   }
   if (ctx.has_input(2)) {
     KILN_ASSIGN_OR_RETURN(Operand c, ctx.input(2));
+    if (broadcast == 0 && c.shape() != y.shape()) {
+      return Status::errorf(
+          "Gemm of opset {} without broadcast needs C of A * B's shape {}, got {}", ctx.opset(),
+          y.shape().to_string(), c.shape().to_string());
+    }
     if (beta != 1.0) {
       KILN_ASSIGN_OR_RETURN(c, ctx.emit(Op::mul, {c, scalar(c.dtype(), beta)}));
     }

@@ -1,7 +1,8 @@
 // Models below opset 11 (frontend/onnx_import.h): upgraded by ONNX's version converter before
 // import, so that what old opsets wrote imports as today's ops: Add's legacy broadcast
 // attribute (opset 6), BatchNormalization with `spatial` (opset 8), PRelu's slope (opset 7);
-// and a legacy broadcast at an axis, which the converter refuses, read as written.
+// and a legacy broadcast at an axis, which the converter refuses, read as written, with an
+// opset-6 Gemm and MatMul beside it.
 // Each upgraded model is run by the interpreter and compared with the values the old op
 // defines, computed here.
 #include <gtest/gtest.h>
@@ -74,6 +75,49 @@ TEST(OnnxUpgrade, AMulAtALegacyAxisIsReadAsWritten) {
   const Array y = run_upgraded(m, 0, {a, b});
   ASSERT_EQ(y.shape, Shape({2, 3, 4}));
   for (int64_t i = 0; i < 24; ++i) EXPECT_FLOAT_EQ(y[i], a[i] * b[(i / 4) % 3]) << i;
+}
+
+// The same refused model with an opset-6 Gemm (`broadcast`) and MatMul, as a classifier of the
+// time wrote them: read as written, C broadcast when allowed and of the product's shape else.
+TEST(OnnxUpgrade, AGemmAndMatMulOfOpset6InARefusedModelAreReadAsWritten) {
+  for (const int64_t broadcast : {1, 0}) {
+    ModelBuilder m(6, 3);
+    m.input("a", P::FLOAT, {2, 3, 4}).input("b", P::FLOAT, {3});
+    m.input("x", P::FLOAT, {2, 4}).input("w", P::FLOAT, {4, 3});
+    if (broadcast != 0) {
+      m.input("c", P::FLOAT, {3});
+    } else {
+      m.input("c", P::FLOAT, {2, 3});
+    }
+    m.input("v", P::FLOAT, {3, 2});
+    onnx::NodeProto& mul = m.node("Mul", {"a", "b"}, {"scaled"});
+    attr_int(mul, "broadcast", 1);
+    attr_int(mul, "axis", 1);
+    onnx::NodeProto& gemm = m.node("Gemm", {"x", "w", "c"}, {"g"});
+    attr_int(gemm, "broadcast", broadcast);
+    attr_float(gemm, "beta", 2);
+    m.node("MatMul", {"g", "v"}, {"y"});
+    m.output("y", P::FLOAT, {2, 2});
+    m.output("scaled", P::FLOAT, {2, 3, 4});
+    const Array x = f32({2, 4}, ramp(8));
+    const Array w = f32({4, 3}, ramp(12));
+    const Array c = broadcast ? f32({3}, {1, -2, 3}) : f32({2, 3}, {1, -2, 3, 4, 5, -6});
+    const Array v = f32({3, 2}, ramp(6));
+    const Array a = f32({2, 3, 4}, ramp(24));
+    const Array y = run_upgraded(m, 0, {a, f32({3}, {1, 2, 3}), x, w, c, v});
+    ASSERT_EQ(y.shape, Shape({2, 2}));
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < 3; ++k) {
+          double g = 2 * c[broadcast ? k : i * 3 + k];
+          for (int64_t l = 0; l < 4; ++l) g += x[i * 4 + l] * w[l * 3 + k];
+          want += g * v[k * 2 + j];
+        }
+        EXPECT_NEAR(y[i * 2 + j], want, 1e-5) << i << "," << j;
+      }
+    }
+  }
 }
 
 TEST(OnnxUpgrade, BatchNormalizationOfOpset8) {
