@@ -6,6 +6,11 @@ of a graph it converts (asking its ATen importer about each node) and compiles e
 its whole pipeline, for the CPU or, when the graph's tensors are on a GPU (cuda:N), for it; the
 nodes it does not convert stay with PyTorch, between the Kiln parts, and are reported once
 with the reason.
+
+Kiln compiles static shapes. A graph traced with symbolic dimensions (torch.compile marks a
+dimension dynamic when a second size arrives: a ragged last batch, sequences of varying
+length) is specialized when it is called: traced again with the call's concrete shapes,
+compiled, and kept per shape, so that each shape a training loop visits again runs at once.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import contextlib
 import itertools
 import operator
 import os
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -21,6 +27,7 @@ import torch
 import torch.fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -159,6 +166,9 @@ class Report:
 
     graphs: list = field(default_factory=list)  # KilnGraph
     fallbacks: list = field(default_factory=list)  # (graph name, reason)
+    # Graphs of symbolic shapes compiled for a shape they were called with:
+    # (graph name, the shapes of its tensor inputs, seconds to trace and compile).
+    specializations: list = field(default_factory=list)
 
     def text(self) -> str:
         lines = []
@@ -168,6 +178,12 @@ class Report:
         if self.fallbacks:
             lines.append(f"== {len(self.fallbacks)} node(s) left to PyTorch")
             lines.extend(f"  {name}: {reason}" for name, reason in self.fallbacks)
+        if self.specializations:
+            seconds = sum(s for _, _, s in self.specializations)
+            lines.append(f"== {len(self.specializations)} compilation(s) for new shapes of "
+                         f"graphs with symbolic dimensions, {seconds:.2f} s in all")
+            lines.extend(f"  {name} for {shapes}: {s:.2f} s"
+                         for name, shapes, s in self.specializations)
         return "\n".join(lines) + "\n"
 
 
@@ -184,15 +200,70 @@ def graph_device(example_inputs) -> torch.device | None:
     return None
 
 
+def is_symbolic(gm: torch.fx.GraphModule) -> bool:
+    """Whether any value of `gm` has a symbolic size, stride or scalar (a SymInt)."""
+    symbolic = (torch.SymInt, torch.SymFloat, torch.SymBool)
+    for node in gm.graph.nodes:
+        for value in tree_leaves(node.meta.get("val")):
+            if isinstance(value, symbolic):
+                return True
+            if isinstance(value, torch.Tensor) and any(
+                    isinstance(d, symbolic) for d in (*value.shape, *value.stride())):
+                return True
+    return False
+
+
+class ShapeSpecialized:
+    """A graph with symbolic dimensions, compiled by Kiln for each set of concrete shapes it is
+    called with. The first call with a shape traces the graph again with that call's tensors
+    (make_fx on fake tensors of their shapes: no computation, the sizes that were symbols now
+    numbers) and compiles the static graph as compile_graph does any; later calls with the
+    shape run that compilation. A training loop visits a handful of shapes many times, so each
+    is compiled once; Kiln's compilation cache serves the same shapes across processes."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str, report: Report | None,
+                 precision: str):
+        self.gm = gm
+        self.name = name
+        self.report = report
+        self.precision = precision
+        self.by_shape = {}
+
+    @staticmethod
+    def shape_key(args) -> tuple:
+        """What a specialization depends on: each tensor's shape, strides, dtype and device,
+        and the value of each scalar (a size passed as a SymInt is an int by now)."""
+        return tuple((tuple(a.shape), a.stride(), a.dtype, a.device)
+                     if isinstance(a, torch.Tensor) else a for a in args)
+
+    def __call__(self, *args):
+        key = self.shape_key(args)
+        compiled = self.by_shape.get(key)
+        if compiled is None:
+            start = time.perf_counter()
+            static = make_fx(self.gm, tracing_mode="fake")(*args)
+            name = f"{self.name}.shape{len(self.by_shape) + 1}"
+            compiled = compile_graph(static, args, name, self.report, self.precision)
+            self.by_shape[key] = compiled
+            if self.report is not None:
+                shapes = ", ".join("x".join(map(str, a.shape)) or "scalar"
+                                   for a in args if isinstance(a, torch.Tensor))
+                self.report.specializations.append(
+                    (name, shapes, time.perf_counter() - start))
+        return compiled(*args)
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
                   report: Report | None = None, precision: str = "fp32"):
     """Kiln's compilation of one ATen graph, in `precision` (see make_backend): a callable of
-    the graph's inputs. Nodes Kiln does
-    not convert run in PyTorch, and so does a part Kiln does not support (symbolic shapes, a
-    kernel the GPU cannot take: UnsupportedError); a graph whose tensors are on several
-    devices runs as it is. Each with a warning. Any other error
-    of Kiln's (InvalidInputError, ResourceExhaustedError, InternalError) is raised, naming the
+    the graph's inputs. A graph with symbolic dimensions is compiled for each shape it is
+    called with (ShapeSpecialized). Nodes Kiln does not convert run in PyTorch, and so does a
+    part Kiln does not support (a kernel the GPU cannot take: UnsupportedError); a graph whose
+    tensors are on several devices runs as it is. Each with a warning. Any other error of
+    Kiln's (InvalidInputError, ResourceExhaustedError, InternalError) is raised, naming the
     graph part, node and op."""
+    if is_symbolic(gm):
+        return ShapeSpecialized(gm, name, report, precision)
     device = graph_device(example_inputs)
     if device is None:
         devices = sorted({str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)})
