@@ -309,10 +309,11 @@ Results log1p(AtenNode& n) {
 // where u - 1 is -1, u where u is inf, else (u - 1) * (x / log(u)). Floating x only.
 Value* expm1_of(GraphBuilder& b, Value* x) {
   const DType dtype = x->dtype();
+  const double inf = std::numeric_limits<double>::infinity();
   Value* u = b.exp(x);
   Value* um1 = b.add_scalar(u, -1);
   Value* y = b.mul(um1, b.div(x, b.log(u)));
-  y = b.where(b.equal(u, b.scalar(std::numeric_limits<double>::infinity(), dtype)), u, y);
+  y = b.where(b.equal(u, b.scalar(inf, dtype)), u, y);
   y = b.where(b.equal(um1, b.scalar(-1, dtype)), um1, y);
   return b.where(b.equal(u, b.scalar(1, dtype)), x, y);
 }
@@ -826,7 +827,7 @@ Results embedding_bag(AtenNode& n) {
 
 // The gradient of _embedding_bag's weight in sum and mean modes: each bag's gradient row
 // (times the index's per-sample weight, over the bag's size in mean mode) added into the
-// weight rows its indices name; padding and uncounted indices add nothing. The bags are found
+// weight rows its indices name; padding indices add nothing. The bags are found
 // from the offsets again, so the forward's offset2bag, bag sizes and max_indices go unread.
 Results embedding_bag_backward(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * grad, n.tensor("grad"));
