@@ -60,19 +60,23 @@ class KilnGraph(torch.nn.Module):
         self.input_dtypes = graph.input_dtypes
 
     def forward(self, *args):
-        # DLPack refuses tensors that require grad; detaching shares their memory.
-        inputs = [as_traced(a.detach().contiguous(), dtype)
-                  for a, dtype in zip(args, self.input_dtypes)]
+        # The tensors of the traced metadata (AOTAutograd's graphs are called with them, as
+        # dynamo's guards hold), dense and in the traced dtypes; passed by address, which
+        # costs no DLPack conversion per tensor.
+        inputs = [as_traced(a.contiguous(), dtype) for a, dtype in zip(args, self.input_dtypes)]
         if self.compiled.takes_rng_seed:
             # Dropout's masks: a new seed for each run, from torch's generator, so that
             # torch.manual_seed repeats a run (below 2**53, the range Kiln's reference keeps).
             inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64, device=self.device))
         outputs = [torch.empty(o.shape, dtype=o.dtype, device=self.device) for o in self.outputs]
+        addresses = [t.data_ptr() for t in inputs]
+        output_addresses = [t.data_ptr() for t in outputs]
         if self.device.type == "cuda":
             # In order with PyTorch's work on the current stream, without waiting for the GPU.
-            self.compiled.run(inputs, outputs, torch.cuda.current_stream(self.device).cuda_stream)
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            self.compiled.run_addresses(addresses, output_addresses, stream)
         else:
-            self.compiled.run(inputs, outputs)
+            self.compiled.run_addresses(addresses, output_addresses)
         results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
         return results[0] if self.single_output else results
 

@@ -1,4 +1,5 @@
-"""The extension's run checks each tensor against the graph before Kiln touches its memory."""
+"""The extension's run checks each tensor against the graph before Kiln touches its memory;
+run_addresses, the backend's, takes what its caller vouches for."""
 
 import json
 
@@ -35,6 +36,16 @@ def test_run_refuses_a_tensor_unlike_the_graphs(tensor, why):
         graph.run([tensor], [torch.empty(2, 3)])
     with pytest.raises(ValueError, match="takes 1 inputs and 1 outputs"):
         graph.run([], [])
+
+
+def test_run_by_address_writes_the_same_in_place_and_checks_only_the_counts():
+    # The backend's calls: the tensors' addresses, their metadata vouched for by the caller.
+    graph = _kiln.compile_aten_graph(RELU)
+    x, out = torch.randn(2, 3), torch.empty(2, 3)
+    graph.run_addresses([x.data_ptr()], [out.data_ptr()])
+    assert torch.equal(out, x.relu())
+    with pytest.raises(ValueError, match="takes 1 inputs and 1 outputs"):
+        graph.run_addresses([x.data_ptr()], [])
 
 
 def test_an_unconvertible_graph_raises_compile_error_naming_the_node():
