@@ -394,6 +394,34 @@ TEST_F(CudaExecutorTest, RunsOnTheCallersDeviceMemoryInOrderWithItsStream) {
   EXPECT_FALSE(executor->run_on_stream(too_few, too_few, &caller_stream));
 }
 
+// The GPUs the stand-in driver has, 0 and 1, and those an executor opened.
+std::vector<int> gpus_opened;
+CUresult fake_device_get(CUdevice* device, int ordinal) {
+  if (ordinal < 0 || ordinal > 1) return CUDA_ERROR_INVALID_DEVICE;
+  gpus_opened.push_back(ordinal);
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+// A graph compiled for cuda:N runs on GPU N (the backend compiles for its tensors' device):
+// each executor opens its own ordinal, and one the machine lacks is an error naming it.
+TEST_F(CudaExecutorTest, OpensTheGpuOfItsOrdinal) {
+  driver_.cuDeviceGet = fake_device_get;
+  gpus_opened.clear();
+  for (const int ordinal : {1, 0}) {
+    Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+        two_kernel_program(), "cubin", two_kernel_launches(), ordinal, &driver_);
+    ASSERT_TRUE(executor) << executor.status().message();
+    expect_runs(**executor);
+  }
+  EXPECT_EQ(gpus_opened, (std::vector<int>{1, 0}));
+  Expected<std::unique_ptr<CudaExecutor>> missing =
+      CudaExecutor::create(two_kernel_program(), "cubin", two_kernel_launches(), 2, &driver_);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.status().message().find("GPU 2"), std::string::npos)
+      << missing.status().message();
+}
+
 TEST_F(CudaExecutorTest, ProfilesEachStepWithEvents) {
   std::unique_ptr<CudaExecutor> executor = make();
   ASSERT_NE(executor, nullptr);
