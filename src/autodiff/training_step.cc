@@ -190,6 +190,14 @@ Expected<TrainingStep> make_training_step(const Graph &forward, const Value *los
       name_output(graph, steps, "loss_scale_steps.next", outputs);
       outputs.push_back(scale);
       outputs.push_back(steps);
+      if (scalars.step != nullptr) {
+        // A skipped step is no step of Adam's, as GradScaler then skips optimizer.step().
+        Value *counted =
+            b.where(scaler.finite, b.add_scalar(scalars.step, 1), scalars.step);
+        if (!b.ok()) return b.status().with_context("loss scaling");
+        name_output(graph, counted, "step.next", outputs);
+        outputs.push_back(counted);
+      }
     }
   }
   graph.set_outputs(outputs);

@@ -28,7 +28,9 @@
 // loss * loss_scale, multiplied by 1 / loss_scale before the update reads them; where any of
 // them is infinite or NaN, every parameter and state keeps its value (the step is skipped) and
 // the scale is multiplied by backoff_factor; after growth_interval finite steps in a row, by
-// growth_factor. A skipped step still counts in Adam's %step, which the caller advances.
+// growth_factor. Adam's and AdamW's steps then return %step.next last, %step + 1 when the
+// update ran and %step when it was skipped (GradScaler skips optimizer.step()), which the
+// caller feeds back; without loss scaling the caller advances %step itself.
 #pragma once
 
 #include <optional>

@@ -50,8 +50,10 @@ Expected<TrainingLoopResult> run_training_loop(
   const Graph& graph = step.full_step().graph();
   KILN_ASSIGN_OR_RETURN(const std::vector<size_t> feedback, feedback_inputs(graph));
   const auto step_count = std::ranges::find(graph.inputs(), std::string("step"), &Value::name);
-  const bool counts_steps = step_count != graph.inputs().end() && (*step_count)->rank() == 0;
   const size_t step_index = static_cast<size_t>(step_count - graph.inputs().begin());
+  // A step with loss scaling counts itself (%step.next, fed back: a skipped step is none).
+  const bool counts_steps = step_count != graph.inputs().end() && (*step_count)->rank() == 0 &&
+                            std::ranges::find(feedback, step_index) == feedback.end();
 
   std::vector<std::vector<std::byte>> input_bytes;
   for (size_t i = 0; i < graph.inputs().size(); ++i) {

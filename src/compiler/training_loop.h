@@ -4,7 +4,8 @@
 //
 // The step's signature is make_training_step's (autodiff/training_step.h): every output after
 // the loss is named "<input>.next" after the input it replaces, and an input named "step" (the
-// Adam step count) counts up by one per step. Buffers are swapped, not copied: an output of
+// Adam step count) counts up by one per step, unless the step returns it (%step.next, with loss
+// scaling: a skipped step does not count). Buffers are swapped, not copied: an output of
 // one step is the next step's input.
 #pragma once
 

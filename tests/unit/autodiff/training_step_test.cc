@@ -252,6 +252,28 @@ TEST(TrainingStep, LossScalingUnscalesSkipsOverflowsAndGrowsTheScale) {
       make_training_step(fixture.forward, loss, fixture.params, std::nullopt, LossScaling{})
           .status(),
       {"optimizer"}));
+
+  // Adam's step count advances only when the update ran, as GradScaler skips optimizer.step().
+  Expected<TrainingStep> adam =
+      make_training_step(fixture.forward, loss, fixture.params, Optimizer::adam(), LossScaling{});
+  ASSERT_TRUE(adam.has_value()) << adam.status().message();
+  ASSERT_EQ(output_names(adam->graph).back(), "step.next");
+  const auto adam_step = [&](std::vector<Array> given) {
+    given.push_back(Array::scalar(DType::f64, 0.1));  // lr
+    given.push_back(Array::scalar(DType::f64, 7));    // step
+    given.push_back(Array::scalar(DType::f64, 65536));
+    given.push_back(Array::scalar(DType::f64, 3));
+    for (size_t p = 0; p < fixture.params.size(); ++p) {
+      for (int moment = 0; moment < 2; ++moment) {
+        given.push_back(Array(DType::f64, fixture.params[p]->shape()));
+      }
+    }
+    return run(adam->graph, given).back()[0];
+  };
+  std::vector<Array> nan_forward = fixture.inputs;
+  nan_forward[3][0] = std::nan("");
+  EXPECT_EQ(adam_step(fixture.inputs), 8);
+  EXPECT_EQ(adam_step(nan_forward), 7);
 }
 
 TEST(TrainingStep, RejectsBadParametersAndOptimizers) {

@@ -4,6 +4,7 @@
 // count counting up) gives what interpreting the step again and again gives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -114,6 +115,34 @@ TEST(TrainingLoop, MatchesTheInterpretedStepRunAgainAndAgain) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       expect_close(result->final_input(i), inputs[i], graph.inputs()[i]->name());
     }
+  }
+}
+
+// With loss scaling, the step counts itself: a step whose gradients are not finite is skipped
+// and does not count in Adam's %step (GradScaler skips optimizer.step()); finite ones do.
+TEST(TrainingLoop, ALossScaledStepCountsOnlyTheStepsItTook) {
+  Expected<ModelInstance> model = build_model("mlp-tiny", {});
+  ASSERT_TRUE(model) << model.status().message();
+  Expected<TrainingStep> step = build_training_step(*model, Optimizer::adam(), LossScaling{});
+  ASSERT_TRUE(step) << step.status().message();
+  const std::vector<Value*>& names = step->graph.inputs();
+  const auto index_of = [&](const std::string& name) {
+    return static_cast<size_t>(std::ranges::find(names, name, &Value::name) - names.begin());
+  };
+  Expected<CompiledTrainingStep> compiled = Compiler().compile_training_step(step->graph.clone());
+  ASSERT_TRUE(compiled) << compiled.status().message();
+  const int steps = 3;
+  for (const bool poisoned : {false, true}) {
+    SCOPED_TRACE(poisoned ? "a NaN in the batch" : "a finite batch");
+    std::vector<Array> inputs = step_inputs(*model, step->graph);
+    if (poisoned) inputs[0][0] = std::nan("");  // every gradient NaN, every step skipped
+    Expected<TrainingLoopResult> result =
+        run_training_loop(*compiled, inputs, {.steps = steps, .loss_every = 1});
+    ASSERT_TRUE(result) << result.status().message();
+    const double scale = LossScaling{}.initial_scale;
+    EXPECT_EQ(result->final_input(index_of("step"))[0], poisoned ? 1 : 1 + steps);
+    EXPECT_EQ(result->final_input(index_of("loss_scale"))[0],
+              poisoned ? scale / (1 << steps) : scale);
   }
 }
 
