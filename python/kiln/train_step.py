@@ -19,6 +19,8 @@ graph is pure.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.overrides import TorchFunctionMode
@@ -46,7 +48,8 @@ class _DropoutAsNativeDropout(TorchFunctionMode):
 def _scaled_update(grads, params, state, scaler):
     """GradScaler's step on the unscaled gradients: where any is infinite or NaN, the
     parameters and state keep their values and the scale halves; after 2000 finite steps in a
-    row it doubles. `params` and `state` are (old, updated) pairs."""
+    row it doubles. `params` and `state` are (old, updated) pairs. Also returns whether the
+    gradients were finite (the update ran)."""
     scale, steps = scaler
     largest = None  # the largest magnitude of any gradient; NaN where one is (amax keeps NaN)
     for g in grads:
@@ -58,7 +61,7 @@ def _scaled_update(grads, params, state, scaler):
     counted = torch.where(finite, steps + 1, zero)
     grow = counted >= 2000
     scale = torch.where(finite, torch.where(grow, scale * 2, scale), scale * 0.5)
-    return keep(params), keep(state), [scale, torch.where(grow, zero, counted)]
+    return keep(params), keep(state), [scale, torch.where(grow, zero, counted)], finite
 
 
 def _dropout(input, p=0.5, training=True, inplace=False):
@@ -95,6 +98,11 @@ class TrainStep:
         device = self.params[self.names[0]].device
         self.scaler = ([torch.tensor(65536.0, device=device), torch.tensor(0.0, device=device)]
                        if precision == "fp16" else [])
+        # With loss scaling, AdamW's step count t is the step's too, and so its bias corrections
+        # 1 - beta^t (in f32, as the host gave them): a skipped step does not count, as
+        # GradScaler's skipped optimizer.step() leaves Adam's count alone.
+        self.adam_steps = ([torch.tensor(0.0, device=device)]
+                           if self.scaler and optimizer == "adamw" else [])
         self.graph = None  # KilnGraph, made on the first call
 
     def _update(self, params, grads, state, scalars):
@@ -122,7 +130,11 @@ class TrainStep:
         state = [list(flat[count * (i + 1):count * (i + 2)]) for i in range(len(self.state))]
         rest = flat[count * (len(self.state) + 1):]
         scaler, rest = rest[:len(self.scaler)], rest[len(self.scaler):]
+        adam_steps, rest = rest[:len(self.adam_steps)], rest[len(self.adam_steps):]
         scalars, (inputs, targets) = rest[:-2], rest[-2:]
+        if adam_steps:
+            taken = adam_steps[0] + 1
+            scalars = [1 - torch.exp(taken * math.log(beta)) for beta in self.betas]
 
         def loss_of(trainable):
             merged = {**self.buffers, **dict(zip(self.names, trainable))}
@@ -136,12 +148,13 @@ class TrainStep:
         new_params, new_state = self._update(params, grads, state, scalars)
         new_state = [t for group in new_state for t in group]
         if scaler:
-            new_params, new_state, scaler = _scaled_update(
+            new_params, new_state, scaler, finite = _scaled_update(
                 grads, (params, new_params), ([t for g in state for t in g], new_state), scaler)
-        return (loss, *new_params, *new_state, *scaler)
+            adam_steps = [torch.where(finite, taken, adam_steps[0]) for _ in adam_steps]
+        return (loss, *new_params, *new_state, *scaler, *adam_steps)
 
     def _scalars(self):
-        if self.optimizer != "adamw":
+        if self.optimizer != "adamw" or self.adam_steps:
             return []
         beta1, beta2 = self.betas
         device = self.params[self.names[0]].device
@@ -151,7 +164,7 @@ class TrainStep:
     def _flat_inputs(self, inputs, targets):
         return ([self.params[n].detach() for n in self.names]
                 + [t for group in self.state for t in group]
-                + self.scaler + self._scalars() + [inputs, targets])
+                + self.scaler + self.adam_steps + self._scalars() + [inputs, targets])
 
     def _compile(self, flat):
         device = graph_device(flat)
@@ -196,8 +209,9 @@ class TrainStep:
             self.params[name].data = new
         for i, group in enumerate(self.state):
             group[:] = rest[count * (i + 1):count * (i + 2)]
-        if self.scaler:
-            self.scaler = rest[len(rest) - len(self.scaler):]
+        counters = rest[count * (len(self.state) + 1):]
+        self.scaler = counters[:len(self.scaler)]
+        self.adam_steps = counters[len(self.scaler):]
         return loss
 
     def explain(self) -> str:

@@ -125,6 +125,31 @@ def test_compile_train_step_in_fp16_scales_its_loss():
     assert all(p.dtype == torch.float32 for p in fp16_model.parameters())
 
 
+def test_a_skipped_fp16_step_does_not_count_in_adams_step():
+    # A batch with a NaN makes every gradient NaN: GradScaler skips the step, and the skipped
+    # optimizer.step() leaves Adam's count alone, so the next step's bias corrections are a
+    # first step's: the parameters come out as a step that only ever saw the finite batch.
+    torch.manual_seed(0)
+    start = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 5))
+    skipped_model, fresh_model = copy.deepcopy(start), copy.deepcopy(start)
+    skipped = kiln.compile_train_step(skipped_model, F.cross_entropy, lr=1e-2, precision="fp16")
+    fresh = kiln.compile_train_step(fresh_model, F.cross_entropy, lr=1e-2, precision="fp16")
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 16, generator=g), torch.randint(0, 5, (8,), generator=g)
+    poisoned = x.clone()
+    poisoned[0, 0] = float("nan")
+    skipped(poisoned, y)
+    assert skipped.scaler[0].item() == 32768.0 and skipped.adam_steps[0].item() == 0.0
+    for p, q in zip(skipped_model.parameters(), start.parameters()):
+        assert torch.equal(p.detach(), q.detach())
+    skipped(x, y)
+    fresh(x, y)
+    assert skipped.adam_steps[0].item() == 1.0 and fresh.adam_steps[0].item() == 1.0
+    for (name, p), q in zip(skipped_model.named_parameters(), fresh_model.parameters()):
+        change = (q.detach() - dict(start.named_parameters())[name].detach()).abs().max().item()
+        assert (p - q).abs().max().item() <= 1e-3 * change, name
+
+
 def test_unknown_precisions_and_backend_options_are_refused():
     with pytest.raises(ValueError, match="precision"):
         kiln.make_backend(precision="int8")
