@@ -143,12 +143,8 @@ class CompiledGraphHandle {
   // returning before the GPU finishes.
   void run(const std::vector<nb::ndarray<>>& inputs, const std::vector<nb::ndarray<>>& outputs,
            uintptr_t stream) {
+    check_counts(inputs.size(), outputs.size());
     const Graph& graph = model_.graph();
-    if (inputs.size() != graph.inputs().size() || outputs.size() != graph.outputs().size()) {
-      throw std::invalid_argument(fmt::format(
-          "run: the graph takes {} inputs and {} outputs, given {} and {}", graph.inputs().size(),
-          graph.outputs().size(), inputs.size(), outputs.size()));
-    }
     std::vector<uintptr_t> in, out;
     for (size_t i = 0; i < inputs.size(); ++i) {
       in.push_back(address_of(checked_data(inputs[i], *graph.inputs()[i], "input", device_)));
@@ -166,12 +162,7 @@ class CompiledGraphHandle {
   // counts are checked.
   void run_addresses(const std::vector<uintptr_t>& inputs, const std::vector<uintptr_t>& outputs,
                      uintptr_t stream) {
-    const Graph& graph = model_.graph();
-    if (inputs.size() != graph.inputs().size() || outputs.size() != graph.outputs().size()) {
-      throw std::invalid_argument(fmt::format(
-          "run: the graph takes {} inputs and {} outputs, given {} and {}", graph.inputs().size(),
-          graph.outputs().size(), inputs.size(), outputs.size()));
-    }
+    check_counts(inputs.size(), outputs.size());
     Status status;
     {
       nb::gil_scoped_release release;
@@ -212,6 +203,15 @@ class CompiledGraphHandle {
   }
 
  private:
+  void check_counts(size_t inputs, size_t outputs) const {
+    const Graph& graph = model_.graph();
+    if (inputs != graph.inputs().size() || outputs != graph.outputs().size()) {
+      throw std::invalid_argument(
+          fmt::format("run: the graph takes {} inputs and {} outputs, given {} and {}",
+                      graph.inputs().size(), graph.outputs().size(), inputs, outputs));
+    }
+  }
+
   CompiledModel model_;
   Device device_;
 };

@@ -1139,9 +1139,10 @@ Expected<Value*> scattered_sources(AtenNode& n, Value* src, Value* index, DType 
   return b.reshape(cast_to(b, src, dtype), {index->shape().num_elements()});
 }
 
-// torch.scatter_add: src added into self where index points along dim, as one scatter_add of
-// the flattened tensors at scattered_positions.
-Results scatter_add(AtenNode& n) {
+// src added into (`accumulate`) or written over self where index points along dim, as one
+// scatter of the flattened tensors at scattered_positions (scatter_into: a write is exact for
+// unique positions).
+Results scatter_along_dim(AtenNode& n, bool accumulate) {
   KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", self->rank()));
   KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
@@ -1150,24 +1151,13 @@ Results scatter_add(AtenNode& n) {
   KILN_ASSIGN_OR_RETURN(Value * updates, scattered_sources(n, src, index, self->dtype()));
   GraphBuilder& b = n.b;
   Value* flat = b.reshape(self, {self->shape().num_elements()});
-  Value* added = scatter_into(b, flat, positions, updates, 0, /*accumulate=*/true);
-  return one(b.reshape(added, self->shape().dims()));
+  Value* scattered = scatter_into(b, flat, positions, updates, 0, accumulate);
+  return one(b.reshape(scattered, self->shape().dims()));
 }
 
-// torch.scatter of src: src written into self where index points along dim (scatter_into:
-// exact for unique positions).
-Results scatter_src(AtenNode& n) {
-  KILN_ASSIGN_OR_RETURN(Value * self, n.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int axis, axis_of(n, "dim", self->rank()));
-  KILN_ASSIGN_OR_RETURN(Value * index, n.tensor("index"));
-  KILN_ASSIGN_OR_RETURN(Value * src, n.tensor("src"));
-  KILN_ASSIGN_OR_RETURN(Value * positions, scattered_positions(n, self, index, axis));
-  KILN_ASSIGN_OR_RETURN(Value * updates, scattered_sources(n, src, index, self->dtype()));
-  GraphBuilder& b = n.b;
-  Value* flat = b.reshape(self, {self->shape().num_elements()});
-  Value* written = scatter_into(b, flat, positions, updates, 0, /*accumulate=*/false);
-  return one(b.reshape(written, self->shape().dims()));
-}
+// torch.scatter_add, and torch.scatter of src.
+Results scatter_add(AtenNode& n) { return scatter_along_dim(n, /*accumulate=*/true); }
+Results scatter_src(AtenNode& n) { return scatter_along_dim(n, /*accumulate=*/false); }
 
 // ---- Contractions ---------------------------------------------------------------------------
 
