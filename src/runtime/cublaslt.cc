@@ -197,6 +197,12 @@ LtMatmul::~LtMatmul() {
   if (desc_ != nullptr) lt_.cublasLtMatmulDescDestroy(desc_);
 }
 
+void LtMatmul::rebind(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
+  a_ = b;  // as plan: cuBLASLt's A and B are the gemm's B and A
+  b_ = a;
+  c_ = c;
+}
+
 Status LtMatmul::run(CUdeviceptr workspace, CUstream stream) const {
   const void* alpha = f64_ ? static_cast<const void*>(&alpha_) : &alpha_f32_;
   const void* beta = f64_ ? static_cast<const void*>(&beta_) : &beta_f32_;

@@ -79,6 +79,10 @@ class LtMatmul {
   // Issues the product on `stream` (capturable into a CUDA graph).
   Status run(CUdeviceptr workspace, CUstream stream) const;
 
+  // The product of other operands, as plan takes them: each at the alignment (up to 256 bytes)
+  // of the one planned for, which the algorithm was chosen for.
+  void rebind(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c);
+
  private:
   LtMatmul(const CublasLt& lt, cublasLtHandle_t handle) : lt_(lt), handle_(handle) {}
 

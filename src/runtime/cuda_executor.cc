@@ -26,6 +26,9 @@ namespace {
 // access needs).
 constexpr int64_t kDeviceAlignment = 256;
 
+// CUDA graphs kept per executor, one for each set of input and output addresses it ran on.
+constexpr size_t kGraphsKept = 8;
+
 int64_t aligned(int64_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
@@ -43,6 +46,13 @@ struct ReadyLaunch {
   std::array<unsigned, 3> grid = {1, 1, 1};
   std::array<unsigned, 3> block = {1, 1, 1};
   std::vector<uint64_t> values;  // a device address or an int64, bit for bit
+  // Where each address among `values` points: value `value` is program buffer `buffer`'s
+  // address plus `offset` (so that binding a caller's buffer re-points it).
+  struct Address {
+    size_t value, buffer;
+    uint64_t offset;
+  };
+  std::vector<Address> addresses;
   std::vector<void*> params;
 #ifdef KILN_HAVE_CUBLASLT_HEADERS
   std::unique_ptr<LtMatmul> matmul;
@@ -81,11 +91,18 @@ struct CudaExecutor::Device {
   int64_t arena_capacity = 0;
   CUdeviceptr constants = 0;
   CUdeviceptr io = 0;
+  std::vector<CUdeviceptr> own_inputs, own_outputs;  // in `io`
+  // Where the program reads its inputs and writes its outputs: its own buffers, or the
+  // caller's device memory that run_on_stream bound (bind_io).
   std::vector<CUdeviceptr> inputs, outputs;
   std::vector<CUdeviceptr> buffers;             // per program buffer: its device address
   std::vector<std::vector<ReadyLaunch>> steps;  // per program step; empty for a copy
   std::vector<CUevent> events;                  // the profile's: before the first step, after each
   CUevent caller_ready = nullptr, run_done = nullptr;  // run_on_stream's, made by its first run
+  // The program captured as CUDA graphs, each holding the input and output addresses it was
+  // captured with, the most recent last: a caller's allocator gives a few sets of addresses in
+  // turn. `graph` is the one for the current addresses, or null.
+  std::vector<std::pair<std::vector<CUdeviceptr>, CUgraphExec>> captured;
   CUgraphExec graph = nullptr;
   bool graphs = true;
   Status broken = Status::ok();  // why runs cannot go on (share_arena could not re-prepare)
@@ -110,7 +127,7 @@ struct CudaExecutor::Device {
     if (lt_handle != nullptr) lt->cublasLtDestroy(lt_handle);
 #endif
     if (lt_workspace != 0) driver->cuMemFree(lt_workspace);
-    if (graph != nullptr) driver->cuGraphExecDestroy(graph);
+    for (const auto& [addresses, exec] : captured) driver->cuGraphExecDestroy(exec);
     for (CUevent event : events) driver->cuEventDestroy(event);
     for (CUevent event : {caller_ready, run_done}) {
       if (event != nullptr) driver->cuEventDestroy(event);
@@ -200,13 +217,15 @@ struct CudaExecutor::Device {
     KILN_ASSIGN_OR_RETURN(io, allocate_bytes(io_bytes, "inputs and outputs", total));
     CUdeviceptr next = io;
     for (const int64_t bytes : program.input_bytes) {
-      inputs.push_back(next);
+      own_inputs.push_back(next);
       next += static_cast<CUdeviceptr>(aligned(bytes));
     }
     for (const int64_t bytes : program.output_bytes) {
-      outputs.push_back(next);
+      own_outputs.push_back(next);
       next += static_cast<CUdeviceptr>(aligned(bytes));
     }
+    inputs = own_inputs;
+    outputs = own_outputs;
     if (constant_bytes > 0) {
       KILN_RETURN_IF_ERROR(
           driver->check(driver->cuMemcpyHtoDAsync(constants, program.constants.data(),
@@ -291,9 +310,10 @@ struct CudaExecutor::Device {
         return Status::errorf("{}: {} takes parameter {} of a kernel with {}", step.label,
                               launch.function, arg.param, step.buffers.size());
       }
-      const CUdeviceptr base =
-          buffers[static_cast<size_t>(step.buffers[static_cast<size_t>(arg.param)])];
-      ready.values.push_back(base + static_cast<CUdeviceptr>(arg.byte_offset));
+      const auto buffer = static_cast<size_t>(step.buffers[static_cast<size_t>(arg.param)]);
+      ready.addresses.push_back(
+          {ready.values.size(), buffer, static_cast<uint64_t>(arg.byte_offset)});
+      ready.values.push_back(buffers[buffer] + static_cast<CUdeviceptr>(arg.byte_offset));
     }
     // `values` is complete: its elements stay where they are from here on.
     for (uint64_t& value : ready.values) ready.params.push_back(&value);
@@ -321,11 +341,53 @@ struct CudaExecutor::Device {
     ++template_gemms;
   }
 
+  // Every captured graph destroyed, as the launches they hold changed.
   Status invalidate_graph() {
-    if (graph == nullptr) return Status::ok();
-    const CUresult destroyed = driver->cuGraphExecDestroy(graph);
+    CUresult destroyed = CUDA_SUCCESS;
+    for (const auto& [addresses, exec] : captured) {
+      const CUresult result = driver->cuGraphExecDestroy(exec);
+      if (destroyed == CUDA_SUCCESS) destroyed = result;
+    }
+    captured.clear();
     graph = nullptr;
     return driver->check(destroyed, "destroying the CUDA graph");
+  }
+
+  std::vector<CUdeviceptr> io_addresses() const {
+    std::vector<CUdeviceptr> addresses = inputs;
+    addresses.insert(addresses.end(), outputs.begin(), outputs.end());
+    return addresses;
+  }
+
+  // The program's inputs at `in` and outputs at `out`: every buffer and launch argument that
+  // addresses one re-pointed (the launches' other arguments, and cuBLASLt's algorithms, stay as
+  // prepared), and the graph captured with these addresses, if any, made current.
+  void bind_io(const Program& program, std::span<const CUdeviceptr> in,
+               std::span<const CUdeviceptr> out) {
+    if (std::ranges::equal(in, inputs) && std::ranges::equal(out, outputs)) return;
+    inputs.assign(in.begin(), in.end());
+    outputs.assign(out.begin(), out.end());
+    for (size_t b = 0; b < program.buffers.size(); ++b) {
+      const BufferSlot& slot = program.buffers[b];
+      const auto index = static_cast<size_t>(slot.index);
+      if (slot.storage == Storage::input) buffers[b] = inputs[index];
+      if (slot.storage == Storage::output) buffers[b] = outputs[index];
+    }
+    for (std::vector<ReadyLaunch>& step : steps) {
+      for (ReadyLaunch& launch : step) {
+        for (const ReadyLaunch::Address& address : launch.addresses) {
+          launch.values[address.value] = buffers[address.buffer] + address.offset;
+        }
+#ifdef KILN_HAVE_CUBLASLT_HEADERS
+        if (launch.matmul != nullptr) {
+          launch.matmul->rebind(launch.values[0], launch.values[1], launch.values[2]);
+        }
+#endif
+      }
+    }
+    const std::vector<CUdeviceptr> current = io_addresses();
+    const auto found = std::ranges::find(captured, current, &decltype(captured)::value_type::first);
+    graph = found == captured.end() ? nullptr : found->second;
   }
 
   // Step `s` issued on the stream.
@@ -363,20 +425,26 @@ struct CudaExecutor::Device {
     return Status::ok();
   }
 
-  // Every step captured into a CUDA graph, once; then the graph launched.
+  // Every step captured into a CUDA graph, once for each set of input and output addresses (a
+  // few kept); then the graph launched.
   Status launch_graph(const Program& program) {
     if (graph == nullptr) {
+      if (captured.size() == kGraphsKept) {
+        driver->cuGraphExecDestroy(captured.front().second);
+        captured.erase(captured.begin());
+      }
       KILN_RETURN_IF_ERROR(
           driver->check(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                         "capturing the program as a CUDA graph"));
       const Status launched = launch_all(program);
-      CUgraph captured = nullptr;
-      const CUresult ended = driver->cuStreamEndCapture(stream, &captured);
+      CUgraph capture = nullptr;
+      const CUresult ended = driver->cuStreamEndCapture(stream, &capture);
       KILN_RETURN_IF_ERROR(launched);
       KILN_RETURN_IF_ERROR(driver->check(ended, "capturing the program as a CUDA graph"));
-      const CUresult made = driver->cuGraphInstantiate(&graph, captured, 0);
-      driver->cuGraphDestroy(captured);
+      const CUresult made = driver->cuGraphInstantiate(&graph, capture, 0);
+      driver->cuGraphDestroy(capture);
       KILN_RETURN_IF_ERROR(driver->check(made, "instantiating the program's CUDA graph"));
+      captured.emplace_back(io_addresses(), graph);
     }
     return driver->check(driver->cuGraphLaunch(graph, stream), "launching the CUDA graph");
   }
@@ -548,6 +616,8 @@ Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* co
   Device& device = *device_;
   KILN_RETURN_IF_ERROR(device.make_current());
   const CudaDriver& driver = *device.driver;
+  // Host memory crosses into and out of the executor's own buffers.
+  device.bind_io(program, device.own_inputs, device.own_outputs);
   const bool copy_inputs = !hooks.io_on_device || !device.inputs_loaded;
   for (size_t i = 0; copy_inputs && i < inputs.size(); ++i) {
     KILN_RETURN_IF_ERROR(driver.check(
@@ -596,19 +666,35 @@ Status CudaExecutor::run_on_stream(std::span<const uint64_t> inputs,
                                     "recording the caller's stream"));
   KILN_RETURN_IF_ERROR(driver.check(driver.cuStreamWaitEvent(device.stream, device.caller_ready, 0),
                                     "waiting for the caller's stream"));
+  // The kernels read and write the caller's memory where it lies, at the alignment the
+  // program's own buffers have (which cuBLASLt's algorithms and vector accesses were chosen
+  // for); a tensor elsewhere (a view into a larger one) is copied through the own buffer.
+  const auto in_place = [](uint64_t address) { return address % kDeviceAlignment == 0; };
+  std::vector<CUdeviceptr> in(device.own_inputs), out(device.own_outputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    KILN_RETURN_IF_ERROR(driver.check(
-        driver.cuMemcpyDtoDAsync(device.inputs[i], inputs[i],
-                                 static_cast<size_t>(program.input_bytes[i]), device.stream),
-        fmt::format("copying input {} on the GPU", i)));
+    if (in_place(inputs[i])) in[i] = inputs[i];
   }
-  device.inputs_loaded = true;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (in_place(outputs[o])) out[o] = outputs[o];
+  }
+  device.bind_io(program, in, out);
+  device.inputs_loaded = false;  // the own buffers are not all the caller's inputs
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (in[i] == inputs[i]) continue;
+    KILN_RETURN_IF_ERROR(driver.check(
+        driver.cuMemcpyDtoDAsync(in[i], inputs[i], static_cast<size_t>(program.input_bytes[i]),
+                                 device.stream),
+        fmt::format("copying input {} on the GPU (its address is not {}-byte aligned)", i,
+                    kDeviceAlignment)));
+  }
   KILN_RETURN_IF_ERROR(device.graphs ? device.launch_graph(program) : device.launch_all(program));
   for (size_t o = 0; o < outputs.size(); ++o) {
+    if (out[o] == outputs[o]) continue;
     KILN_RETURN_IF_ERROR(driver.check(
-        driver.cuMemcpyDtoDAsync(outputs[o], device.outputs[o],
-                                 static_cast<size_t>(program.output_bytes[o]), device.stream),
-        fmt::format("copying output {} on the GPU", o)));
+        driver.cuMemcpyDtoDAsync(outputs[o], out[o], static_cast<size_t>(program.output_bytes[o]),
+                                 device.stream),
+        fmt::format("copying output {} on the GPU (its address is not {}-byte aligned)", o,
+                    kDeviceAlignment)));
   }
   KILN_RETURN_IF_ERROR(
       driver.check(driver.cuEventRecord(device.run_done, device.stream), "recording the run"));

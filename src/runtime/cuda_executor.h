@@ -13,9 +13,10 @@
 // program kernel's launches in order (runtime/cuda_launch.h: a launch's buffer arguments are
 // device addresses plus byte offsets), a copy step a device-to-device copy.
 //
-// A run without hooks replays a CUDA graph: the steps are captured once, on the first such run,
-// and each run then launches the whole graph (static shapes, so the launches never change),
-// which removes the per-launch host cost. A run with a profile times each step with events; a
+// A run without hooks replays a CUDA graph: the steps are captured once, on the first such run
+// (once per set of input and output addresses, for run_on_stream), and each run then launches
+// the whole graph (static shapes, so the launches never change), which removes the per-launch
+// host cost. A run with a profile times each step with events; a
 // run with `after_step` runs step by step and hands the hook the step's buffers copied to the
 // host, so the check mode is the CPU's. Runs of one executor must not overlap.
 //
@@ -75,9 +76,13 @@ class CudaExecutor final : public ProgramExecutor {
   // the legacy default stream), as a framework's tensors on a GPU are: the run begins after
   // the work queued on `stream` so far, work queued there later begins after the run (an event
   // each way), and the call returns without waiting for the GPU. `inputs` and `outputs` are
-  // device addresses in the primary context of the executor's GPU; they are copied device to
-  // device at the program's edge, so the captured CUDA graph, which holds this executor's own
-  // buffers, stays valid whatever addresses the caller gives.
+  // device addresses in the primary context of the executor's GPU, and an output must not
+  // overlap an input. The kernels read and write them where they lie when they have the
+  // alignment of the executor's own buffers (256 bytes, which cuBLASLt's algorithms and vector
+  // accesses were chosen for; a caching allocator's blocks have it), else through those
+  // buffers with a device-to-device copy. A CUDA graph holds the addresses it was captured
+  // with: one is captured for each set of addresses and kept (a few), so a caller whose
+  // allocator gives a few sets in turn replays them.
   Status run_on_stream(std::span<const uint64_t> inputs, std::span<const uint64_t> outputs,
                        void* stream);
   const Program& program() const override { return *program_; }

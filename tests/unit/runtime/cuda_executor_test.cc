@@ -394,6 +394,63 @@ TEST_F(CudaExecutorTest, RunsOnTheCallersDeviceMemoryInOrderWithItsStream) {
   EXPECT_FALSE(executor->run_on_stream(too_few, too_few, &caller_stream));
 }
 
+// A caller's tensor in (stand-in) device memory, at the allocator's alignment or `offset` bytes
+// past it (a view into a larger tensor).
+struct CallerTensor {
+  explicit CallerTensor(size_t offset = 0)
+      : memory(static_cast<std::byte*>(std::aligned_alloc(256, 2 * 256))), at(offset) {
+    static_assert(kBytes <= 256, "a tensor and its offset fit in the allocation");
+  }
+  ~CallerTensor() { std::free(memory); }
+  CallerTensor(const CallerTensor&) = delete;
+  CallerTensor& operator=(const CallerTensor&) = delete;
+  float* data() const { return reinterpret_cast<float*>(memory + at); }
+  uint64_t address() const { return reinterpret_cast<uintptr_t>(data()); }
+  std::byte* memory;
+  size_t at;
+};
+
+// The kernels read the caller's inputs and write its outputs where they lie: no copy in or out,
+// each set of addresses captured as a graph once and replayed when it comes again, and the
+// executor's own buffers back for host memory. A tensor off the alignment the program's own
+// buffers have goes through them with a copy.
+TEST_F(CudaExecutorTest, ReadsAndWritesTheCallersMemoryWhereItLies) {
+  std::unique_ptr<CudaExecutor> executor = make();
+  ASSERT_NE(executor, nullptr);
+  int caller_stream = 0;
+  CallerTensor x[2], y[2], copy[2];
+  const auto run = [&](const CallerTensor& in, const CallerTensor& out, const CallerTensor& out2,
+                       float first) {
+    for (int64_t i = 0; i < kElements; ++i) in.data()[i] = first + static_cast<float>(i);
+    const uint64_t inputs[] = {in.address()};
+    const uint64_t outputs[] = {out.address(), out2.address()};
+    ASSERT_TRUE(executor->run_on_stream(inputs, outputs, &caller_stream));
+    for (int64_t i = 0; i < kElements; ++i) {
+      EXPECT_EQ(out.data()[i], 2.0f * (first + static_cast<float>(i) + 1)) << i;
+      EXPECT_EQ(out2.data()[i], first + static_cast<float>(i) + 1) << i;
+    }
+  };
+  run(x[0], y[0], copy[0], 0);
+  run(x[1], y[1], copy[1], 10);
+  run(x[0], y[0], copy[0], 20);
+  ASSERT_EQ(state_.graphs.size(), 2u) << "one graph per set of addresses, the first replayed";
+  for (size_t g = 0; g < 2; ++g) {
+    const std::vector<RecordedLaunch>& graph = state_.graphs[g];
+    ASSERT_EQ(graph.size(), 3u) << "the two kernels and the program's own copy step, no other";
+    EXPECT_EQ(graph[0].args[0], x[g].address()) << "add_one reads the caller's input";
+    EXPECT_EQ(graph[1].args[2], y[g].address()) << "scale writes the caller's output";
+    EXPECT_EQ(graph[2].args[0], copy[g].address()) << "the copy step writes the caller's output";
+  }
+  EXPECT_EQ(state_.graph_launches, 3);
+  expect_runs(*executor);  // host memory, through the executor's own buffers
+
+  CallerTensor off(4), y2, copy2;
+  run(off, y2, copy2, 30);
+  const std::vector<RecordedLaunch>& graph = state_.graphs.back();
+  ASSERT_EQ(state_.graphs.size(), 4u);
+  EXPECT_NE(graph[0].args[0], off.address()) << "read from the own buffer, copied in first";
+}
+
 // The GPUs the stand-in driver has, 0 and 1, and those an executor opened.
 std::vector<int> gpus_opened;
 CUresult fake_device_get(CUdevice* device, int ordinal) {
