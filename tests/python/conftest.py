@@ -31,3 +31,17 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-6, what="result"):
     scale = expected.abs().max().item() if expected.numel() else 0.0
     error = (actual - expected).abs().max().item() if expected.numel() else 0.0
     assert error <= atol + rtol * scale, f"{what}: max error {error} (scale {scale})"
+
+
+def assert_trained_alike(kiln_losses, eager_losses, under_kiln, eager, start):
+    """Training under Kiln went as eagerly from the same `start` parameters: each step's loss
+    within 1e-4 relative, each parameter's change within 5e-4 of its largest change."""
+    for step, (k, e) in enumerate(zip(kiln_losses, eager_losses)):
+        assert abs(k - e) <= 1e-4 * abs(e), f"step {step}: loss {k} under Kiln, {e} eager"
+    kiln_params = dict(under_kiln.named_parameters())
+    for name, p in eager.named_parameters():
+        change = p.detach() - start[name]
+        kiln_change = kiln_params[name].detach() - start[name]
+        scale = change.abs().max().item()
+        error = (kiln_change - change).abs().max().item()
+        assert error <= 5e-4 * scale + 1e-7, f"{name}: change differs by {error} (of {scale})"

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from conftest import assert_close, kiln_compile
+from conftest import assert_close, assert_trained_alike, kiln_compile
 from kiln.backend import KilnGraph
 
 aten = torch.ops.aten
@@ -226,15 +226,7 @@ def test_training_matches_eager(model_name, make):
     eager_losses = train(eager, eager, model_name)
     kiln_losses = train(under_kiln, compiled, model_name)
 
-    for step, (k, e) in enumerate(zip(kiln_losses, eager_losses)):
-        assert abs(k - e) <= 1e-4 * abs(e), f"step {step}: loss {k} under Kiln, {e} eager"
-    kiln_params = dict(under_kiln.named_parameters())
-    for name, p in eager.named_parameters():
-        change = p.detach() - start[name]
-        kiln_change = kiln_params[name].detach() - start[name]
-        scale = change.abs().max().item()
-        error = (kiln_change - change).abs().max().item()
-        assert error <= 5e-4 * scale + 1e-7, f"{name}: change differs by {error} (of {scale})"
+    assert_trained_alike(kiln_losses, eager_losses, under_kiln, eager, start)
     assert len(report.graphs) >= 2, "Kiln compiled neither the forward nor the backward"
     assert not report.fallbacks, f"left to PyTorch: {report.fallbacks}"
 

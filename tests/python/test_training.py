@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import kiln
-from conftest import kiln_compile
+from conftest import assert_trained_alike, kiln_compile
 
 STEPS = 4
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
@@ -178,15 +178,7 @@ def test_training_matches_eager(model_name, make, device, monkeypatch):
     eager_losses = train(eager, eager, model_name, device)
     kiln_losses = train(under_kiln, compiled, model_name, device)
 
-    for step, (k, e) in enumerate(zip(kiln_losses, eager_losses)):
-        assert abs(k - e) <= 1e-4 * abs(e), f"step {step}: loss {k} under Kiln, {e} eager"
-    kiln_params = dict(under_kiln.named_parameters())
-    for name, p in eager.named_parameters():
-        change = p.detach() - start[name]
-        kiln_change = kiln_params[name].detach() - start[name]
-        scale = change.abs().max().item()
-        error = (kiln_change - change).abs().max().item()
-        assert error <= 5e-4 * scale + 1e-7, f"{name}: change differs by {error} (of {scale})"
+    assert_trained_alike(kiln_losses, eager_losses, under_kiln, eager, start)
     for name, buffer in eager.named_buffers():
         assert torch.allclose(dict(under_kiln.named_buffers())[name], buffer, rtol=1e-4,
                               atol=1e-6), f"buffer {name} differs"
