@@ -39,11 +39,19 @@ from ._kiln import CompileError, UnsupportedError, compile_aten_graph, import_er
 
 class KilnGraph(torch.nn.Module):
     """A graph of ATen ops compiled by Kiln, called with the graph's tensors, returning its
-    outputs (a tuple, or the one value when the graph returns one)."""
+    outputs (a tuple, or the one value when the graph returns one).
+
+    With `vouched`, its caller guarantees that every call's tensors have the traced shapes,
+    dtypes and device, as AOTAutograd's calls of its graphs do (dynamo's guards hold them), and
+    they are passed by address unchecked (CompiledGraph.run_addresses): a DLPack conversion
+    cost about 2.3 us a tensor, most of a small graph's call. Otherwise each tensor is checked
+    against the graph (CompiledGraph.run), as a user's tensors must be."""
 
     def __init__(self, gm: torch.fx.GraphModule, name: str,
-                 device: torch.device = torch.device("cpu"), precision: str = "fp32"):
+                 device: torch.device = torch.device("cpu"), precision: str = "fp32",
+                 vouched: bool = False):
         super().__init__()
+        self.vouched = vouched
         graph = _aten.graph_to_json(gm, name)
         self.name = name
         self.graph_json = graph.text
@@ -60,23 +68,21 @@ class KilnGraph(torch.nn.Module):
         self.input_dtypes = graph.input_dtypes
 
     def forward(self, *args):
-        # The tensors of the traced metadata (AOTAutograd's graphs are called with them, as
-        # dynamo's guards hold), dense and in the traced dtypes; passed by address, which
-        # costs no DLPack conversion per tensor.
         inputs = [as_traced(a.contiguous(), dtype) for a, dtype in zip(args, self.input_dtypes)]
         if self.compiled.takes_rng_seed:
             # Dropout's masks: a new seed for each run, from torch's generator, so that
             # torch.manual_seed repeats a run (below 2**53, the range Kiln's reference keeps).
             inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64, device=self.device))
         outputs = [torch.empty(o.shape, dtype=o.dtype, device=self.device) for o in self.outputs]
-        addresses = [t.data_ptr() for t in inputs]
-        output_addresses = [t.data_ptr() for t in outputs]
-        if self.device.type == "cuda":
-            # In order with PyTorch's work on the current stream, without waiting for the GPU.
-            stream = torch.cuda.current_stream(self.device).cuda_stream
-            self.compiled.run_addresses(addresses, output_addresses, stream)
+        # In order with PyTorch's work on the current stream, without waiting for the GPU.
+        stream = (torch.cuda.current_stream(self.device).cuda_stream
+                  if self.device.type == "cuda" else 0)
+        if self.vouched:
+            self.compiled.run_addresses([t.data_ptr() for t in inputs],
+                                        [t.data_ptr() for t in outputs], stream)
         else:
-            self.compiled.run_addresses(addresses, output_addresses)
+            # DLPack refuses tensors that require grad; detaching shares their memory.
+            self.compiled.run([t.detach() for t in inputs], outputs, stream)
         results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
         return results[0] if self.single_output else results
 
@@ -288,7 +294,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, name: str,
             continue
         part = f"{name}.{node.target}"
         try:
-            kiln_graph = KilnGraph(getattr(fused, node.target), part, device, precision)
+            kiln_graph = KilnGraph(getattr(fused, node.target), part, device, precision,
+                                   vouched=True)
         except (_aten.Unsupported, UnsupportedError) as e:
             warnings.warn(f"kiln: {part} runs in PyTorch: {e}")
             if report is not None:

@@ -74,6 +74,15 @@ def test_a_model_that_updates_buffers_in_place_is_refused():
         step(torch.randn(2, 3, 8, 8), torch.tensor([0, 1]))
 
 
+def test_a_batch_of_another_shape_is_refused_not_misread():
+    # The step is compiled for its first batch's shapes; the user's next tensors are checked
+    # against them (a ragged last batch must not be read past its end).
+    step = kiln.compile_train_step(make_mlp(), F.cross_entropy, lr=1e-2)
+    step(torch.randn(8, 16), torch.randint(0, 5, (8,)))
+    with pytest.raises(ValueError, match="shape differs"):
+        step(torch.randn(5, 16), torch.randint(0, 5, (5,)))
+
+
 def test_an_unknown_optimizer_is_refused():
     with pytest.raises(ValueError, match="adamw"):
         kiln.compile_train_step(make_mlp(), F.cross_entropy, optimizer="lamb")
