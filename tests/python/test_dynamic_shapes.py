@@ -47,7 +47,8 @@ class MLP(nn.Module):
 def train_side_by_side(model, shapes, make_batch):
     """Trains `model` under Kiln's backend (torch.compile's default dynamic=None) and a copy
     eagerly, one SGD step per shape of `shapes`; asserts the losses and parameters agree at
-    every step, and returns the report and the seconds of each compiled step."""
+    every step, and returns the report, the seconds of each compiled step and the number of
+    shape compilations made by the end of each."""
     torch.manual_seed(0)
     eager = type(model)()
     eager.load_state_dict(model.state_dict())
@@ -56,7 +57,7 @@ def train_side_by_side(model, shapes, make_batch):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     eager_optimizer = torch.optim.SGD(eager.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(1)
-    seconds = []
+    seconds, compilations = [], []
     for step, shape in enumerate(shapes):
         x, labels = make_batch(shape, g)
         start = time.perf_counter()
@@ -65,6 +66,7 @@ def train_side_by_side(model, shapes, make_batch):
         optimizer.step()
         optimizer.zero_grad()
         seconds.append(time.perf_counter() - start)
+        compilations.append(len(report.specializations))
         expected = F.cross_entropy(eager(x), labels)
         expected.backward()
         eager_optimizer.step()
@@ -73,7 +75,7 @@ def train_side_by_side(model, shapes, make_batch):
         for (name, p), q in zip(model.named_parameters(), eager.parameters()):
             assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-6,
                          what=f"{name} after step {step} ({shape})")
-    return report, seconds
+    return report, seconds, compilations
 
 
 def assert_each_shape_compiled_once(report):
@@ -90,7 +92,7 @@ def test_batch_and_sequence_lengths_that_change_every_step():
     # as the batch and then the sequence length change; Kiln compiles those per shape.
     rounds = 3
     shapes = [(4, 16), (3, 16), (4, 12), (2, 9)] * rounds
-    report, seconds = train_side_by_side(
+    report, seconds, compilations = train_side_by_side(
         CausalAttention(), shapes,
         lambda shape, g: (torch.randn(*shape, 32, generator=g),
                           torch.randint(0, 5, (shape[0],), generator=g)))
@@ -101,11 +103,13 @@ def test_batch_and_sequence_lengths_that_change_every_step():
     # By the last round every shape has its graphs: each step runs them at once.
     last_round = seconds[-len(shapes) // rounds:]
     assert max(last_round) < 1.0, seconds
+    before_last_round = compilations[-len(shapes) // rounds - 1]
+    assert compilations[-1] == before_last_round, "the last round compiled a shape again"
 
 
 def test_a_ragged_last_batch():
     shapes = [(8,), (8,), (5,), (8,), (5,)]
-    report, _ = train_side_by_side(
+    report, _, _ = train_side_by_side(
         MLP(), shapes,
         lambda shape, g: (torch.randn(*shape, 32, generator=g),
                           torch.randint(0, 5, shape, generator=g)))

@@ -55,9 +55,11 @@ int64_t encoded_bytes(const Value& value) {
 
 RunMemory run_memory(const Graph& graph, const CompiledModel* program) {
   RunMemory memory;
-  for (Value* input : graph.inputs()) {
+  for (const Value* input : graph.inputs()) {
     memory.inputs += encoded_bytes(*input);
-    memory.decoded = std::max(memory.decoded, f64_bytes({input}));
+    // The input being made, in f64, before it is encoded.
+    memory.decoded =
+        std::max(memory.decoded, input->shape().num_elements() * int64_t{sizeof(double)});
   }
   for (const Value* output : graph.outputs()) memory.outputs += encoded_bytes(*output);
   if (program != nullptr && program->compiled().program && !program->compiled().cuda) {
