@@ -19,7 +19,7 @@ RunBuffers::RunBuffers(const Graph& graph, std::span<const Array> inputs) {
     input_bytes_.push_back(encode_array(input));
     input_pointers_.push_back(input_bytes_.back().data());
   }
-  for (const Value* output : graph.outputs()) add_output(*output);
+  for (const Value* output : graph.outputs()) add_output_in_order(*output);
 }
 
 void* RunBuffers::output(const Value& output) {
@@ -36,6 +36,11 @@ void* RunBuffers::add_output(const Value& output) {
       .data();
 }
 
+void RunBuffers::add_output_in_order(const Value& value) {
+  output(value);
+  outputs_in_order_.emplace_back(value.type(), output_by_name_.at(value.name()));
+}
+
 Expected<RunBuffers> RunBuffers::encode(const Graph& graph,
                                         const std::function<Expected<Array>(size_t)>& make_input) {
   RunBuffers buffers;
@@ -46,7 +51,7 @@ Expected<RunBuffers> RunBuffers::encode(const Graph& graph,
   for (const std::vector<std::byte>& bytes : buffers.input_bytes_) {
     buffers.input_pointers_.push_back(bytes.data());
   }
-  for (const Value* output : graph.outputs()) buffers.add_output(*output);
+  for (const Value* output : graph.outputs()) buffers.add_output_in_order(*output);
   return buffers;
 }
 
@@ -54,8 +59,9 @@ Array RunBuffers::input_array(const Graph& graph, size_t index) const {
   return decode_array(graph.inputs().at(index)->type(), input_bytes_.at(index).data());
 }
 
-Array RunBuffers::output_array(const Value& output) {
-  return decode_array(output.type(), static_cast<const std::byte*>(this->output(output)));
+Array RunBuffers::output_array(size_t index) const {
+  const auto& [type, slot] = outputs_in_order_.at(index);
+  return decode_array(type, output_bytes_[slot].data());
 }
 
 size_t RunBuffers::output_digest(const Value& output) {

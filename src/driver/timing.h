@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/array.h"
@@ -42,9 +43,12 @@ class RunBuffers {
   // The buffer of the output named like `output`, made if there is none.
   void* output(const Value& output);
 
-  // Input `index` of `graph`, and the output named like `output`, decoded.
+  // Input `index` of `graph`, decoded.
   Array input_array(const Graph& graph, size_t index) const;
-  Array output_array(const Value& output);
+  // Output `index` of the graph these buffers were made for, decoded. By position, not by name:
+  // compiling may rename an output (decomposing a softmax that is one replaces it), and the
+  // compiled graph's output then writes a buffer made for the source graph's.
+  Array output_array(size_t index) const;
 
   // A digest of each output's bytes, in `graph`'s order: enough to tell whether later runs
   // repeat a run bit for bit, without keeping a copy of its outputs.
@@ -57,11 +61,14 @@ class RunBuffers {
  private:
   RunBuffers() = default;
   void* add_output(const Value& output);
+  void add_output_in_order(const Value& output);
   size_t output_digest(const Value& output);
 
   std::vector<std::vector<std::byte>> input_bytes_;
   std::deque<std::vector<std::byte>> output_bytes_;  // a deque: pointers stay put
   std::map<std::string, size_t> output_by_name_;
+  // The made-for graph's outputs in order: each one's type and its buffer in output_bytes_.
+  std::vector<std::pair<TensorType, size_t>> outputs_in_order_;
   std::vector<const void*> input_pointers_;
 };
 

@@ -68,6 +68,12 @@ expect run-profile 0 'share +kernel' -- "$kiln" run "$example" --profile
 expect run-repeat 0 'time per run \(3 runs after a warm-up\): median' -- "$kiln" run "$example" --repeat 3
 expect run-repeat-negative 2 'repeat' -- "$kiln" run "$example" --repeat -1
 expect run-check-interpret 1 'apply to compiled runs' -- "$kiln" run "$example" --interpret --check
+# A compiled run prints and writes the outputs the interpreter computes, also where compiling
+# renamed one (decomposing a softmax that is the graph's output replaces it).
+printf 'graph @g(%%a: f32[50,50], %%b: f32[50,7]) {\n  %%m = matmul(%%a, %%b) : f32[50,7]\n  %%y = log_softmax(%%m) : f32[50,7]\n  return %%y\n}\n' >"$work/renamed.kiln"
+"$kiln" run "$work/renamed.kiln" --interpret --output "$work/renamed.npz" >/dev/null
+expect run-renamed-output 0 'vs expected: .*within tolerance' \
+  -- "$kiln" run "$work/renamed.kiln" --expected "$work/renamed.npz" --no-reuse-compilations
 expect compile-writes 0 'wrote .*kernels.cc, kernels.loop, plan.txt' -- "$kiln" compile "$example" -o "$work/compiled" --fusion off
 expect compile-plan 0 'kernel 0: matmul' -- cat "$work/compiled/plan.txt"
 expect compile-source 0 'extern "C" void kiln_kernel_13' -- cat "$work/compiled/kernels.cc"

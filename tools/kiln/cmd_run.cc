@@ -182,8 +182,7 @@ Expected<std::optional<std::function<Array(size_t)>>> run_model(SourceModel& mod
                         run_compiled_model(model.graph.clone(), make_input, options));
   if (!buffers) return Outputs();
   auto held = std::make_shared<RunBuffers>(std::move(*buffers));
-  return Outputs(
-      [held, &model](size_t i) { return held->output_array(*model.graph.outputs()[i]); });
+  return Outputs([held](size_t i) { return held->output_array(i); });
 }
 
 int run_run(const RunOptions& options) {
