@@ -82,9 +82,10 @@ class CompiledModel {
   bool on_gpu() const { return compiled_->cuda.has_value(); }
   // A GPU model's run on the caller's device memory, in order with the caller's CUstream,
   // returning before the GPU finishes (runtime/cuda_executor.h: run_on_stream): one device
-  // address per graph input and output. An error for a model compiled for the CPU.
+  // address per graph input and output, and the arena's (0: the executor's own). An error for
+  // a model compiled for the CPU.
   Status run_on_stream(std::span<const uint64_t> inputs, std::span<const uint64_t> outputs,
-                       void* stream);
+                       void* stream, uint64_t arena = 0);
   Expected<CheckReport> check(std::span<const Array> inputs);
 
   // The generated C++ of every kernel, in one translation unit.

@@ -74,15 +74,23 @@ class KilnGraph(torch.nn.Module):
             # torch.manual_seed repeats a run (below 2**53, the range Kiln's reference keeps).
             inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64, device=self.device))
         outputs = [torch.empty(o.shape, dtype=o.dtype, device=self.device) for o in self.outputs]
-        # In order with PyTorch's work on the current stream, without waiting for the GPU.
-        stream = (torch.cuda.current_stream(self.device).cuda_stream
-                  if self.device.type == "cuda" else 0)
+        # On a GPU: in order with PyTorch's work on the current stream, without waiting for the
+        # GPU, and with the intermediates in memory of PyTorch's caching allocator, which
+        # torch.cuda.memory_allocated counts and which is free again for PyTorch between calls
+        # (the caching allocator orders its reuse after the work queued on this stream).
+        stream, arena = 0, None
+        if self.device.type == "cuda":
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            if self.compiled.arena_bytes > 0:
+                arena = torch.empty(self.compiled.arena_bytes, dtype=torch.uint8,
+                                    device=self.device)
+        arena_address = 0 if arena is None else arena.data_ptr()
         if self.vouched:
             self.compiled.run_addresses([t.data_ptr() for t in inputs],
-                                        [t.data_ptr() for t in outputs], stream)
+                                        [t.data_ptr() for t in outputs], stream, arena_address)
         else:
             # DLPack refuses tensors that require grad; detaching shares their memory.
-            self.compiled.run([t.detach() for t in inputs], outputs, stream)
+            self.compiled.run([t.detach() for t in inputs], outputs, stream, arena_address)
         results = tuple(None if slot is None else outputs[slot] for slot in self.output_slots)
         return results[0] if self.single_output else results
 

@@ -142,7 +142,7 @@ class CompiledGraphHandle {
   // GPU, in order with `stream` (a CUstream's address; 0 is the legacy default stream), and
   // returning before the GPU finishes.
   void run(const std::vector<nb::ndarray<>>& inputs, const std::vector<nb::ndarray<>>& outputs,
-           uintptr_t stream) {
+           uintptr_t stream, uintptr_t arena) {
     check_counts(inputs.size(), outputs.size());
     const Graph& graph = model_.graph();
     std::vector<uintptr_t> in, out;
@@ -152,7 +152,7 @@ class CompiledGraphHandle {
     for (size_t i = 0; i < outputs.size(); ++i) {
       out.push_back(address_of(checked_data(outputs[i], *graph.outputs()[i], "output", device_)));
     }
-    run_addresses(in, out, stream);
+    run_addresses(in, out, stream, arena);
   }
 
   // The same on the tensors' addresses, for the backend: its callers vouch that each is a
@@ -161,7 +161,7 @@ class CompiledGraphHandle {
   // DLPack conversion per tensor (about 2 us each, most of a small graph's call). Only the
   // counts are checked.
   void run_addresses(const std::vector<uintptr_t>& inputs, const std::vector<uintptr_t>& outputs,
-                     uintptr_t stream) {
+                     uintptr_t stream, uintptr_t arena) {
     check_counts(inputs.size(), outputs.size());
     Status status;
     {
@@ -169,7 +169,7 @@ class CompiledGraphHandle {
       if (model_.on_gpu()) {
         const std::vector<uint64_t> in(inputs.begin(), inputs.end());
         const std::vector<uint64_t> out(outputs.begin(), outputs.end());
-        status = model_.run_on_stream(in, out, reinterpret_cast<void*>(stream));
+        status = model_.run_on_stream(in, out, reinterpret_cast<void*>(stream), arena);
       } else {
         std::vector<const void*> in;
         std::vector<void*> out;
@@ -195,6 +195,8 @@ class CompiledGraphHandle {
   bool from_cache() const { return model_.compiled().cached_explanation.has_value(); }
 
   int num_kernels() const { return model_.program().num_kernels; }
+
+  int64_t arena_bytes() const { return model_.program().arena_bytes; }
 
   // Whether the graph has random ops, and so takes a seed after the ATen graph's inputs.
   bool takes_rng_seed() const {
@@ -284,19 +286,24 @@ NB_MODULE(_kiln, m) {
 
   nb::class_<CompiledGraphHandle>(m, "CompiledGraph")
       .def("run", &CompiledGraphHandle::run, nb::arg("inputs"), nb::arg("outputs"),
-           nb::arg("stream") = 0,
+           nb::arg("stream") = 0, nb::arg("arena") = 0,
            "Runs the graph on dense tensors (any DLPack producer) on its device, writing the "
            "outputs in place. On a GPU (tensors on its cuda:N), in order with `stream`, a "
            "CUstream's address (torch.cuda.current_stream().cuda_stream), and without waiting "
-           "for the GPU to finish.")
+           "for the GPU to finish; `arena`, when not 0, is the device address of arena_bytes "
+           "bytes, 256-byte aligned, for the intermediates (a torch.empty of the caller's, which "
+           "its caching allocator counts and reuses), else the graph's own arena is used. The "
+           "CPU always uses its own.")
       .def("run_addresses", &CompiledGraphHandle::run_addresses, nb::arg("inputs"),
-           nb::arg("outputs"), nb::arg("stream") = 0,
+           nb::arg("outputs"), nb::arg("stream") = 0, nb::arg("arena") = 0,
            "As run, on the tensors' addresses (tensor.data_ptr()), unchecked but for their "
            "counts: each must be a dense row-major tensor of the graph's type on its device. "
            "The backend's calls, whose tensors AOTAutograd's traced metadata fixes.")
       .def_prop_ro("device", &CompiledGraphHandle::device, "'cpu' or 'cuda:N'.")
       .def("explain", &CompiledGraphHandle::explain, "The fused kernels and why.")
       .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels)
+      .def_prop_ro("arena_bytes", &CompiledGraphHandle::arena_bytes,
+                   "The bytes of intermediates a run needs (the memory plan's arena).")
       .def_prop_ro("takes_rng_seed", &CompiledGraphHandle::takes_rng_seed,
                    "Whether the graph has random ops (dropout): `run` then takes one more input "
                    "after the ATen graph's, a new 0-d int64 seed below 2**53 at every run.")

@@ -106,10 +106,11 @@ Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<voi
 }
 
 Status CompiledModel::run_on_stream(std::span<const uint64_t> inputs,
-                                    std::span<const uint64_t> outputs, void* stream) {
+                                    std::span<const uint64_t> outputs, void* stream,
+                                    uint64_t arena) {
   auto* gpu = dynamic_cast<runtime::CudaExecutor*>(executor_.get());
   if (!gpu) return Status::error("run_on_stream: the model was compiled for the CPU");
-  return gpu->run_on_stream(inputs, outputs, stream);
+  return gpu->run_on_stream(inputs, outputs, stream, arena);
 }
 
 Expected<CheckReport> CompiledModel::check(std::span<const Array> inputs) {

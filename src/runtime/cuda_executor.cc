@@ -79,22 +79,39 @@ Status check_sizes(const CudaLaunch& launch) {
 
 }  // namespace
 
+// An executor's own arena: its size, and its device memory once a run needed it.
+struct OwnArena {
+  const CudaDriver* driver = nullptr;
+  int64_t bytes = 0;
+  CUdeviceptr address = 0;
+
+  OwnArena(const CudaDriver* owner, int64_t size) : driver(owner), bytes(size) {}
+  ~OwnArena() {
+    if (address != 0) driver->cuMemFree(address);
+  }
+  OwnArena(const OwnArena&) = delete;
+  OwnArena& operator=(const OwnArena&) = delete;
+};
+
 struct CudaExecutor::Device {
   const CudaDriver* driver = nullptr;
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
   CUstream stream = nullptr;
-  // Device memory: the arena (shared with another executor by share_arena), the constant
-  // segment, and the program's inputs and outputs, one allocation each.
-  std::shared_ptr<CUdeviceptr> arena;
-  int64_t arena_capacity = 0;
+  // Device memory, one allocation each: the constant segment, made with the executor; the
+  // executor's own arena (shared with another executor by share_arena) and its own buffers for
+  // the program's inputs and outputs, made when a run first needs them. A framework's run on
+  // its own memory and its allocator's arena (run_on_stream) needs neither, so the GPU holds
+  // the model's tensors once, where the framework counts them.
+  std::shared_ptr<OwnArena> arena;
   CUdeviceptr constants = 0;
   CUdeviceptr io = 0;
   std::vector<CUdeviceptr> own_inputs, own_outputs;  // in `io`
-  // Where the program reads its inputs and writes its outputs: its own buffers, or the
-  // caller's device memory that run_on_stream bound (bind_io).
+  // Where the program reads its inputs, writes its outputs and keeps its intermediates: its
+  // own buffers, or the caller's device memory that run_on_stream bound (bind).
   std::vector<CUdeviceptr> inputs, outputs;
+  CUdeviceptr arena_base = 0;
   std::vector<CUdeviceptr> buffers;             // per program buffer: its device address
   std::vector<std::vector<ReadyLaunch>> steps;  // per program step; empty for a copy
   std::vector<CUevent> events;                  // the profile's: before the first step, after each
@@ -105,7 +122,6 @@ struct CudaExecutor::Device {
   std::vector<std::pair<std::vector<CUdeviceptr>, CUgraphExec>> captured;
   CUgraphExec graph = nullptr;
   bool graphs = true;
-  Status broken = Status::ok();  // why runs cannot go on (share_arena could not re-prepare)
   // What runs the gemms: cuBLASLt (its handle and workspace), or where it is absent or
   // declined, each gemm's template kernel.
   const CublasLt* lt = nullptr;
@@ -134,7 +150,6 @@ struct CudaExecutor::Device {
     }
     if (stream != nullptr) driver->cuStreamDestroy(stream);
     if (module != nullptr) driver->cuModuleUnload(module);
-    arena.reset();
     if (constants != 0) driver->cuMemFree(constants);
     if (io != 0) driver->cuMemFree(io);
     if (context != nullptr) driver->cuDevicePrimaryCtxRelease(device);
@@ -198,23 +213,44 @@ struct CudaExecutor::Device {
 #endif
   }
 
-  // The arena, the constants (uploaded now) and the inputs and outputs.
+  static int64_t io_bytes(const Program& program) {
+    int64_t bytes = 0;
+    for (const int64_t input : program.input_bytes) bytes += aligned(input);
+    for (const int64_t output : program.output_bytes) bytes += aligned(output);
+    return bytes;
+  }
+
+  // What the program needs of the GPU with its own arena and buffers, for errors.
+  static int64_t bytes_needed(const Program& program) {
+    return aligned(program.arena_bytes) +
+           aligned(static_cast<int64_t>(program.constants.size())) + io_bytes(program);
+  }
+
+  // The constants, uploaded now; the arena's size. Nothing is bound yet (every input, output
+  // and arena address 0) until a run binds its memory.
   Status allocate(const Program& program) {
-    int64_t io_bytes = 0;
-    for (const int64_t bytes : program.input_bytes) io_bytes += aligned(bytes);
-    for (const int64_t bytes : program.output_bytes) io_bytes += aligned(bytes);
+    arena = std::make_shared<OwnArena>(driver, program.arena_bytes);
+    inputs.assign(program.input_bytes.size(), 0);
+    outputs.assign(program.output_bytes.size(), 0);
     const int64_t constant_bytes = static_cast<int64_t>(program.constants.size());
-    const int64_t total = aligned(program.arena_bytes) + aligned(constant_bytes) + io_bytes;
-    KILN_ASSIGN_OR_RETURN(const CUdeviceptr arena_address,
-                          allocate_bytes(program.arena_bytes, "arena", total));
-    const CudaDriver* owner = driver;
-    arena = std::shared_ptr<CUdeviceptr>(new CUdeviceptr(arena_address), [owner](CUdeviceptr* p) {
-      owner->cuMemFree(*p);
-      delete p;
-    });
-    arena_capacity = program.arena_bytes;
-    KILN_ASSIGN_OR_RETURN(constants, allocate_bytes(constant_bytes, "constant segment", total));
-    KILN_ASSIGN_OR_RETURN(io, allocate_bytes(io_bytes, "inputs and outputs", total));
+    KILN_ASSIGN_OR_RETURN(constants, allocate_bytes(constant_bytes, "constant segment",
+                                                    bytes_needed(program)));
+    if (constant_bytes > 0) {
+      KILN_RETURN_IF_ERROR(
+          driver->check(driver->cuMemcpyHtoDAsync(constants, program.constants.data(),
+                                                  static_cast<size_t>(constant_bytes), stream),
+                        "uploading the constants"));
+    }
+    return driver->check(driver->cuStreamSynchronize(stream), "uploading the constants");
+  }
+
+  // The executor's own buffers for the program's inputs and outputs, made on first use.
+  Status own_io(const Program& program) {
+    if (io != 0 || (program.input_bytes.empty() && program.output_bytes.empty())) {
+      return Status::ok();
+    }
+    KILN_ASSIGN_OR_RETURN(io, allocate_bytes(io_bytes(program), "inputs and outputs",
+                                             bytes_needed(program)));
     CUdeviceptr next = io;
     for (const int64_t bytes : program.input_bytes) {
       own_inputs.push_back(next);
@@ -224,15 +260,16 @@ struct CudaExecutor::Device {
       own_outputs.push_back(next);
       next += static_cast<CUdeviceptr>(aligned(bytes));
     }
-    inputs = own_inputs;
-    outputs = own_outputs;
-    if (constant_bytes > 0) {
-      KILN_RETURN_IF_ERROR(
-          driver->check(driver->cuMemcpyHtoDAsync(constants, program.constants.data(),
-                                                  static_cast<size_t>(constant_bytes), stream),
-                        "uploading the constants"));
+    return Status::ok();
+  }
+
+  // The executor's own arena (shared, it may be another executor's too), made on first use.
+  Expected<CUdeviceptr> own_arena(const Program& program) {
+    if (arena->address == 0) {
+      KILN_ASSIGN_OR_RETURN(arena->address,
+                            allocate_bytes(arena->bytes, "arena", bytes_needed(program)));
     }
-    return driver->check(driver->cuStreamSynchronize(stream), "uploading the constants");
+    return arena->address;
   }
 
   // `bytes` of device memory, or an error saying what the program needs and what is free.
@@ -270,7 +307,7 @@ struct CudaExecutor::Device {
           buffers.push_back(constants + offset);
           break;
         case Storage::arena:
-          buffers.push_back(*arena + offset);
+          buffers.push_back(arena_base + offset);
           break;
         case Storage::state:
           // Only the CPU's kernels keep state (packed weights: compiler/stages.h).
@@ -353,25 +390,33 @@ struct CudaExecutor::Device {
     return driver->check(destroyed, "destroying the CUDA graph");
   }
 
-  std::vector<CUdeviceptr> io_addresses() const {
+  // The addresses a captured graph holds: the inputs', the outputs' and the arena's.
+  std::vector<CUdeviceptr> bound_addresses() const {
     std::vector<CUdeviceptr> addresses = inputs;
     addresses.insert(addresses.end(), outputs.begin(), outputs.end());
+    addresses.push_back(arena_base);
     return addresses;
   }
 
-  // The program's inputs at `in` and outputs at `out`: every buffer and launch argument that
-  // addresses one re-pointed (the launches' other arguments, and cuBLASLt's algorithms, stay as
-  // prepared), and the graph captured with these addresses, if any, made current.
-  void bind_io(const Program& program, std::span<const CUdeviceptr> in,
-               std::span<const CUdeviceptr> out) {
-    if (std::ranges::equal(in, inputs) && std::ranges::equal(out, outputs)) return;
+  // The program's inputs at `in`, outputs at `out` and arena at `arena_at`: every buffer and
+  // launch argument that addresses one re-pointed (the launches' other arguments, and
+  // cuBLASLt's algorithms, stay as prepared), and the graph captured with these addresses, if
+  // any, made current.
+  void bind(const Program& program, std::span<const CUdeviceptr> in,
+            std::span<const CUdeviceptr> out, CUdeviceptr arena_at) {
+    if (std::ranges::equal(in, inputs) && std::ranges::equal(out, outputs) &&
+        arena_at == arena_base) {
+      return;
+    }
     inputs.assign(in.begin(), in.end());
     outputs.assign(out.begin(), out.end());
+    arena_base = arena_at;
     for (size_t b = 0; b < program.buffers.size(); ++b) {
       const BufferSlot& slot = program.buffers[b];
       const auto index = static_cast<size_t>(slot.index);
       if (slot.storage == Storage::input) buffers[b] = inputs[index];
       if (slot.storage == Storage::output) buffers[b] = outputs[index];
+      if (slot.storage == Storage::arena) buffers[b] = arena_base + slot.offset;
     }
     for (std::vector<ReadyLaunch>& step : steps) {
       for (ReadyLaunch& launch : step) {
@@ -385,7 +430,7 @@ struct CudaExecutor::Device {
 #endif
       }
     }
-    const std::vector<CUdeviceptr> current = io_addresses();
+    const std::vector<CUdeviceptr> current = bound_addresses();
     const auto found = std::ranges::find(captured, current, &decltype(captured)::value_type::first);
     graph = found == captured.end() ? nullptr : found->second;
   }
@@ -444,7 +489,7 @@ struct CudaExecutor::Device {
       const CUresult made = driver->cuGraphInstantiate(&graph, capture, 0);
       driver->cuGraphDestroy(capture);
       KILN_RETURN_IF_ERROR(driver->check(made, "instantiating the program's CUDA graph"));
-      captured.emplace_back(io_addresses(), graph);
+      captured.emplace_back(bound_addresses(), graph);
     }
     return driver->check(driver->cuGraphLaunch(graph, stream), "launching the CUDA graph");
   }
@@ -498,9 +543,8 @@ struct CudaExecutor::Device {
     return Status::ok();
   }
 
-  // Ready for a run: not broken, and the context current on this thread.
+  // Ready for a run: the context current on this thread.
   Status make_current() {
-    KILN_RETURN_IF_ERROR(broken);
     return driver->check(driver->cuCtxSetCurrent(context), "cuCtxSetCurrent");
   }
 
@@ -593,19 +637,11 @@ void CudaExecutor::share_arena(ProgramExecutor& other_executor) {
   if (other == nullptr || other->device_->driver != device_->driver) return;
   Device& mine = *device_;
   Device& theirs = *other->device_;
-  if (mine.arena_capacity >= theirs.arena_capacity) {
+  // The larger one serves both; each run binds the arena it runs on, so the launches follow.
+  if (mine.arena->bytes >= theirs.arena->bytes) {
     theirs.arena = mine.arena;
-    theirs.arena_capacity = mine.arena_capacity;
   } else {
     mine.arena = theirs.arena;
-    mine.arena_capacity = theirs.arena_capacity;
-  }
-  // The launches hold arena addresses: both are prepared again (their functions and sizes
-  // were checked when each executor was made, so this cannot fail but for the driver).
-  mine.driver->cuCtxSetCurrent(mine.context);
-  if (Status prepared = mine.resolve(*program_, launches_); !prepared) mine.broken = prepared;
-  if (Status prepared = theirs.resolve(*other->program_, other->launches_); !prepared) {
-    theirs.broken = prepared;
   }
 }
 
@@ -617,7 +653,9 @@ Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* co
   KILN_RETURN_IF_ERROR(device.make_current());
   const CudaDriver& driver = *device.driver;
   // Host memory crosses into and out of the executor's own buffers.
-  device.bind_io(program, device.own_inputs, device.own_outputs);
+  KILN_RETURN_IF_ERROR(device.own_io(program));
+  KILN_ASSIGN_OR_RETURN(const CUdeviceptr arena, device.own_arena(program));
+  device.bind(program, device.own_inputs, device.own_outputs, arena);
   const bool copy_inputs = !hooks.io_on_device || !device.inputs_loaded;
   for (size_t i = 0; copy_inputs && i < inputs.size(); ++i) {
     KILN_RETURN_IF_ERROR(driver.check(
@@ -649,11 +687,19 @@ Status CudaExecutor::run(std::span<const void* const> inputs, std::span<void* co
 }
 
 Status CudaExecutor::run_on_stream(std::span<const uint64_t> inputs,
-                                   std::span<const uint64_t> outputs, void* caller_stream) {
+                                   std::span<const uint64_t> outputs, void* caller_stream,
+                                   uint64_t arena) {
   const Program& program = *program_;
   KILN_RETURN_IF_ERROR(check_run_arguments(program, inputs.size(), outputs.size()));
+  if (arena % kDeviceAlignment != 0) {
+    return Status::errorf("the arena given at {:#x} is not {}-byte aligned", arena,
+                          kDeviceAlignment);
+  }
   Device& device = *device_;
   KILN_RETURN_IF_ERROR(device.make_current());
+  if (arena == 0) {
+    KILN_ASSIGN_OR_RETURN(arena, device.own_arena(program));
+  }
   const CudaDriver& driver = *device.driver;
   for (CUevent* event : {&device.caller_ready, &device.run_done}) {
     if (*event == nullptr) {
@@ -670,14 +716,17 @@ Status CudaExecutor::run_on_stream(std::span<const uint64_t> inputs,
   // program's own buffers have (which cuBLASLt's algorithms and vector accesses were chosen
   // for); a tensor elsewhere (a view into a larger one) is copied through the own buffer.
   const auto in_place = [](uint64_t address) { return address % kDeviceAlignment == 0; };
-  std::vector<CUdeviceptr> in(device.own_inputs), out(device.own_outputs);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (in_place(inputs[i])) in[i] = inputs[i];
+  std::vector<CUdeviceptr> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
+  if (!std::ranges::all_of(in, in_place) || !std::ranges::all_of(out, in_place)) {
+    KILN_RETURN_IF_ERROR(device.own_io(program));
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!in_place(in[i])) in[i] = device.own_inputs[i];
+    }
+    for (size_t o = 0; o < out.size(); ++o) {
+      if (!in_place(out[o])) out[o] = device.own_outputs[o];
+    }
   }
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    if (in_place(outputs[o])) out[o] = outputs[o];
-  }
-  device.bind_io(program, in, out);
+  device.bind(program, in, out, arena);
   device.inputs_loaded = false;  // the own buffers are not all the caller's inputs
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (in[i] == inputs[i]) continue;
@@ -706,28 +755,24 @@ Status CudaExecutor::run_on_stream(std::span<const uint64_t> inputs,
 
 struct CudaExecutor::Device {};
 
-Expected<CudaDeviceInfo> cuda_device_info() { return load_cuda_driver().status(); }
+Expected<CudaDeviceInfo> cuda_device_info(int) { return load_cuda_driver().status(); }
 
 Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<const Program>,
-                                                             std::string, CudaKernelLaunches,
+                                                             std::string, CudaKernelLaunches, int,
                                                              const CudaDriver*, const CublasLt*) {
   return load_cuda_driver().status();
 }
 
 CudaExecutor::~CudaExecutor() = default;
 void CudaExecutor::use_graphs(bool) {}
-std::string CudaExecutor::description() const {
-  return fmt::format("{}, gemms through {}", device_->name.empty() ? "a GPU" : device_->name,
-                     gemm_library());
-}
-
 std::string CudaExecutor::gemm_library() const { return ""; }
 std::string CudaExecutor::description() const { return ""; }
 void CudaExecutor::share_arena(ProgramExecutor&) {}
 Status CudaExecutor::run(std::span<const void* const>, std::span<void* const>, const RunHooks&) {
   return load_cuda_driver().status();
 }
-Status CudaExecutor::run_on_stream(std::span<const uint64_t>, std::span<const uint64_t>, void*) {
+Status CudaExecutor::run_on_stream(std::span<const uint64_t>, std::span<const uint64_t>, void*,
+                                   uint64_t) {
   return load_cuda_driver().status();
 }
 

@@ -4,8 +4,9 @@
 // The executor is made once per compiled model, on the GPU it is given (an ordinal, as the
 // driver numbers the machine's GPUs), in that GPU's primary context:
 //  - the cubin is loaded once and every function the launches name is looked up;
-//  - one device allocation each holds the arena (the memory plan's size), the constant segment
-//    (uploaded once and kept resident), and the program's inputs and outputs;
+//  - one device allocation each holds the constant segment (uploaded once and kept resident),
+//    the arena (the memory plan's size) and the program's inputs and outputs, the last two
+//    made when a run first needs them: a run on the caller's memory (run_on_stream) needs none;
 //  - its launches go to one stream of its own.
 // A run copies the caller's inputs to the device, runs the steps, and copies the outputs back:
 // memory crosses between host and device only at the program's edge (and not at all for a run
@@ -82,9 +83,12 @@ class CudaExecutor final : public ProgramExecutor {
   // accesses were chosen for; a caching allocator's blocks have it), else through those
   // buffers with a device-to-device copy. A CUDA graph holds the addresses it was captured
   // with: one is captured for each set of addresses and kept (a few), so a caller whose
-  // allocator gives a few sets in turn replays them.
+  // allocator gives a few sets in turn replays them. `arena`, when not 0, is device memory of
+  // at least program().arena_bytes at that alignment, for the run's intermediates: the
+  // caller's allocator's (PyTorch's caching allocator counts it and reuses it between calls);
+  // with 0, the executor's own arena, made on first use.
   Status run_on_stream(std::span<const uint64_t> inputs, std::span<const uint64_t> outputs,
-                       void* stream);
+                       void* stream, uint64_t arena = 0);
   const Program& program() const override { return *program_; }
   // "NVIDIA H100 80GB HBM3, gemms through cuBLASLt 13.0.2".
   std::string description() const override;

@@ -89,3 +89,42 @@ def test_a_gpu_graph_refuses_cpu_tensors_and_a_cpu_graph_gpu_ones():
     on_cpu = _kiln.compile_aten_graph(RELU)
     with pytest.raises(ValueError, match="not on the CPU"):
         on_cpu.run([torch.randn(2, 3, device="cuda")], [torch.empty(2, 3)])
+
+
+# Two products whose intermediate (x @ a, 4x4 floats) lies in the arena between two kernels.
+CHAIN = json.dumps({
+    "format": "kiln-aten-1", "name": "chain",
+    "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 4]},
+               {"name": "a", "dtype": "f32", "shape": [4, 4]}],
+    "nodes": [{"name": "p", "target": "aten.mm.default",
+               "args": {"self": {"tensor": "x"}, "mat2": {"tensor": "a"}},
+               "outputs": [{"dtype": "f32", "shape": [4, 4]}]},
+              {"name": "q", "target": "aten.mm.default",
+               "args": {"self": {"tensor": "p"}, "mat2": {"tensor": "a"}},
+               "outputs": [{"dtype": "f32", "shape": [4, 4]}]}],
+    "outputs": [{"tensor": "q"}]})
+
+
+def test_a_graph_says_how_much_arena_a_run_needs():
+    graph = _kiln.compile_aten_graph(CHAIN)
+    assert graph.arena_bytes >= 4 * 4 * 4
+    x, a, out = torch.randn(4, 4), torch.randn(4, 4), torch.empty(4, 4)
+    graph.run([x, a], [out])
+    torch.testing.assert_close(out, x @ a @ a)
+
+
+@needs_gpu
+def test_a_gpu_graph_keeps_its_intermediates_in_the_arena_it_is_given():
+    # The backend's arena: a tensor of PyTorch's caching allocator, counted by
+    # torch.cuda.memory_allocated; the run writes x @ a there.
+    graph = _kiln.compile_aten_graph(CHAIN, device="cuda")
+    x, a = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+    out = torch.empty(4, 4, device="cuda")
+    arena = torch.full((graph.arena_bytes,), 255, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    graph.run_addresses([x.data_ptr(), a.data_ptr()], [out.data_ptr()], stream, arena.data_ptr())
+    torch.testing.assert_close(out, x @ a @ a)
+    assert (arena != 255).any(), "the intermediate was written into the given arena"
+    with pytest.raises(ValueError, match="256-byte aligned"):
+        graph.run_addresses([x.data_ptr(), a.data_ptr()], [out.data_ptr()], stream,
+                            arena.data_ptr() + 4)

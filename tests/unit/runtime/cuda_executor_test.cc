@@ -518,14 +518,61 @@ TEST_F(CudaExecutorTest, SharedArenasKeepBothProgramsRight) {
   expect_runs(*second);
 }
 
+// The executor is made with its constants alone; the first run that needs its own arena and
+// buffers makes them, and running out of memory then says what the program needs.
 TEST_F(CudaExecutorTest, RunningOutOfMemorySaysWhatWasNeededAndFree) {
   state_.free_bytes = 100;
-  Expected<std::unique_ptr<CudaExecutor>> executor =
-      CudaExecutor::create(two_kernel_program(), "cubin", two_kernel_launches(), 0, &driver_);
-  ASSERT_FALSE(executor);
-  const std::string& message = executor.status().message();
+  std::unique_ptr<CudaExecutor> executor = make();
+  ASSERT_NE(executor, nullptr);
+  EXPECT_EQ(state_.free_bytes, 100 - two_kernel_program()->constants.size());
+  std::vector<float> x(kElements), y(kElements), copy(kElements);
+  const void* inputs[] = {x.data()};
+  void* outputs[] = {y.data(), copy.data()};
+  const Status status = executor->run(inputs, outputs);
+  ASSERT_FALSE(status);
+  const std::string& message = status.message();
   EXPECT_NE(message.find("out of GPU memory allocating the"), std::string::npos) << message;
-  EXPECT_NE(message.find("the GPU has 100 B free"), std::string::npos) << message;
+  EXPECT_NE(message.find("the program needs "), std::string::npos) << message;
+  EXPECT_NE(message.find("the GPU has 32 B free"), std::string::npos) << message;
+}
+
+// A run on the caller's memory with the caller's arena (PyTorch's caching allocator's) allocates
+// nothing of the executor's own: intermediates live in the given arena, at the plan's offsets,
+// and another arena address is bound (and captured) as other tensors are. An arena off the
+// alignment is refused.
+TEST_F(CudaExecutorTest, RunsInTheCallersArenaAndAllocatesNoneOfItsOwn) {
+  std::unique_ptr<CudaExecutor> executor = make();
+  ASSERT_NE(executor, nullptr);
+  const size_t free_after_create = state_.free_bytes;
+  int caller_stream = 0;
+  CallerTensor x, y, copy;
+  std::vector<std::byte*> arenas;
+  for (int a = 0; a < 2; ++a) {
+    arenas.push_back(static_cast<std::byte*>(std::aligned_alloc(256, 2 * kBytes)));
+  }
+  for (int run = 0; run < 3; ++run) {
+    std::byte* arena = arenas[static_cast<size_t>(run % 2)];
+    for (int64_t i = 0; i < kElements; ++i) x.data()[i] = static_cast<float>(i + run);
+    const uint64_t inputs[] = {x.address()};
+    const uint64_t outputs[] = {y.address(), copy.address()};
+    ASSERT_TRUE(executor->run_on_stream(inputs, outputs, &caller_stream,
+                                        reinterpret_cast<uintptr_t>(arena)));
+    const auto* intermediate = reinterpret_cast<const float*>(arena + kBytes);
+    for (int64_t i = 0; i < kElements; ++i) {
+      EXPECT_EQ(y.data()[i], 2.0f * (static_cast<float>(i + run) + 1)) << i;
+      EXPECT_EQ(intermediate[i], static_cast<float>(i + run) + 1) << "x + 1, in the given arena";
+    }
+  }
+  EXPECT_EQ(state_.free_bytes, free_after_create) << "no arena or buffers of the executor's own";
+  EXPECT_EQ(state_.graphs.size(), 2u) << "one graph per arena address, the first replayed";
+  const uint64_t inputs[] = {x.address()};
+  const uint64_t outputs[] = {y.address(), copy.address()};
+  const Status misaligned = executor->run_on_stream(inputs, outputs, &caller_stream,
+                                                    reinterpret_cast<uintptr_t>(arenas[0] + 8));
+  ASSERT_FALSE(misaligned);
+  EXPECT_NE(misaligned.message().find("not 256-byte aligned"), std::string::npos)
+      << misaligned.message();
+  for (std::byte* arena : arenas) std::free(arena);
 }
 
 TEST_F(CudaExecutorTest, AFailingLaunchNamesTheKernelAndTheError) {
