@@ -309,15 +309,6 @@ int64_t lane_bytes(DType dtype) {
   return dtype == DType::f16 || dtype == DType::bf16 ? 4 : dtype_size_bytes(dtype);
 }
 
-// The vector lanes of the widest element `stmt` loads or stores (f16 and bf16 as f32).
-int64_t lanes_of_widest(const Stmt& stmt, int64_t vector_bytes) {
-  int64_t widest = 1;
-  for (const Access& access : collect_accesses(stmt, {}).list) {
-    widest = std::max(widest, lane_bytes(access.buffer.dtype()));
-  }
-  return vector_bytes / widest;
-}
-
 class Scheduler {
  public:
   Scheduler(const Kernel& kernel, const ScheduleTarget& target)
@@ -766,6 +757,23 @@ class Scheduler {
 };
 
 }  // namespace
+
+int64_t lanes_of_widest(const Stmt& stmt, int64_t vector_bytes) {
+  int64_t widest = 1;
+  for (const Access& access : collect_accesses(stmt, {}).list) {
+    widest = std::max(widest, lane_bytes(access.buffer.dtype()));
+  }
+  return vector_bytes / widest;
+}
+
+std::vector<std::string> schedulable_nests(const Stmt& body,
+                                           std::set<std::string, std::less<>>* in_parallel) {
+  std::vector<std::string> roots;
+  std::set<std::string, std::less<>> inside;
+  top_level_loops(body, roots, inside);
+  if (in_parallel != nullptr) *in_parallel = std::move(inside);
+  return roots;
+}
 
 ScheduleTarget host_target() {
   ScheduleTarget target;

@@ -36,6 +36,10 @@
 // schedule always replays on the kernel it was made for.
 #pragma once
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "loop/schedule.h"
 
 namespace kiln::loop {
@@ -54,6 +58,15 @@ struct ScheduleTarget {
 ScheduleTarget host_target();
 
 Schedule default_schedule(const Kernel& kernel, const ScheduleTarget& target = {});
+
+// The loop nests the rules schedule, by their outermost loop's variable, in order: the top-level
+// loops, and beside a gemm the nests inside the loop that holds it. Those inside a loop that is
+// parallel already go to `in_parallel` as well, when given.
+std::vector<std::string> schedulable_nests(const Stmt& body,
+                                           std::set<std::string, std::less<>>* in_parallel = {});
+
+// The vector lanes of the widest element `stmt` loads or stores (f16 and bf16 as f32).
+int64_t lanes_of_widest(const Stmt& stmt, int64_t vector_bytes);
 
 // Rules 0 and 1 alone: the merges and hoists default_schedule begins with, which make each row
 // one pass with its statistics computed once (for the GPU mapping, which takes these and none
