@@ -32,14 +32,20 @@ __all__ = ["CompileError", "InternalError", "InvalidInputError", "Report", "Reso
            "kiln_backend", "make_backend", "supported_aten_ops"]
 
 
-def explain(model, *example_inputs, backward: bool = True) -> str:
+def explain(model, *example_inputs, backward: bool = True, more_inputs=()) -> str:
     """Compiles `model` for `example_inputs` and returns Kiln's account of it: each Kiln
     graph's fused kernels and why, and each op left to PyTorch with the reason. With
     `backward` (the default), the graphs of the backward pass too, when the outputs need
     gradients: a training step's account.
 
-    A copy of the model runs, once forward (and backward), so its parameters, gradients and
-    buffers (batch norm's running statistics) are left as they were."""
+    `more_inputs`, tuples of inputs of other shapes (a ragged last batch, other sequence
+    lengths), are then run in turn, as a training loop would: PyTorch makes the dimensions that
+    change symbolic, Kiln compiles its graphs for each shape, and the account ends with each
+    compilation for a new shape and its time.
+
+    A copy of the model runs, once forward (and backward) for each set of inputs, so its
+    parameters, gradients and buffers (batch norm's running statistics) are left as they
+    were."""
     import copy
 
     import torch
@@ -48,11 +54,16 @@ def explain(model, *example_inputs, backward: bool = True) -> str:
     if isinstance(model, torch.nn.Module):
         model = copy.deepcopy(model)
     report = Report()
-    compiled = torch.compile(model, backend=make_backend(report), dynamic=False)
+    # One shape: compiled for it alone. Several: as torch.compile's default does, symbolic
+    # where they differ.
+    compiled = torch.compile(model, backend=make_backend(report),
+                             dynamic=None if more_inputs else False)
     with torch.set_grad_enabled(backward):
-        outputs = compiled(*example_inputs)
-        differentiable = [t for t in tree_leaves(outputs)
-                          if isinstance(t, torch.Tensor) and t.requires_grad]
-        if differentiable:
-            torch.autograd.backward(differentiable, [torch.ones_like(t) for t in differentiable])
+        for inputs in (example_inputs, *more_inputs):
+            outputs = compiled(*inputs)
+            differentiable = [t for t in tree_leaves(outputs)
+                              if isinstance(t, torch.Tensor) and t.requires_grad]
+            if differentiable:
+                torch.autograd.backward(differentiable,
+                                        [torch.ones_like(t) for t in differentiable])
     return report.text()

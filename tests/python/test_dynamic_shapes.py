@@ -116,3 +116,16 @@ def test_a_ragged_last_batch():
     assert not report.fallbacks, report.fallbacks
     assert report.specializations, report.text()
     assert_each_shape_compiled_once(report)
+
+
+def test_explain_over_several_shapes_reports_each_compilation_and_its_time():
+    model = MLP()
+    first = torch.randn(8, 32)
+    text = kiln.explain(model, first, more_inputs=[(torch.randn(5, 32),), (torch.randn(3, 32),)])
+    assert "== Kiln graph" in text, text
+    assert "compilation(s) for new shapes" in text, text
+    # One line per compilation: the graph, the shapes it was called with, its seconds.
+    assert "for 5x32" in text and "for 3x32" in text, text
+    assert all(p.grad is None for p in model.parameters()), "the model itself was not run"
+    # One shape alone: no symbolic graph, nothing compiled again.
+    assert "new shapes" not in kiln.explain(model, first)
