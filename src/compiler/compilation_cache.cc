@@ -95,15 +95,16 @@ Expected<std::string> program_kernels_text(const CompiledGraph& compiled) {
 std::string compile_options_fingerprint(const CompileOptions& o) {
   const fusion::FusionOptions& f = o.fusion;
   std::string text = fmt::format(
-      "device {}; deterministic {}; schedule {}; pack_weights {}; channels_last {}; "
-      "precision {}\n"
+      "device {}; deterministic {}; schedule {}; schedule_search {}; pack_weights {}; "
+      "channels_last {}; precision {}\n"
       "cpu compiler '{}' flags [{}]\n"
       "cuda architecture '{}'\n"
       "rewrites {} disabled [{}]\n"
       "substitution {} max_expansions {} max_priced {} max_seconds {}\n"
       "fusion {} disabled [{}] max_candidates {} max_group_nodes {} ilp_seconds {} "
       "max_local_bytes {}\n",
-      device_kind_name(o.device.kind), o.deterministic, o.schedule, o.pack_weights, o.channels_last,
+      device_kind_name(o.device.kind), o.deterministic, o.schedule,
+      loop::search_mode_name(o.schedule_search), o.pack_weights, o.channels_last,
       precision_name(o.precision),
       o.cpu.compiler, fmt::join(o.cpu.flags, " "), o.cuda.architecture, o.rewrites.enabled,
       fmt::join(o.rewrites.disabled, ","), o.substitution.enabled, o.substitution.max_expansions,

@@ -26,6 +26,7 @@
 #include "fusion/partition.h"
 #include "ir/graph.h"
 #include "loop/schedule.h"
+#include "loop/schedule_search.h"
 #include "loop/stmt.h"
 #include "passes/channels_last.h"
 #include "passes/rewrite_graph.h"
@@ -86,8 +87,9 @@ struct GraphRewrites {
 // code.
 struct KernelRecord {
   std::vector<const Node*> nodes;
-  loop::Schedule schedule;  // the directives applied to the lowered kernel (on a CPU)
-  loop::Kernel kernel;      // lowered, then scheduled (or mapped onto a GPU)
+  loop::Schedule schedule;    // the directives applied to the lowered kernel (on a CPU)
+  loop::SearchReport search;  // how the schedule was chosen (on a CPU)
+  loop::Kernel kernel;        // lowered, then scheduled (or mapped onto a GPU)
   int program_kernel = 0;
   std::vector<const Value*> inputs;
   std::vector<const Value*> outputs;

@@ -45,10 +45,11 @@ Expected<LoweredKernels> lower_stage(const Graph& graph, const fusion::Partition
 
 Status schedule_stage(std::vector<KernelRecord>& records, const CompileOptions& options) {
   const Target& target = target_of(options);
+  ScheduleSession session;
   for (KernelRecord& record : records) {
     const std::string label = kernel_label(record.nodes);
     KILN_RETURN_IF_ERROR(target.runs_library_calls(record.kernel).with_context(label));
-    KILN_RETURN_IF_ERROR(target.schedule(record, options).with_context(label));
+    KILN_RETURN_IF_ERROR(target.schedule(record, options, session).with_context(label));
   }
   return Status::ok();
 }

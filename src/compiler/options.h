@@ -16,6 +16,7 @@
 #include "codegen/cpu/kernel_compiler.h"
 #include "codegen/cuda/nvrtc_compiler.h"
 #include "fusion/partition.h"
+#include "loop/schedule_search.h"
 #include "passes/precision.h"
 #include "passes/rewrite_graph.h"
 #include "support/status.h"
@@ -106,6 +107,10 @@ struct CompileOptions {
   // Apply the default schedule (loop/default_schedule.h) to every kernel; off leaves the
   // lowered loop nests serial, for comparing or bisecting.
   bool schedule = true;
+  // On a CPU, each kernel's schedule chosen by the schedule search (loop/schedule_search.h)
+  // within the mode's budget, from the schedule cache when it searched the kernel before;
+  // off keeps the default schedule.
+  loop::SearchMode schedule_search = loop::SearchMode::off;
   // On a CPU, gemms whose B is a weight compiled in as a constant keep it packed in the
   // library's layout from the first run on (compiler/stages.h: pack_weights_stage).
   bool pack_weights = true;

@@ -19,6 +19,10 @@
 namespace kiln::loop {
 namespace {
 
+// The reference kernel's estimated seconds above which a kernel is not searched: checking the
+// candidates would take longer than the search's budget.
+constexpr double kMaxReferenceSeconds = 1.0;
+
 // Loops of at most this many iterations are small enough to unroll.
 constexpr int64_t kSmallLoop = 16;
 
@@ -570,7 +574,13 @@ Expected<SearchChoice> ScheduleSearch::search(const Kernel& kernel, SearchChoice
     return fit_.corrected(estimates[a]) < fit_.corrected(estimates[b]);
   });
   order.resize(std::min(order.size(), static_cast<size_t>(budget_.timed) + 1));
-  std::vector<Kernel> kernels = {kernel};
+  Expected<Kernel> reference = apply_schedule(kernel, row_passes(kernel));
+  if (!reference) return fallback;  // row_passes applies what is legal: a bug, kept unsearched
+  if (estimate_cost(*reference, config_.machine).seconds > kMaxReferenceSeconds) {
+    fallback.report.how = "not searched: the reference kernel would run too long";
+    return fallback;
+  }
+  std::vector<Kernel> kernels = {std::move(*reference)};
   for (const size_t i : order) kernels.push_back(candidates[i].kernel);
 
   SearchReport report{.how = "searched",

@@ -16,9 +16,13 @@
 //  2. Ranking by the cost model (loop/schedule_cost.h), corrected by the machine's fit; only
 //     the best few besides the default (SearchBudget::timed) are compiled and timed.
 //  3. Measurement (KernelTimer, implemented for the CPU in target/cpu_kernel_timer.h): the
-//     unscheduled kernel, the default and the chosen few are compiled together, run on the
-//     same random inputs, and each is checked against the unscheduled kernel; one that
-//     disagrees is discarded and reported (it is a bug in a directive's legality).
+//     reference, the default and the chosen few are compiled together, run on the same random
+//     inputs, and each is checked against the reference; one that disagrees is discarded and
+//     reported (it is a bug in a directive's legality). The reference is the unscheduled
+//     kernel with row_passes' merges and hoists (loop/default_schedule.h), which compute
+//     exactly what it computes, in the same order, but a softmax's row statistics once per row
+//     instead of once per element (quadratic in the row's length); a kernel whose reference
+//     the cost model still estimates above a second is not searched.
 //  4. Choice: the fastest candidate when it beats the default's measured time by
 //     kMinSearchGain, else the default: the search never chooses a kernel it measured slower.
 //     The fit learns from every measurement.
@@ -89,8 +93,8 @@ struct Timing {
 class KernelTimer {
  public:
   virtual ~KernelTimer() = default;
-  // kernels[0] is the unscheduled kernel, the others schedules of it (same parameters). One
-  // Timing per kernel, in order; about `seconds` spent running them.
+  // kernels[0] is the reference, the others schedules of the same kernel (same parameters).
+  // One Timing per kernel, in order; about `seconds` spent running them.
   virtual Expected<std::vector<Timing>> time(std::span<const Kernel> kernels, double seconds) = 0;
 };
 

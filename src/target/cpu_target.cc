@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "codegen/cpu/emitter.h"
 #include "codegen/cpu/prelude.h"
 #include "loop/default_schedule.h"
+#include "target/cpu_kernel_timer.h"
 #include "loop/ir_visitor.h"
 #include "loop/printer.h"
 #include "loop/scratch.h"
@@ -122,19 +124,15 @@ class CpuTarget final : public Target {
                           library_call_signature(call));
   }
 
-  Status schedule(KernelRecord& record, const CompileOptions& options) const override {
+  // The default schedule, or the search's choice (loop/schedule_search.h).
+  Status schedule(KernelRecord& record, const CompileOptions& options,
+                  ScheduleSession& session) const override {
     if (!options.schedule) return Status::ok();
-    record.schedule = loop::default_schedule(record.kernel, loop::host_target());
-    Expected<loop::Kernel> scheduled = loop::apply_schedule(record.kernel, record.schedule);
-    if (!scheduled) {
-      // The default schedule keeps only directives it applied legally, so replaying it cannot
-      // fail: if it does, that is a bug, reported with the kernel.
-      return Status::errorf(ErrorCode::internal,
-                            "internal compiler error: the default schedule does not replay: "
-                            "{}\n{}",
-                            scheduled.status().message(), loop::print(record.kernel));
-    }
-    record.kernel = std::move(*scheduled);
+    if (session.search == nullptr) KILN_RETURN_IF_ERROR(start_search(session, options));
+    KILN_ASSIGN_OR_RETURN(loop::SearchChoice choice, session.search->choose(record.kernel));
+    record.schedule = std::move(choice.schedule);
+    record.kernel = std::move(choice.kernel);
+    record.search = std::move(choice.report);
     return Status::ok();
   }
 
@@ -155,9 +153,46 @@ class CpuTarget final : public Target {
   }
 
   bool caches_compilations() const override { return true; }
+
+ private:
+  // The compilation's search: for this machine's cores and vectors, priced with its cost
+  // profile, timed here and cached beside the compilations under its profile's identity. With
+  // the search off it only replays the default schedule, and needs neither.
+  Status start_search(ScheduleSession& session, const CompileOptions& options) const {
+    loop::ScheduleSearch::Config config{.mode = options.schedule_search,
+                                        .target = loop::host_target(),
+                                        .machine = {},
+                                        .identity = {}};
+    session.timer = std::make_unique<CpuKernelTimer>(options.cpu);
+    if (config.mode != loop::SearchMode::off) {
+      KILN_ASSIGN_OR_RETURN(const cost::DeviceProfile profile, cost_profile(options));
+      KILN_ASSIGN_OR_RETURN(config.identity, cost_profile_identity(options));
+      config.machine = cost_machine(profile, config.target);
+      session.cache = std::make_unique<loop::ScheduleCache>(loop::default_schedule_cache_dir());
+    }
+    session.search =
+        std::make_unique<loop::ScheduleSearch>(config, *session.timer, session.cache.get());
+    return Status::ok();
+  }
 };
 
 }  // namespace
+
+loop::CostMachine cost_machine(const cost::DeviceProfile& profile,
+                               const loop::ScheduleTarget& target) {
+  loop::CostMachine machine{.cores = std::max(1, profile.cores),
+                            .vector_bytes = target.vector_bytes,
+                            .vector_math = target.vector_math};
+  // The profile's elementwise rate is f32 flop/s in vector lanes on every core.
+  const double lanes = static_cast<double>(target.vector_bytes) / 4;
+  if (profile.vector_flops > 0) {
+    machine.ops_per_second = profile.vector_flops / (lanes * machine.cores);
+  }
+  if (profile.memory_bandwidth > 0) machine.memory_bandwidth = profile.memory_bandwidth;
+  if (profile.l2_bytes > 0) machine.l2_bytes = profile.l2_bytes;
+  if (profile.kernel_overhead > 0) machine.parallel_start = profile.kernel_overhead;
+  return machine;
+}
 
 const Target& cpu_target() {
   static const CpuTarget target;

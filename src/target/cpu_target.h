@@ -15,6 +15,12 @@ const Target& cpu_target();
 Expected<GeneratedCode> compile_for_this_cpu(std::span<const loop::Kernel> kernels,
                                              const CompileOptions& options);
 
+// The schedule search's machine (loop/schedule_cost.h) from a cost profile and the schedule's
+// target: the profile's cores, bandwidth, L2 and call overhead, and its elementwise rate per
+// core and lane as the rate of simple operations.
+loop::CostMachine cost_machine(const cost::DeviceProfile& profile,
+                               const loop::ScheduleTarget& target);
+
 // The executor of a compilation whose kernels were compiled for this CPU.
 Expected<std::unique_ptr<runtime::ProgramExecutor>> cpu_executor(const CompiledGraph& compiled);
 

@@ -41,7 +41,8 @@ class GpuMappingTarget : public Target {
   }
 
   // The mapping onto blocks and threads, which also places the kernel's scratch.
-  Status schedule(KernelRecord& record, const CompileOptions& options) const override {
+  Status schedule(KernelRecord& record, const CompileOptions& options,
+                  ScheduleSession&) const override {
     KILN_ASSIGN_OR_RETURN(loop::GpuMapping mapped,
                           loop::map_to_gpu(record.kernel, {.atomics = !options.deterministic}));
     record.kernel = std::move(mapped.kernel);

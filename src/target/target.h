@@ -25,6 +25,7 @@
 #include "compiler/compiled_graph.h"
 #include "compiler/options.h"
 #include "cost/device_profile.h"
+#include "loop/schedule_search.h"
 #include "loop/stmt.h"
 #include "runtime/executor.h"
 #include "support/status.h"
@@ -32,6 +33,14 @@
 #include "target/gpu_profile.h"
 
 namespace kiln {
+
+// What one compilation's schedule stage keeps from kernel to kernel: on the CPU, the schedule
+// search (loop/schedule_search.h) with its timer and cache, made for the first kernel.
+struct ScheduleSession {
+  std::unique_ptr<loop::KernelTimer> timer;
+  std::unique_ptr<loop::ScheduleCache> cache;
+  std::unique_ptr<loop::ScheduleSearch> search;
+};
 
 class Target {
  public:
@@ -73,8 +82,11 @@ class Target {
   // --- The kernel stages. ---------------------------------------------------------------------
 
   // Schedules `record`'s kernel for the device: the default schedule (unless
-  // options.schedule is off), or the mapping onto the GPU, which also sizes its scratch.
-  virtual Status schedule(KernelRecord& record, const CompileOptions& options) const = 0;
+  // options.schedule is off) or the search's choice (options.schedule_search), or the mapping
+  // onto the GPU, which also sizes its scratch. `session` is the compilation's, shared by its
+  // kernels.
+  virtual Status schedule(KernelRecord& record, const CompileOptions& options,
+                          ScheduleSession& session) const = 0;
   // Moves local buffers too large for the device's local memory into scratch parameters.
   virtual void place_scratch(KernelRecord& record) const = 0;
   // Keeps the constant weights of `record`'s library calls packed in the library's layout,

@@ -7,6 +7,7 @@
 
 #include "fusion/rules.h"
 #include "interp/interpreter.h"
+#include "loop/schedule_search.h"
 #include "passes/pass_manager.h"
 #include "passes/rewrite_graph.h"
 #include "support/memory.h"
@@ -224,6 +225,15 @@ void add_compile_flags(CLI::App* command, CompileFlags& flags) {
   command->add_option("--disable-rule", flags.disabled_rules, rule_help)
       ->check(CLI::IsMember(rules));
   command
+      ->add_option("--schedule-search", flags.schedule_search,
+                   "On a CPU, how each kernel's schedule is chosen: off (the default rules), "
+                   "quick or full (candidate schedules ranked by a cost model, the best 3 or 12 "
+                   "compiled, checked and timed here, the fastest kept when it beats the "
+                   "default; about 10 s or 120 s per model at most, each kernel searched once "
+                   "per machine and cached; loop/schedule_search.h)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "quick", "full"}));
+  command
       ->add_flag("--pack-weights,!--no-pack-weights", flags.pack_weights,
                  "On a CPU, keep a constant weight packed in oneDNN's layout for this machine "
                  "for the products with few rows that read it, packed on the first run "
@@ -370,6 +380,7 @@ Expected<CompileOptions> compile_options_from(const CompileFlags& flags) {
   options.channels_last = flags.channels_last;
   options.reuse_compilations = flags.reuse_compilations;
   KILN_ASSIGN_OR_RETURN(options.fusion.mode, fusion::parse_fusion_mode(flags.fusion));
+  KILN_ASSIGN_OR_RETURN(options.schedule_search, loop::parse_search_mode(flags.schedule_search));
   options.fusion.disabled_rules.insert(flags.disabled_rules.begin(), flags.disabled_rules.end());
   options.rewrites.enabled = flags.rewrites;
   options.rewrites.disabled.insert(flags.disabled_rewrites.begin(), flags.disabled_rewrites.end());

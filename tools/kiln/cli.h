@@ -112,6 +112,7 @@ struct CompileFlags {
   bool channels_last = true;
   bool reuse_compilations = true;
   std::string fusion = "ilp";
+  std::string schedule_search = "off";
   std::vector<std::string> disabled_rules;
   bool rewrites = true;
   std::vector<std::string> disabled_rewrites;
@@ -124,7 +125,7 @@ struct CompileFlags {
   std::string stop_after;
 };
 
-// --fusion, --disable-rule, then add_device_flag, add_rewrite_flags and add_pipeline_flags.
+// --fusion, --disable-rule, --schedule-search, then add_device_flag, add_rewrite_flags and add_pipeline_flags.
 void add_compile_flags(CLI::App* command, CompileFlags& flags);
 // --device: cpu, cuda or cuda-mapping-on-cpu; --deterministic; --precision.
 void add_device_flag(CLI::App* command, CompileFlags& flags);
