@@ -100,4 +100,36 @@ std::string cuda_launches_text(const CompiledGraph& compiled) {
   return text;
 }
 
+std::string schedules_text(std::span<const KernelRecord> records) {
+  const auto micros = [](double seconds) { return fmt::format("{:.1f} us", seconds * 1e6); };
+  int chosen = 0, searched = 0;
+  std::string text;
+  for (size_t k = 0; k < records.size(); ++k) {
+    const KernelRecord& record = records[k];
+    const loop::SearchReport& report = record.search;
+    std::string line = fmt::format("kernel {} {}: {}", k, kernel_label(record.nodes), report.how);
+    if (report.how == "searched") {
+      line += fmt::format(" ({} candidates, {} timed)", report.candidates, report.timed);
+    }
+    if (report.default_measured > 0) {
+      ++searched;
+      const double speedup = report.default_measured / report.measured;
+      chosen += speedup > 1 ? 1 : 0;
+      line += fmt::format(": estimate {}, measured {}, default {} ({:.2f}x)",
+                          micros(report.estimate), micros(report.measured),
+                          micros(report.default_measured), speedup);
+    }
+    text += line + "\n";
+    for (const loop::Directive& directive : record.schedule.directives) {
+      text += fmt::format("  {}\n", loop::print(directive));
+    }
+    for (const std::string& disagreement : report.disagreements) {
+      text += fmt::format("  computed something else (a bug): {}\n", disagreement);
+    }
+  }
+  return fmt::format("schedules: {} of {} kernel calls searched or cached, {} chosen over the "
+                     "default\n{}",
+                     searched, records.size(), chosen, text);
+}
+
 }  // namespace kiln

@@ -26,6 +26,11 @@ std::string program_kernels_text(const CompiledGraph& compiled);
 // it computes (plan.txt).
 std::string plan_text(const CompiledGraph& compiled);
 
+// Per kernel call, how its schedule was chosen (loop/schedule_search.h): searched, from the
+// cache, or the default and why; its estimated and measured time beside the default's; its
+// directives; and any candidate that computed something else (kiln explain --schedules).
+std::string schedules_text(std::span<const KernelRecord> records);
+
 // Per program kernel, its GPU launches: the function, grid and block (CUDA devices).
 std::string cuda_launches_text(const CompiledGraph& compiled);
 

@@ -20,6 +20,7 @@ struct CompileCommandOptions {
   ModelSourceOptions source;
   std::string output_dir;
   CompileFlags compile;
+  bool schedules = false;  // explain: each kernel's schedule and how it was chosen
 };
 
 Status write_text(const std::filesystem::path& path, const std::string& text) {
@@ -92,11 +93,11 @@ int run_compile(const CompileCommandOptions& options) {
 }
 
 // Explaining needs the stages up to the partition (through code generation for CUDA's
-// launches), and any stage asked to be dumped.
-std::optional<Stage> explain_stop(const CompileOptions& options) {
+// launches, through the schedule for the schedules), and any stage asked to be dumped.
+std::optional<Stage> explain_stop(const CompileOptions& options, bool schedules) {
   if (options.pipeline.stop_after) return options.pipeline.stop_after;
   if (options.device.kind == DeviceKind::cuda) return std::nullopt;
-  Stage last = Stage::partition;
+  Stage last = schedules ? Stage::schedule : Stage::partition;
   for (const Stage stage : options.pipeline.dump_after) last = std::max(last, stage);
   return last;
 }
@@ -107,7 +108,7 @@ int run_explain(const CompileCommandOptions& options) {
   fmt::print("{}\n", model->description);
   Expected<CompileOptions> compile_options = compile_options_from(options.compile);
   if (!compile_options) return report(compile_options.status());
-  compile_options->pipeline.stop_after = explain_stop(*compile_options);
+  compile_options->pipeline.stop_after = explain_stop(*compile_options, options.schedules);
   Expected<Compilation> compilation =
       Compiler(*compile_options).run_pipeline(std::move(model->graph));
   if (!compilation) return report(compilation.status());
@@ -117,6 +118,9 @@ int run_explain(const CompileCommandOptions& options) {
   if (compiled.last_stage < Stage::partition) return 0;
   fmt::print("{}", fusion::explain_partition(compilation->graph(), compiled.partition));
   if (compiled.cuda) fmt::print("{}", cuda_launches_text(compiled));
+  if (options.schedules && compiled.last_stage >= Stage::schedule) {
+    fmt::print("{}", schedules_text(compiled.records));
+  }
   return 0;
 }
 
@@ -146,6 +150,10 @@ void add_compile_commands(CLI::App& parent, Action& action, ModelArgument model)
       "kernels with the reason it was cut.");
   add_model_source(explain_cmd, explain->source, model);
   add_compile_flags(explain_cmd, explain->compile);
+  explain_cmd->add_flag("--schedules", explain->schedules,
+                        "Also each kernel's schedule: how it was chosen (with --schedule-search: "
+                        "searched or from the cache, its estimated and measured time beside the "
+                        "default's) and its directives");
   on_parsed(explain_cmd, action, explain, run_explain);
 }
 
