@@ -131,9 +131,13 @@ Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
     return out;
   }
 
-  KILN_ASSIGN_OR_RETURN(LoweredKernels lowered,
-                        log.time(Stage::lower, [&] { return lower_stage(graph, out.partition); }));
+  // Collectives are no kernels: their steps go between those of the groups around them.
+  KILN_ASSIGN_OR_RETURN(LoweredKernels lowered, log.time(Stage::lower, [&] {
+    return lower_stage(graph, kernel_groups(out.partition));
+  }));
   out.records = std::move(lowered.records);
+  KILN_ASSIGN_OR_RETURN(const std::vector<CollectiveCall> collectives,
+                        place_collectives(out.partition, out.records, options));
   const auto calls_text = [&] { return kernel_calls_text(out.records); };
   if (log.done(Stage::lower, calls_text)) return out;
 
@@ -160,7 +164,8 @@ Expected<CompiledGraph> run_stages(Graph* rewritable, const Graph& graph,
   }
 
   KILN_ASSIGN_OR_RETURN(PlannedProgram planned, log.time(Stage::plan_memory, [&] {
-    return plan_memory_stage(graph, out.records, lowered.views, static_cast<int>(kernels.size()));
+    return plan_memory_stage(graph, out.records, collectives, lowered.views,
+                             static_cast<int>(kernels.size()));
   }));
   out.program = std::make_shared<const runtime::Program>(std::move(planned.program));
   out.step_kernel_record = std::move(planned.step_kernel_record);

@@ -1,8 +1,9 @@
-// The plan-memory stage (compiler/stages.h): a program step per kernel call and per output
-// copy, a buffer per value, and the arena planned over the buffers' lifetimes
-// (runtime/memory_plan.h).
+// The plan-memory stage (compiler/stages.h): a program step per kernel call, per collective
+// and per output copy, a buffer per value, and the arena planned over the buffers' lifetimes
+// (runtime/memory_plan.h); and the placing of the collectives among the kernels before it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -10,12 +11,37 @@
 #include "compiler/tensor_bytes.h"
 #include "ir/printer.h"
 #include "runtime/memory_plan.h"
+#include "target/target.h"
 
 namespace kiln {
 namespace {
 
 int64_t bytes_of(const Value& value) {
   return value.shape().num_elements() * dtype_size_bytes(value.dtype());
+}
+
+// What the program's step does for collective `node`.
+Expected<runtime::Collective> collective_of(const Node& node) {
+  runtime::Collective collective;
+  if (node.op() == Op::broadcast) {
+    collective.kind = runtime::Collective::Kind::broadcast;
+    // A root beyond any world is refused by the communicator when the step runs.
+    collective.root = static_cast<int>(std::min<int64_t>(node.attrs().get_int("root"), 1 << 30));
+    collective.count = bytes_of(*node.output());
+    return collective;
+  }
+  switch (node.output()->dtype()) {
+    case DType::f32: collective.type = comm::DataType::f32; break;
+    case DType::f64: collective.type = comm::DataType::f64; break;
+    default:
+      return Status::errorf(ErrorCode::unsupported,
+                            "{}: all_reduce of {} is not supported yet (f32 and f64 are)",
+                            print_node(node), dtype_name(node.output()->dtype()));
+  }
+  KILN_ASSIGN_OR_RETURN(collective.reduction,
+                        comm::parse_reduction(node.attrs().get_string("reduction")));
+  collective.count = node.output()->shape().num_elements();
+  return collective;
 }
 
 // Builds the program's buffers and steps for `records`, run in order.
@@ -62,6 +88,26 @@ class ProgramBuilder {
     }
     program_.steps.push_back(std::move(step));
     step_records.push_back(record_index);
+    return Status::ok();
+  }
+
+  // The step of a collective: its input's buffer copied to its output's and reduced, or
+  // broadcast, there (runtime/program.h).
+  Status add_collective_step(const Node& node, std::vector<int>& step_records) {
+    const std::string label = kernel_label(std::vector<const Node*>{&node});
+    KILN_ASSIGN_OR_RETURN(runtime::Collective collective, collective_of(node));
+    const int index = static_cast<int>(program_.steps.size());
+    KILN_ASSIGN_OR_RETURN(int source, buffer_for_read(*node.input(0), label));
+    if (auto it = arena_lifetime_.find(source); it != arena_lifetime_.end()) {
+      it->second.last_step = index;
+    }
+    const int destination = buffer_for_write(*node.output(), index);
+    program_.steps.push_back({.kind = runtime::Step::Kind::collective,
+                              .kernel = 0,
+                              .buffers = {source, destination},
+                              .label = label,
+                              .collective = collective});
+    step_records.push_back(-1);
     return Status::ok();
   }
 
@@ -166,16 +212,74 @@ class ProgramBuilder {
 
 }  // namespace
 
+fusion::Partition kernel_groups(const fusion::Partition& partition) {
+  fusion::Partition kernels = partition;
+  std::erase_if(kernels.groups, [](const fusion::Group& group) {
+    return std::ranges::any_of(group.nodes,
+                               [](const Node* node) { return node->def().collective; });
+  });
+  return kernels;
+}
+
+Expected<std::vector<CollectiveCall>> place_collectives(const fusion::Partition& partition,
+                                                        std::span<const KernelRecord> records,
+                                                        const CompileOptions& options) {
+  // Each record's group, by its first node; the groups that made no record (views only) are
+  // simply passed over.
+  std::map<const Node*, size_t> group_of;
+  for (size_t g = 0; g < partition.groups.size(); ++g) {
+    for (const Node* node : partition.groups[g].nodes) group_of[node] = g;
+  }
+  std::vector<CollectiveCall> calls;
+  size_t records_before = 0;
+  for (size_t g = 0; g < partition.groups.size(); ++g) {
+    const std::vector<Node*>& nodes = partition.groups[g].nodes;
+    const auto collective = std::ranges::find_if(nodes, [](const Node* node) {
+      return node->def().collective;
+    });
+    if (collective == nodes.end()) continue;
+    if (nodes.size() != 1) {
+      return Status::errorf("{} shares a group with {} other nodes: a collective runs as a "
+                            "program step of its own",
+                            print_node(**collective), nodes.size() - 1);
+    }
+    if (target_of(options).kind() == DeviceKind::cuda) {
+      return Status::errorf(ErrorCode::unsupported,
+                            "{}: collectives on the GPU need NCCL (not yet)",
+                            print_node(**collective));
+    }
+    while (records_before < records.size() &&
+           group_of.at(records[records_before].nodes.front()) < g) {
+      ++records_before;
+    }
+    calls.push_back({*collective, records_before});
+  }
+  return calls;
+}
+
 Expected<PlannedProgram> plan_memory_stage(const Graph& graph,
                                            std::span<const KernelRecord> records,
+                                           std::span<const CollectiveCall> collectives,
                                            std::span<const loop::ViewOutput> views,
                                            int num_kernels) {
   ProgramBuilder builder(graph);
   for (const loop::ViewOutput& view : views) builder.add_view(view);
   std::vector<int> step_records;
+  size_t next_collective = 0;
+  const auto add_collectives_before = [&](size_t record) -> Status {
+    while (next_collective < collectives.size() &&
+           collectives[next_collective].records_before == record) {
+      KILN_RETURN_IF_ERROR(
+          builder.add_collective_step(*collectives[next_collective].node, step_records));
+      ++next_collective;
+    }
+    return Status::ok();
+  };
   for (size_t r = 0; r < records.size(); ++r) {
+    KILN_RETURN_IF_ERROR(add_collectives_before(r));
     KILN_RETURN_IF_ERROR(builder.add_kernel_step(records[r], static_cast<int>(r), step_records));
   }
+  KILN_RETURN_IF_ERROR(add_collectives_before(records.size()));
   KILN_RETURN_IF_ERROR(builder.add_output_copies(step_records));
   return builder.finish(num_kernels, std::move(step_records));
 }

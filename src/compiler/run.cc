@@ -175,7 +175,7 @@ Expected<CheckReport> check_compiled(const Graph& graph, const CompiledGraph& co
   CheckReport report;
   auto check_step = [&](int step, std::span<void* const> buffers) -> Status {
     const int record_index = compiled.step_kernel_record.at(static_cast<size_t>(step));
-    if (record_index < 0) return Status::ok();  // a copy
+    if (record_index < 0) return Status::ok();  // a copy or a collective
     const KernelRecord& record = compiled.records[static_cast<size_t>(record_index)];
     std::map<const Value*, Array> kernel_inputs;
     for (size_t i = 0; i < record.inputs.size(); ++i) {

@@ -82,16 +82,38 @@ void pack_weights_stage(std::vector<KernelRecord>& records, const CompileOptions
 // sets each record's program_kernel, and returns the distinct kernels.
 std::vector<loop::Kernel> share_kernels_stage(std::vector<KernelRecord>& records);
 
-// The program: a step per kernel call and per output copy, each value's buffer, and the arena
-// planned over the buffers' lifetimes.
+// --- Collectives: program steps of their own. -----------------------------------------------
+
+// A collective node (ir/op.h: collective) and where its step goes: after the steps of the
+// first `records_before` kernel records.
+struct CollectiveCall {
+  const Node* node = nullptr;
+  size_t records_before = 0;
+};
+
+// The partition less its collectives, which the fusion rules leave each in a group of its own
+// (fusion/rules.h): what lower_stage makes kernels of.
+fusion::Partition kernel_groups(const fusion::Partition& partition);
+
+// The partition's collectives placed among `records` (lower_stage's, from kernel_groups of the
+// same partition) in the partition's order. An error for a collective that shares a group (a
+// partition given to compile_groups) and for a target that runs no collectives (a GPU's needs
+// NCCL, not yet).
+Expected<std::vector<CollectiveCall>> place_collectives(const fusion::Partition& partition,
+                                                        std::span<const KernelRecord> records,
+                                                        const CompileOptions& options);
+
+// The program: a step per kernel call, per collective and per output copy, each value's
+// buffer, and the arena planned over the buffers' lifetimes.
 struct PlannedProgram {
   runtime::Program program;
-  std::vector<int> step_kernel_record;  // per step: its record, or -1 for a copy
+  std::vector<int> step_kernel_record;  // per step: its record, or -1 for a copy or collective
   int64_t arena_total_bytes = 0;
   int64_t arena_live_bound_bytes = 0;
 };
 Expected<PlannedProgram> plan_memory_stage(const Graph& graph,
                                            std::span<const KernelRecord> records,
+                                           std::span<const CollectiveCall> collectives,
                                            std::span<const loop::ViewOutput> views,
                                            int num_kernels);
 

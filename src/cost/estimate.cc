@@ -4,12 +4,24 @@
 #include <map>
 #include <set>
 
+#include "comm/link_profile.h"
+
 namespace kiln::cost {
 namespace {
 
 int64_t elements(const Value& value) { return value.shape().num_elements(); }
 
 int64_t bytes_of(const Value& value) { return elements(value) * dtype_size_bytes(value.dtype()); }
+
+// The time a collective's bytes take between the ranks; 0 for other ops.
+double link_seconds_of(const Node& node) {
+  if (!node.def().collective) return 0;
+  const comm::LinkProfile link = comm::shared_memory_link_profile();
+  const int ranks = comm::world_size_from_environment();
+  const int64_t bytes = bytes_of(*node.output());
+  return node.op() == Op::broadcast ? comm::broadcast_seconds(link, bytes, ranks)
+                                    : comm::all_reduce_seconds(link, bytes, ranks);
+}
 
 class KernelEstimator {
  public:
@@ -60,12 +72,20 @@ class KernelEstimator {
     estimate.compute_seconds = estimate.matmul_flops / profile_.matmul_flops +
                                (estimate.flops - estimate.matmul_flops) / profile_.vector_flops;
     estimate.memory_seconds = static_cast<double>(estimate.bytes) / profile_.memory_bandwidth;
+    estimate.link_seconds = link_seconds();
     estimate.seconds = profile_.kernel_overhead +
-                       std::max(estimate.compute_seconds, estimate.memory_seconds);
+                       std::max(estimate.compute_seconds, estimate.memory_seconds) +
+                       estimate.link_seconds;
     return estimate;
   }
 
  private:
+  double link_seconds() const {
+    double seconds = 0;
+    for (const Node* node : order_) seconds += link_seconds_of(*node);
+    return seconds;
+  }
+
   bool computed(const Value& value) const {
     return value.producer() != nullptr && members_.contains(value.producer());
   }

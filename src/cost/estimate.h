@@ -19,6 +19,10 @@
 //    (lower_group's ViewOutput). A group that stores nothing is no kernel; it costs
 //    kViewGroupSeconds.
 //  - time = kernel overhead + max(arithmetic time, bytes / bandwidth).
+//  - A collective (all_reduce, broadcast; always a group of its own) adds the time its bytes
+//    take between the ranks (comm/link_profile.h), over the world mpirun started this process
+//    in: nothing in a world of one. The link is priced by the shared-memory default until
+//    measured profiles are cached.
 //
 // Constant nodes are never part of a group: their values are kernel inputs.
 #pragma once
@@ -42,7 +46,8 @@ struct KernelEstimate {
   int64_t bytes = 0;          // bytes moved to or from main memory
   double compute_seconds = 0;
   double memory_seconds = 0;
-  double seconds = 0;         // overhead + max(compute, memory)
+  double link_seconds = 0;    // a collective's bytes between the ranks
+  double seconds = 0;         // overhead + max(compute, memory) + link
   bool is_kernel = true;  // false for a group that stores nothing (only views): no kernel runs
   std::vector<const Value*> views;  // reshape results the group gives without storing them
 };

@@ -785,6 +785,9 @@ constexpr ExportRule kRules[] = {
     exported(Op::cross_entropy, &class_loss<"SoftmaxCrossEntropyLoss">),
     exported(Op::binary_cross_entropy, &export_binary_cross_entropy),
     exported(Op::nll_loss, &class_loss<"NegativeLogLikelihoodLoss">),
+    // Collectives
+    not_exported(Op::all_reduce, "ONNX has no collectives between processes"),
+    not_exported(Op::broadcast, "ONNX has no collectives between processes"),
 };
 
 consteval bool every_op_has_one_rule() {

@@ -142,8 +142,9 @@ Expected<FusionMode> parse_fusion_mode(std::string_view name) {
 }
 
 int Partition::num_kernels() const {
-  return static_cast<int>(
-      std::ranges::count_if(groups, [](const Group& group) { return group.estimate.is_kernel; }));
+  return static_cast<int>(std::ranges::count_if(groups, [](const Group& group) {
+    return group.estimate.is_kernel && !group.nodes.front()->def().collective;
+  }));
 }
 
 double Partition::estimated_seconds() const {

@@ -96,7 +96,9 @@ struct Partition {
   std::vector<Decision> decisions;
   PartitionStats stats;
 
-  int num_kernels() const;  // the groups that store something (the rest give only views)
+  // The groups that store something (the rest give only views), less the collectives, which
+  // run as program steps of their own.
+  int num_kernels() const;
   double estimated_seconds() const;
   int64_t estimated_bytes() const;
   std::vector<std::vector<Node*>> node_groups() const;

@@ -56,6 +56,12 @@ EdgeVerdict applicable_rule(const Node& producer, const Node& consumer) {
                            "from memory, so it is stored in full either way",
                            producer.op_name(), consumer.op_name()));
   }
+  if (producer.def().collective || consumer.def().collective) {
+    const Node& collective = producer.def().collective ? producer : consumer;
+    return cut(fmt::format("'{}' is a collective: it runs between kernels, as a program step of "
+                           "its own",
+                           collective.op_name()));
+  }
   if (from == FusionKind::opaque || to == FusionKind::opaque) {
     const Node& opaque = from == FusionKind::opaque ? producer : consumer;
     return cut(fmt::format("'{}' is opaque: lowered in gather form, it reads its inputs many "

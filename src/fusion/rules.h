@@ -16,8 +16,10 @@
 // Every other edge is cut, with the reason. The reasons are about the machine, not taste: a
 // BLAS gemm reads its operands from memory, so a producer feeding one is stored in full
 // either way; opaque ops (scatters, pooling gradients) are lowered in gather form and read
-// their inputs many times. A rule can be disabled by name (FusionOptions::disabled_rules) to
-// bisect a wrong result: its edges are then cut with "rule disabled".
+// their inputs many times; a collective (all_reduce, broadcast) runs through a communicator
+// as a program step of its own, never inside a kernel. A rule can be disabled by name
+// (FusionOptions::disabled_rules) to bisect a wrong result: its edges are then cut with "rule
+// disabled".
 #pragma once
 
 #include <set>

@@ -1,10 +1,45 @@
 #include "interp/interpreter.h"
 
+#include <algorithm>
+#include <limits>
 #include <unordered_map>
 
+#include "comm/communicator.h"
 #include "ir/printer.h"
+#include "support/check.h"
 
 namespace kiln {
+namespace {
+
+// A collective's value on this rank: its input reduced, or broadcast, over the ranks through
+// the process's communicator, in f64 as the interpreter computes everything, then rounded to
+// the output's dtype. In a world of one this is the op's reference evaluation, the identity.
+Expected<std::vector<Array>> evaluate_collective(const Node& node, std::span<const Array> args) {
+  Array value = args[0];
+  comm::Communicator& comm = comm::default_communicator();
+  if (node.op() == Op::all_reduce) {
+    KILN_ASSIGN_OR_RETURN(comm::Reduction reduction,
+                          comm::parse_reduction(node.attrs().get_string("reduction")));
+    KILN_RETURN_IF_ERROR(
+        comm.all_reduce(value.data.data(), value.size(), comm::DataType::f64, reduction));
+  } else {
+    KILN_CHECK(node.op() == Op::broadcast, "collective op '{}' is not interpreted",
+               node.op_name());
+    const auto root = static_cast<int>(
+        std::min<int64_t>(node.attrs().get_int("root"), std::numeric_limits<int>::max()));
+    KILN_RETURN_IF_ERROR(comm.broadcast(
+        value.data.data(), value.size() * static_cast<int64_t>(sizeof(double)), root));
+  }
+  value.round_to_dtype();
+  return std::vector<Array>{std::move(value)};
+}
+
+Expected<std::vector<Array>> evaluate(const Node& node, std::span<const Array> args) {
+  if (node.def().collective) return evaluate_collective(node, args);
+  return node.def().eval(args, node.attrs(), node.output_types());
+}
+
+}  // namespace
 
 Expected<std::vector<Array>> interpret(const Graph& graph, std::span<const Array> inputs,
                                        const InterpreterOptions& options) {
@@ -45,8 +80,7 @@ Expected<std::vector<Array>> interpret(const Graph& graph, std::span<const Array
     std::vector<Array> args;
     args.reserve(node->inputs().size());
     for (const Value* input : node->inputs()) args.push_back(live.at(input));
-    const std::vector<TensorType> output_types = node->output_types();
-    Expected<std::vector<Array>> results = node->def().eval(args, node->attrs(), output_types);
+    Expected<std::vector<Array>> results = evaluate(*node, args);
     if (!results) {
       return results.status().with_context(fmt::format("node {}", print_node(*node)));
     }

@@ -1,7 +1,10 @@
 // The fp64 reference interpreter: the oracle every compiled result is compared with.
 //
 // It walks the graph in node order and evaluates each node with its op record's reference
-// evaluation (ir/op.h): all arithmetic in double, results rounded to each value's dtype. It is
+// evaluation (ir/op.h): all arithmetic in double, results rounded to each value's dtype. A
+// collective (all_reduce, broadcast) runs through the process's communicator instead
+// (comm/communicator.h), so that the interpreter of each rank of a job computes what the job
+// does; in a world of one that is the reference evaluation. It is
 // written for being obviously right, not fast. Values are released after their last use, and
 // every allocation is checked against a limit first, so a graph with huge shapes fails with a
 // message instead of exhausting memory.

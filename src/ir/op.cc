@@ -59,6 +59,7 @@ struct Registry {
     ops::register_contraction_ops(table);
     ops::register_pooling_ops(table);
     ops::register_composite_ops(table);
+    ops::register_collective_ops(table);
     for (const OpDef& def : defs) {
       KILN_CHECK(by_name.emplace(def.name, &def).second, "duplicate op name {}", def.name);
     }

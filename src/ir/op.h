@@ -139,6 +139,11 @@ struct OpDef {
   std::string non_differentiable;  // why here (e.g. "output is bool")
   DecomposeFn decompose;           // composites only; empty for primitives
   PrecisionPolicy precision = PrecisionPolicy::follow;
+  // A collective (all_reduce, broadcast): its value depends on every rank's, so the
+  // interpreter and the compiled program run it through a communicator (comm/communicator.h),
+  // the program as a step of its own. It is never fused, folded or lowered into a kernel; its
+  // reference evaluation is a world of one's, where it is the identity.
+  bool collective = false;
 
   const AttrSpec* find_attr(std::string_view attr_name) const;
 };

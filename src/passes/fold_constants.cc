@@ -10,7 +10,9 @@ namespace kiln {
 namespace {
 
 bool foldable(const Node& node) {
-  if (node.op() == Op::constant) return false;
+  // A collective's reference evaluation is a world of one's; on several ranks its value is
+  // known only when it runs.
+  if (node.op() == Op::constant || node.def().collective) return false;
   int64_t input_elements = 0;
   for (const Value* input : node.inputs()) {
     if (input->producer() == nullptr || input->producer()->op() != Op::constant) return false;

@@ -9,6 +9,20 @@
 namespace kiln::runtime {
 namespace {
 
+// Step `step`'s collective: its source copied to its destination, which is then reduced, or
+// broadcast, in place across the ranks.
+Status run_collective(const Step& step, void* source, void* destination) {
+  const Collective& collective = step.collective;
+  const int64_t bytes = collective_bytes(collective);
+  if (source != destination) std::memcpy(destination, source, static_cast<size_t>(bytes));
+  comm::Communicator& comm = comm::default_communicator();
+  const Status status =
+      collective.kind == Collective::Kind::broadcast
+          ? comm.broadcast(destination, bytes, collective.root)
+          : comm.all_reduce(destination, collective.count, collective.type, collective.reduction);
+  return status.with_context(step.label);
+}
+
 Status check_slot(const Program& program, const BufferSlot& slot, size_t index) {
   auto inside = [&](int64_t offset, int64_t size, std::string_view where) -> Status {
     if (offset < 0 || slot.bytes < 0 || offset > size || slot.bytes > size - offset) {
@@ -66,12 +80,29 @@ Status check_program(const Program& program, size_t num_kernels) {
       return Status::errorf("step {} ({}) calls kernel {}, which does not exist", s, step.label,
                             step.kernel);
     }
-    if (step.kind == Step::Kind::copy &&
+    if (step.kind != Step::Kind::kernel &&
         (step.buffers.size() != 2 ||
          program.buffers[static_cast<size_t>(step.buffers[0])].bytes !=
              program.buffers[static_cast<size_t>(step.buffers[1])].bytes)) {
       return Status::errorf("step {} ({}) copies between buffers of different sizes", s,
                             step.label);
+    }
+    if (step.kind == Step::Kind::collective &&
+        program.buffers[static_cast<size_t>(step.buffers[1])].bytes !=
+            collective_bytes(step.collective)) {
+      return Status::errorf("step {} ({}) is a collective over {} bytes in a buffer of {}", s,
+                            step.label, collective_bytes(step.collective),
+                            program.buffers[static_cast<size_t>(step.buffers[1])].bytes);
+    }
+  }
+  return Status::ok();
+}
+
+Status refuse_collectives(const Program& program, std::string_view reason) {
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step& step = program.steps[s];
+    if (step.kind == Step::Kind::collective) {
+      return Status::errorf(ErrorCode::unsupported, "step {} ({}): {}", s, step.label, reason);
     }
   }
   return Status::ok();
@@ -168,6 +199,8 @@ Status Executor::run(std::span<const void* const> inputs, std::span<void* const>
     const auto start = std::chrono::steady_clock::now();
     if (step.kind == Step::Kind::kernel) {
       kernels_[static_cast<size_t>(step.kernel)](arguments.data());
+    } else if (step.kind == Step::Kind::collective) {
+      KILN_RETURN_IF_ERROR(run_collective(step, arguments[0], arguments[1]));
     } else if (arguments[0] != arguments[1]) {
       std::memcpy(arguments[1], arguments[0],
                   static_cast<size_t>(program.buffers[static_cast<size_t>(step.buffers[1])].bytes));

@@ -1,5 +1,7 @@
 // Running a Program on this CPU: the executor owns the arena, resolves every step's buffers to addresses
-// once per run and calls the kernels in order. It owns the program's state too: memory
+// once per run and calls the kernels in order; a collective step runs through the process's
+// communicator (comm/communicator.h) and waits for it, so a run returns its error (a peer
+// rank gone, a timeout) rather than hanging. It owns the program's state too: memory
 // kernels keep from run to run (a packed weight), zeroed when the executor is made, and never
 // shared with another executor.
 //
@@ -33,9 +35,12 @@ struct Profile {
 };
 
 // Whether every buffer of `program` lies inside its storage, every step's buffers and kernel
-// exist (of `num_kernels`), and copies are between buffers of one size: what an executor
-// checks once before it runs a program.
+// exist (of `num_kernels`), and copies and collectives are between buffers of one size (a
+// collective's own): what an executor checks once before it runs a program.
 Status check_program(const Program& program, size_t num_kernels);
+// An error naming `program`'s first collective step, with `reason`, for an executor that
+// cannot run collectives; ok when there is none.
+Status refuse_collectives(const Program& program, std::string_view reason);
 // Whether a run gives one pointer per input and output of `program`.
 Status check_run_arguments(const Program& program, size_t inputs, size_t outputs);
 

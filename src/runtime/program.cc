@@ -25,7 +25,21 @@ std::string describe(const BufferSlot& slot) {
   return "?";
 }
 
+std::string describe(const Collective& collective) {
+  if (collective.kind == Collective::Kind::broadcast) {
+    return fmt::format("broadcast {} bytes from rank {}", collective.count, collective.root);
+  }
+  return fmt::format("all_reduce ({}) {} {}", comm::reduction_name(collective.reduction),
+                     collective.count, comm::data_type_name(collective.type));
+}
+
 }  // namespace
+
+int64_t collective_bytes(const Collective& collective) {
+  return collective.kind == Collective::Kind::broadcast
+             ? collective.count
+             : collective.count * comm::data_type_bytes(collective.type);
+}
 
 std::string print_program(const Program& program) {
   const std::string state =
@@ -42,6 +56,10 @@ std::string print_program(const Program& program) {
     if (step.kind == Step::Kind::kernel) {
       text += fmt::format("step {}  kernel {} (buffers {})  {}\n", s, step.kernel,
                           fmt::join(step.buffers, ", "), step.label);
+    } else if (step.kind == Step::Kind::collective) {
+      text += fmt::format("step {}  {}, buffer {} to buffer {}  {}\n", s,
+                          describe(step.collective), step.buffers.at(0), step.buffers.at(1),
+                          step.label);
     } else {
       text += fmt::format("step {}  copy buffer {} to buffer {}  {}\n", s, step.buffers.at(0),
                           step.buffers.at(1), step.label);
@@ -53,7 +71,33 @@ std::string print_program(const Program& program) {
 namespace {
 
 constexpr std::string_view kProgramTag = "kiln-program";
-constexpr int64_t kProgramFormat = 1;
+// 2: collective steps.
+constexpr int64_t kProgramFormat = 2;
+
+void write_collective(ByteWriter& w, const Collective& collective) {
+  w.integer(collective.kind);
+  w.integer(collective.type);
+  w.integer(collective.reduction);
+  w.integer(collective.root);
+  w.integer(collective.count);
+}
+
+Expected<Collective> read_collective(ByteReader& r) {
+  Collective c;
+  KILN_ASSIGN_OR_RETURN(int64_t kind,
+                        r.integer(0, int64_t(Collective::Kind::broadcast), "a collective kind"));
+  c.kind = static_cast<Collective::Kind>(kind);
+  KILN_ASSIGN_OR_RETURN(int64_t type,
+                        r.integer(0, int64_t(comm::DataType::bf16), "a collective's type"));
+  c.type = static_cast<comm::DataType>(type);
+  KILN_ASSIGN_OR_RETURN(int64_t reduction,
+                        r.integer(0, int64_t(comm::Reduction::mean), "a collective's reduction"));
+  c.reduction = static_cast<comm::Reduction>(reduction);
+  KILN_ASSIGN_OR_RETURN(int64_t root, r.integer(0, 1 << 30, "a broadcast's root"));
+  c.root = static_cast<int>(root);
+  KILN_ASSIGN_OR_RETURN(c.count, r.integer(0, kMaxSerializedBytes, "a collective's size"));
+  return c;
+}
 
 }  // namespace
 
@@ -74,6 +118,7 @@ std::string serialize_program(const Program& program) {
     w.integer(step.buffers.size());
     for (int buffer : step.buffers) w.integer(buffer);
     w.text(step.label);
+    if (step.kind == Step::Kind::collective) write_collective(w, step.collective);
   }
   for (const std::vector<int64_t>* sizes : {&program.input_bytes, &program.output_bytes}) {
     w.integer(sizes->size());
@@ -104,7 +149,8 @@ Expected<Program> deserialize_program(std::string_view bytes) {
   KILN_ASSIGN_OR_RETURN(size_t steps, r.count(32, "the step count"));
   for (size_t i = 0; i < steps; ++i) {
     Step step;
-    KILN_ASSIGN_OR_RETURN(int64_t kind, r.integer(0, int64_t(Step::Kind::copy), "a step kind"));
+    KILN_ASSIGN_OR_RETURN(int64_t kind,
+                          r.integer(0, int64_t(Step::Kind::collective), "a step kind"));
     step.kind = static_cast<Step::Kind>(kind);
     KILN_ASSIGN_OR_RETURN(int64_t kernel, r.integer(0, 1 << 30, "a step's kernel"));
     step.kernel = static_cast<int>(kernel);
@@ -116,6 +162,9 @@ Expected<Program> deserialize_program(std::string_view bytes) {
     }
     KILN_ASSIGN_OR_RETURN(std::string_view label, r.text("a step's label"));
     step.label = std::string(label);
+    if (step.kind == Step::Kind::collective) {
+      KILN_ASSIGN_OR_RETURN(step.collective, read_collective(r));
+    }
     p.steps.push_back(std::move(step));
   }
   for (std::vector<int64_t>* sizes : {&p.input_bytes, &p.output_bytes}) {
@@ -156,6 +205,12 @@ Expected<Program> deserialize_program(std::string_view bytes) {
     }
     if (step.kind == Step::Kind::copy && step.buffers.size() != 2) {
       return Status::error("program bytes: a copy step needs two buffers");
+    }
+    if (step.kind == Step::Kind::collective &&
+        (step.buffers.size() != 2 ||
+         p.buffers[static_cast<size_t>(step.buffers[1])].bytes !=
+             collective_bytes(step.collective))) {
+      return Status::error("program bytes: a collective step needs two buffers of its size");
     }
   }
   return p;

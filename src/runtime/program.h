@@ -1,5 +1,6 @@
-// A compiled model as the runtime sees it: a list of steps (kernel calls and copies) over
-// buffers that live in one of five places, with every arena offset fixed before the first run.
+// A compiled model as the runtime sees it: a list of steps (kernel calls, copies and
+// collectives) over buffers that live in one of five places, with every arena offset fixed
+// before the first run.
 //
 //   buffer 0  input 0        (the caller's memory)
 //   buffer 1  constant @0    (the program's constant segment: weights folded into the model)
@@ -12,7 +13,11 @@
 //
 // Kernels are plain functions with the ABI of runtime/kernel_abi.h; a step passes them the base
 // addresses of its buffers in parameter order. A copy step (for a graph output that is a graph
-// input, a constant, or another output) moves bytes between two buffers. Nothing here knows
+// input, a constant, or another output) moves bytes between two buffers. A collective step
+// (a graph's all_reduce or broadcast) copies its source buffer to its destination and reduces,
+// or broadcasts, the destination in place across the ranks through the process's communicator
+// (comm/communicator.h); every rank runs the same program, so their collectives pair up in
+// order. Nothing here knows
 // about graphs or the compiler: the program is data, and a compiled model runs with this
 // library alone.
 #pragma once
@@ -23,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "support/status.h"
 
 namespace kiln::runtime {
@@ -42,12 +48,26 @@ struct BufferSlot {
   int64_t bytes = 0;
 };
 
+// What a collective step does to its destination buffer.
+struct Collective {
+  enum class Kind : uint8_t { all_reduce, broadcast };
+  Kind kind = Kind::all_reduce;
+  comm::DataType type = comm::DataType::f32;  // an all-reduce's elements
+  comm::Reduction reduction = comm::Reduction::sum;
+  int root = 0;       // a broadcast's source rank
+  int64_t count = 0;  // elements (all-reduce) or bytes (broadcast)
+
+  bool operator==(const Collective&) const = default;
+};
+
 struct Step {
-  enum class Kind : uint8_t { kernel, copy };
+  enum class Kind : uint8_t { kernel, copy, collective };
   Kind kind = Kind::kernel;
   int kernel = 0;            // for Kind::kernel: the kernel number
-  std::vector<int> buffers;  // kernel: its parameters in order; copy: {source, destination}
+  // kernel: its parameters in order; copy and collective: {source, destination}
+  std::vector<int> buffers;
   std::string label;         // what the step computes, for profiles and errors ("matmul #12")
+  Collective collective = {};  // for Kind::collective
 };
 
 struct Program {
@@ -60,6 +80,9 @@ struct Program {
   int64_t state_bytes = 0;
   std::vector<std::byte> constants;
 };
+
+// What a collective step's destination buffer holds, in bytes.
+int64_t collective_bytes(const Collective& collective);
 
 // A readable listing of the program, as in the comment above, with the arena's size first.
 std::string print_program(const Program& program);

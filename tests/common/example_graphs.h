@@ -273,6 +273,15 @@ inline std::vector<OpExample> attribute_examples() {
        }},
       {Op::fill, "nan", [](GraphBuilder& b) { b.output(b.fill({3}, kNaN, D::f32)); }},
       {Op::fill, "negative_zero", [](GraphBuilder& b) { b.output(b.fill({}, -0.0, D::f64)); }},
+      {Op::all_reduce, "",
+       [](GraphBuilder& b) {
+         b.output(b.apply1(Op::all_reduce, {b.input("x", D::f32, {2, 3})},
+                           {{"reduction", "mean"}}));
+       }},
+      {Op::broadcast, "",
+       [](GraphBuilder& b) {
+         b.output(b.apply1(Op::broadcast, {b.input("x", D::i64, {4})}, {{"root", 2}}));
+       }},
       {Op::fill, "infinity", [](GraphBuilder& b) { b.output(b.fill({1}, kInf, D::bf16)); }},
       // Contractions: conv over 2 spatial dims, 4 channels in 2 groups, 6 output channels.
       {Op::matmul, "",

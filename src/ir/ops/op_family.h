@@ -31,6 +31,7 @@ void register_layout_ops(OpTable& table);
 void register_contraction_ops(OpTable& table);
 void register_pooling_ops(OpTable& table);
 void register_composite_ops(OpTable& table);
+void register_collective_ops(OpTable& table);
 
 // Cost of an op that reads each input once, writes each output once and spends
 // `flops_per_element` operations per output element.

@@ -583,7 +583,8 @@ TEST(OnnxExport, EveryOpHasAnExportDecision) {
       "softmax log_softmax layer_norm batch_norm_train batch_norm_infer dropout cross_entropy "
       "binary_cross_entropy nll_loss");
   const std::set<std::string> not_exported =
-      words("conv_grad_weight conv_channels_last spmm max_pool_grad avg_pool_grad");
+      words("conv_grad_weight conv_channels_last spmm max_pool_grad avg_pool_grad all_reduce "
+            "broadcast");
   for (const OpDef& def : all_op_defs()) {
     const bool listed_exported = exported.contains(def.name);
     if (listed_exported == not_exported.contains(def.name)) {
@@ -647,6 +648,10 @@ std::vector<NoExportCase> no_export_cases() {
          return g.add_node(Op::avg_pool_grad, {g.add_input({f32, {1, 1, 2, 2}}, "g")},
                            {{"kernel", {2, 2}}, {"strides", {2, 2}}, {"input_shape", {1, 1, 4, 4}}},
                            named("y"));
+       }},
+      {"all_reduce",
+       [](Graph& g) {
+         return g.add_node(Op::all_reduce, {g.add_input({f32, {3}}, "x")}, {}, named("y"));
        }},
   };
 }

@@ -40,7 +40,8 @@ TEST(OpRegistry, EveryOpHasACompleteRecord) {
 }
 
 // Exactly the ops through which no floating value flows (bool or integer results or inputs, no
-// inputs) and second-order max_pool lack a gradient rule.
+// inputs), second-order max_pool, and broadcast (whose gradient needs the rank) lack a
+// gradient rule.
 TEST(OpRegistry, OnlyOpsWithoutFloatingDataflowLackAGradientRule) {
   std::set<std::string> without_rule;
   for (const OpDef& def : all_op_defs()) {
@@ -49,7 +50,7 @@ TEST(OpRegistry, OnlyOpsWithoutFloatingDataflowLackAGradientRule) {
   const std::set<std::string> expected = {
       "not",    "equal",   "less",   "less_equal", "greater", "greater_equal",
       "and",    "or",      "xor",    "argmax",     "argmin",  "constant",
-      "one_hot", "iota",   "fill",   "max_pool_grad", "conv_channels_last"};
+      "one_hot", "iota",   "fill",   "max_pool_grad", "conv_channels_last", "broadcast"};
   EXPECT_EQ(without_rule, expected);
 }
 
