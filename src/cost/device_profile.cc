@@ -288,6 +288,12 @@ Expected<DeviceProfile> pinned_device_profile(std::string_view pinned) {
   return profile;
 }
 
+std::function<bool()> watch_quiet(int cores) {
+  const bool quiet_before = machine_is_quiet(cores);
+  const CpuTimes start = cpu_times_now();
+  return [=] { return quiet_before && others_stayed_idle_since(start, cores); };
+}
+
 Expected<DeviceProfile> host_device_profile() {
   static std::mutex mutex;
   static std::optional<DeviceProfile> known;
@@ -296,12 +302,8 @@ Expected<DeviceProfile> host_device_profile() {
     if (const char* pinned = std::getenv("KILN_DEVICE_PROFILE"); pinned && *pinned) {
       KILN_ASSIGN_OR_RETURN(known, pinned_device_profile(pinned));
     } else {
-      const int cores = omp_get_max_threads();
-      const bool quiet_before = machine_is_quiet(cores);
-      const CpuTimes start = cpu_times_now();
-      KILN_ASSIGN_OR_RETURN(known, cached_device_profile(kiln_cache_root(), [&] {
-        return quiet_before && others_stayed_idle_since(start, cores);
-      }));
+      KILN_ASSIGN_OR_RETURN(known, cached_device_profile(kiln_cache_root(),
+                                                         watch_quiet(omp_get_max_threads())));
     }
   }
   return *known;

@@ -58,6 +58,13 @@ Expected<DeviceProfile> measure_device_profile();
 Expected<DeviceProfile> cached_device_profile(const std::filesystem::path& cache_root,
                                               const std::function<bool()>& quiet);
 
+// Starts watching whether other programs leave this machine's `cores` alone: the returned
+// function says, when called, whether they did from this call on (the one-minute load average,
+// less the caller, was below half the cores at the start, and other processes used less than a
+// quarter of the cores since). A measurement taken when it says no describes the moment, not
+// the machine, and is not cached.
+std::function<bool()> watch_quiet(int cores);
+
 // cached_device_profile(kiln_cache_root(), quiet), remembered for the life of the process;
 // quiet when the one-minute load average, less this process, is below half the cores before
 // measuring, and other processes used less than a quarter of the cores while it measured.

@@ -593,6 +593,10 @@ Expected<SearchChoice> ScheduleSearch::search(const Kernel& kernel, SearchChoice
         timings ? "the timer returned too few timings" : timings.status().message());
     return fallback;
   }
+  if (!timer_.measured_quietly()) {
+    fallback.report.how = "not searched: other programs used the cores while it measured";
+    return fallback;
+  }
   // Position p of `order` is kernel p + 1 of the timings; p = 0 is the default.
   const auto timing = [&](size_t p) -> const Timing& { return (*timings)[p + 1]; };
   std::vector<double> ranked;  // the estimates the candidates were ranked by, before this fit

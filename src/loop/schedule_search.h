@@ -25,7 +25,10 @@
 //     the cost model still estimates above a second is not searched.
 //  4. Choice: the fastest candidate when it beats the default's measured time by
 //     kMinSearchGain, else the default: the search never chooses a kernel it measured slower.
-//     The fit learns from every measurement.
+//     The fit learns from every measurement. Times measured while other programs used the
+//     cores are not trusted (KernelTimer::measured_quietly): the default stays, and nothing is
+//     cached or fitted (a search under a parallel build measured a parallel fill 30 times
+//     slower than a serial one).
 //  5. Cache (ScheduleCache): the choice, keyed by the kernel's text, the machine's identity
 //     (cost::profile_identity) and the mode, so each kernel is searched once per machine; a
 //     warm compile reads the choice and measures nothing.
@@ -96,6 +99,10 @@ class KernelTimer {
   // kernels[0] is the reference, the others schedules of the same kernel (same parameters).
   // One Timing per kernel, in order; about `seconds` spent running them.
   virtual Expected<std::vector<Timing>> time(std::span<const Kernel> kernels, double seconds) = 0;
+  // Whether other programs left the cores alone during the last time(): measured under load,
+  // a parallel loop waits for descheduled threads and the times describe the moment, not the
+  // machine.
+  virtual bool measured_quietly() const = 0;
 };
 
 // Choices and fits on disk: `<dir>/<hash>.schedule` per kernel, machine and mode, holding its

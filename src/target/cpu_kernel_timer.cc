@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <thread>
 
+#include "cost/device_profile.h"
 #include "support/float16.h"
 
 namespace kiln {
@@ -152,6 +155,8 @@ Expected<std::vector<loop::Timing>> CpuKernelTimer::time(std::span<const loop::K
   KILN_ASSIGN_OR_RETURN(codegen::cpu::CompiledKernels compiled,
                         codegen::cpu::compile_kernels(kernels, options));
 
+  const std::function<bool()> quiet = cost::watch_quiet(
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::mt19937_64 rng(20240517);
   std::vector<Bytes> initial;
   for (const loop::Buffer& buffer : params) initial.push_back(random_buffer(buffer, rng));
@@ -178,6 +183,7 @@ Expected<std::vector<loop::Timing>> CpuKernelTimer::time(std::span<const loop::K
     }
     timings[k].seconds = median(std::move(runs));
   }
+  quiet_ = quiet();
   return timings;
 }
 

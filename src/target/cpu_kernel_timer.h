@@ -37,9 +37,12 @@ class CpuKernelTimer final : public loop::KernelTimer {
 
   Expected<std::vector<loop::Timing>> time(std::span<const loop::Kernel> kernels,
                                            double seconds) override;
+  // cost::watch_quiet over the runs of the last time().
+  bool measured_quietly() const override { return quiet_; }
 
  private:
   codegen::cpu::CpuCompileOptions options_;
+  bool quiet_ = true;
 };
 
 }  // namespace kiln

@@ -95,7 +95,10 @@ class FakeTimer final : public KernelTimer {
     return timings;
   }
 
+  bool measured_quietly() const override { return quiet; }
+
   int calls = 0;
+  bool quiet = true;
   std::vector<Kernel> given;  // the last call's kernels: [0] the reference, [1] the default
 
  private:
@@ -236,6 +239,24 @@ TEST(ScheduleSearch, SecondSearchReadsTheCacheAndMeasuresNothing) {
   full.mode = SearchMode::full;
   ASSERT_TRUE(ScheduleSearch(full, timer, &cache).choose(kernel));
   EXPECT_EQ(timer.calls, 3);
+}
+
+TEST(ScheduleSearch, TimesMeasuredUnderLoadChooseNothingAndAreNotCached) {
+  const ScheduleCache cache(fresh_folder("load"));
+  const Kernel kernel = elementwise_chain();
+  FakeTimer timer([](size_t index, const Kernel&) { return 1.0 / static_cast<double>(index + 1); });
+  timer.quiet = false;
+  Expected<SearchChoice> busy = ScheduleSearch(quick_config(), timer, &cache).choose(kernel);
+  ASSERT_TRUE(busy.has_value());
+  EXPECT_EQ(timer.calls, 1);
+  EXPECT_EQ(print(busy->kernel), default_text(kernel));
+  EXPECT_TRUE(busy->report.how.starts_with("not searched: other programs")) << busy->report.how;
+  EXPECT_EQ(cache.load_fit("test machine").measurements(), 0);
+  timer.quiet = true;
+  Expected<SearchChoice> quiet = ScheduleSearch(quick_config(), timer, &cache).choose(kernel);
+  ASSERT_TRUE(quiet.has_value());
+  EXPECT_EQ(timer.calls, 2) << "nothing was cached under load";
+  EXPECT_EQ(quiet->report.how, "searched");
 }
 
 TEST(ScheduleSearch, OffAndUnsearchableKernelsKeepTheDefaultUnmeasured) {
