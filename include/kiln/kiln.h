@@ -33,6 +33,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/pipeline.h"
@@ -88,6 +89,14 @@ class CompiledModel {
                        void* stream, uint64_t arena = 0);
   Expected<CheckReport> check(std::span<const Array> inputs);
 
+  // Which of `candidates`, (output, input) pairs, may run with the output at the input's
+  // address: a training step's new parameters and optimizer state written over the old, so
+  // that the caller holds them once (compiler/in_place.h says when the program allows it).
+  // Later runs may pass the outputs of the pairs it returns so; any other output at an input's
+  // address is refused, since the program may read the input after writing there.
+  std::vector<std::pair<int64_t, int64_t>> allow_in_place(
+      std::span<const std::pair<int64_t, int64_t>> candidates);
+
   // The generated C++ of every kernel, in one translation unit.
   Expected<std::string> source() const { return kernel_source(*compiled_); }
 
@@ -98,11 +107,15 @@ class CompiledModel {
       : graph_(std::move(graph)), compiled_(std::move(compiled)),
         executor_(std::move(executor)) {}
 
+  Status check_no_overlap(std::span<const uint64_t> inputs,
+                          std::span<const uint64_t> outputs) const;
+
   // Held by pointer so that moving the model keeps the addresses the compiled code and the
   // executor refer to.
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<CompiledGraph> compiled_;
   std::unique_ptr<runtime::ProgramExecutor> executor_;
+  std::vector<std::pair<int64_t, int64_t>> in_place_;  // allowed by allow_in_place
 };
 
 class CompiledTrainingStep {

@@ -68,12 +68,22 @@ class KilnGraph(torch.nn.Module):
         self.input_dtypes = graph.input_dtypes
 
     def forward(self, *args):
+        return self.run(args)
+
+    def run(self, args, in_place=()):
+        """The graph's outputs for `args`. `in_place`, (output, input) pairs that
+        CompiledGraph.allow_in_place allowed, writes each such output over its input's tensor,
+        which is then returned as the output: where the input reaches the graph as it is
+        (contiguous, of the traced dtype), else in a tensor of its own."""
         inputs = [as_traced(a.contiguous(), dtype) for a, dtype in zip(args, self.input_dtypes)]
         if self.compiled.takes_rng_seed:
             # Dropout's masks: a new seed for each run, from torch's generator, so that
             # torch.manual_seed repeats a run (below 2**53, the range Kiln's reference keeps).
             inputs.append(torch.randint(0, 2**53, (), dtype=torch.int64, device=self.device))
-        outputs = [torch.empty(o.shape, dtype=o.dtype, device=self.device) for o in self.outputs]
+        over = {o: inputs[i] for o, i in in_place if inputs[i].data_ptr() == args[i].data_ptr()}
+        outputs = [over[k] if k in over else
+                   torch.empty(o.shape, dtype=o.dtype, device=self.device)
+                   for k, o in enumerate(self.outputs)]
         # On a GPU: in order with PyTorch's work on the current stream, without waiting for the
         # GPU, and with the intermediates in memory of PyTorch's caching allocator, which
         # torch.cuda.memory_allocated counts and which is free again for PyTorch between calls

@@ -9,7 +9,9 @@ optimizer's state and the batch (torch.func.grad_and_value for the gradients, th
 written with tensor ops as torch.optim defines it), into one graph of Core ATen ops that Kiln
 compiles whole, as it compiles its own zoo's training steps: the backward's last kernels and
 the update can fuse. Each call runs it and puts the new parameters and state in place of the
-old (the Parameters keep their identity and take the new tensors as .data: nothing is copied).
+old: written over the old tensors' memory where the compiled program allows it
+(CompiledGraph.allow_in_place: each element read before it is written, as an elementwise
+update does), else in new tensors that the Parameters take as .data. Nothing is copied.
 
 What it needs: every op of the step must be one Kiln converts (else CompileError names the
 ops; torch.compile(model, backend="kiln") runs such models, leaving those ops to PyTorch), and
@@ -104,6 +106,7 @@ class TrainStep:
         self.adam_steps = ([torch.tensor(0.0, device=device)]
                            if self.scaler and optimizer == "adamw" else [])
         self.graph = None  # KilnGraph, made on the first call
+        self.in_place = []  # (output, input) pairs the step updates in place
 
     def _update(self, params, grads, state, scalars):
         """The optimizer's update as torch.optim computes it: new parameters and state."""
@@ -196,14 +199,20 @@ class TrainStep:
                 "the training step has ops Kiln does not convert, so it cannot be one Kiln "
                 "graph (torch.compile(model, backend='kiln') runs such models, leaving these to "
                 "PyTorch): " + "; ".join(f"{op}: {why}" for op, why in unsupported.items()))
-        return KilnGraph(gm, "train_step", device, self.precision)
+        graph = KilnGraph(gm, "train_step", device, self.precision)
+        # The new parameters and optimizer state over the old (outputs 1.. of inputs 0..), where
+        # the program allows it: the step then holds them once, as torch.optim's in-place
+        # update does, not once more for the new values.
+        updated = len(self.names) * (1 + len(self.state))
+        self.in_place = graph.compiled.allow_in_place([(1 + k, k) for k in range(updated)])
+        return graph
 
     def __call__(self, inputs, targets):
         self.steps += 1
         flat = self._flat_inputs(inputs, targets)
         if self.graph is None:
             self.graph = self._compile(flat)
-        loss, *rest = self.graph(*flat)
+        loss, *rest = self.graph.run(flat, self.in_place)
         count = len(self.names)
         for name, new in zip(self.names, rest[:count]):
             self.params[name].data = new

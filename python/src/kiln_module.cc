@@ -6,11 +6,13 @@
 // where the caller's tensors hold them, so the caller allocates the outputs (it knows their
 // types from the graph's metadata). Every tensor is checked against the graph's type and must
 // be dense and row-major, on the CPU for a graph compiled for it (nothing is copied), or on the
-// GPU a graph was compiled for (cuda:N; the run is ordered on the caller's stream, and the
-// executor copies device to device at the graph's edge: runtime/cuda_executor.h).
+// GPU a graph was compiled for (cuda:N; the run is ordered on the caller's stream, its kernels
+// read and write the tensors where they lie, and its intermediates may live in an arena of the
+// caller's allocator: runtime/cuda_executor.h).
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -198,6 +200,11 @@ class CompiledGraphHandle {
 
   int64_t arena_bytes() const { return model_.program().arena_bytes; }
 
+  std::vector<std::pair<int64_t, int64_t>> allow_in_place(
+      const std::vector<std::pair<int64_t, int64_t>>& candidates) {
+    return model_.allow_in_place(candidates);
+  }
+
   // Whether the graph has random ops, and so takes a seed after the ATen graph's inputs.
   bool takes_rng_seed() const {
     const std::vector<Value*>& inputs = model_.graph().inputs();
@@ -302,6 +309,11 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro("device", &CompiledGraphHandle::device, "'cpu' or 'cuda:N'.")
       .def("explain", &CompiledGraphHandle::explain, "The fused kernels and why.")
       .def_prop_ro("num_kernels", &CompiledGraphHandle::num_kernels)
+      .def("allow_in_place", &CompiledGraphHandle::allow_in_place, nb::arg("candidates"),
+           "Of `candidates`, (output, input) index pairs, those whose output may be written over "
+           "its input's memory (a step's new parameters over the old): later runs may pass "
+           "that input's tensor as the output too. Any other output at an input's address is "
+           "refused.")
       .def_prop_ro("arena_bytes", &CompiledGraphHandle::arena_bytes,
                    "The bytes of intermediates a run needs (the memory plan's arena).")
       .def_prop_ro("takes_rng_seed", &CompiledGraphHandle::takes_rng_seed,

@@ -1,4 +1,7 @@
+#include <algorithm>
+
 #include "compiler/compilation_cache.h"
+#include "compiler/in_place.h"
 #include "kiln/kiln.h"
 #include "passes/eliminate_loss.h"
 #include "runtime/cuda_executor.h"
@@ -22,6 +25,7 @@ Expected<std::optional<CompiledModel>> Compiler::load_cached(const std::string& 
     compiled->stats.units = compiled->kernels.units();
     compiled->stats.units_compiled = compiled->kernels.units_compiled();
   }
+  compiled->cached_kernels = std::move(cached->kernels);
   compiled->last_stage = Stage::codegen;
   compiled->cached_explanation = std::move(cached->explanation);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ProgramExecutor> executor,
@@ -100,8 +104,71 @@ Expected<std::vector<Array>> CompiledModel::run(std::span<const Array> inputs,
   return run_compiled(*graph_, *executor_, inputs, {.profile = profile});
 }
 
+std::vector<const loop::Kernel*> CompiledGraph::program_kernels() const {
+  std::vector<const loop::Kernel*> loop_ir(program ? static_cast<size_t>(program->num_kernels)
+                                                   : 0);
+  for (const KernelRecord& record : records) {
+    const auto k = static_cast<size_t>(record.program_kernel);
+    if (k < loop_ir.size() && loop_ir[k] == nullptr) loop_ir[k] = &record.kernel;
+  }
+  for (size_t k = 0; k < cached_kernels.size() && k < loop_ir.size(); ++k) {
+    if (loop_ir[k] == nullptr) loop_ir[k] = &cached_kernels[k];
+  }
+  return loop_ir;
+}
+
+std::vector<std::pair<int64_t, int64_t>> CompiledModel::allow_in_place(
+    std::span<const std::pair<int64_t, int64_t>> candidates) {
+  const std::vector<const loop::Kernel*> kernels = compiled_->program_kernels();
+  const bool all_kernels = std::ranges::none_of(kernels, [](auto* k) { return k == nullptr; });
+  for (const auto& [output, input] : candidates) {
+    if (std::ranges::find(in_place_, std::pair(output, input)) != in_place_.end()) continue;
+    if (all_kernels && check_in_place(program(), kernels, output, input)) {
+      in_place_.emplace_back(output, input);
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> allowed;
+  for (const auto& pair : candidates) {
+    if (std::ranges::find(in_place_, pair) != in_place_.end()) allowed.push_back(pair);
+  }
+  return allowed;
+}
+
+// The program reads each input while it writes its outputs: an output at an input's address is
+// wrong unless allow_in_place allowed that pair. Tensors of no bytes may share an address.
+Status CompiledModel::check_no_overlap(std::span<const uint64_t> inputs,
+                                       std::span<const uint64_t> outputs) const {
+  const runtime::Program& p = program();
+  std::vector<std::pair<uint64_t, int64_t>> by_address;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (p.input_bytes.at(i) > 0) by_address.emplace_back(inputs[i], static_cast<int64_t>(i));
+  }
+  std::ranges::sort(by_address);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (p.output_bytes.at(o) == 0) continue;
+    const auto found = std::ranges::lower_bound(by_address, std::pair(outputs[o], int64_t{0}));
+    for (auto it = found; it != by_address.end() && it->first == outputs[o]; ++it) {
+      const std::pair<int64_t, int64_t> pair(static_cast<int64_t>(o), it->second);
+      if (std::ranges::find(in_place_, pair) == in_place_.end()) {
+        return Status::errorf(
+            "output {} is at the address of input {}, which the program does not allow: it "
+            "may read the input after writing the output (CompiledModel::allow_in_place)",
+            o, it->second);
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
                               runtime::Profile* profile, bool io_on_device) {
+  if (inputs.size() == program().input_bytes.size() &&
+      outputs.size() == program().output_bytes.size()) {
+    std::vector<uint64_t> in, out;
+    for (const void* input : inputs) in.push_back(reinterpret_cast<uintptr_t>(input));
+    for (void* output : outputs) out.push_back(reinterpret_cast<uintptr_t>(output));
+    KILN_RETURN_IF_ERROR(check_no_overlap(in, out));
+  }
   return executor_->run(inputs, outputs, {.profile = profile, .io_on_device = io_on_device});
 }
 
@@ -110,6 +177,10 @@ Status CompiledModel::run_on_stream(std::span<const uint64_t> inputs,
                                     uint64_t arena) {
   auto* gpu = dynamic_cast<runtime::CudaExecutor*>(executor_.get());
   if (!gpu) return Status::error("run_on_stream: the model was compiled for the CPU");
+  if (inputs.size() == program().input_bytes.size() &&
+      outputs.size() == program().output_bytes.size()) {
+    KILN_RETURN_IF_ERROR(check_no_overlap(inputs, outputs));
+  }
   return gpu->run_on_stream(inputs, outputs, stream, arena);
 }
 

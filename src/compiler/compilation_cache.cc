@@ -20,7 +20,7 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kEntryTag = "kiln-compilation 1\n";
-constexpr std::string_view kCudaEntryTag = "kiln-cuda-compilation 1\n";
+constexpr std::string_view kCudaEntryTag = "kiln-cuda-compilation 2\n";
 
 // The SHA-256 of the file that holds this code: the executable, or the shared object (the
 // Python extension) Kiln was linked into. Computed once per process.
@@ -77,13 +77,8 @@ std::optional<std::string_view> next_part(std::string_view& rest) {
 // The loop IR of every program kernel of a CPU compilation, in order: program kernel k is the
 // kernel of the records that share it.
 Expected<std::string> program_kernels_text(const CompiledGraph& compiled) {
-  std::vector<const loop::Kernel*> kernels(static_cast<size_t>(compiled.program->num_kernels));
-  for (const KernelRecord& record : compiled.records) {
-    const auto k = static_cast<size_t>(record.program_kernel);
-    if (k < kernels.size() && kernels[k] == nullptr) kernels[k] = &record.kernel;
-  }
   std::string text;
-  for (const loop::Kernel* kernel : kernels) {
+  for (const loop::Kernel* kernel : compiled.program_kernels()) {
     if (kernel == nullptr) return Status::error("a program kernel has no record");
     text += loop::print(*kernel);
   }
@@ -141,8 +136,8 @@ std::optional<CachedCompilation> load_compilation(const std::string& key) {
   std::vector<std::string_view> parts;
   while (std::optional<std::string_view> part = next_part(rest)) parts.push_back(*part);
   // CPU: program, loop IR, explanation; GPU: program, source, architecture, cubin, launches,
-  // explanation.
-  if (!rest.empty() || parts.size() != (cuda ? 6u : 3u)) return std::nullopt;
+  // loop IR, explanation.
+  if (!rest.empty() || parts.size() != (cuda ? 7u : 3u)) return std::nullopt;
   Expected<runtime::Program> program = runtime::deserialize_program(parts[0]);
   if (!program) return std::nullopt;
   const auto num_kernels = static_cast<size_t>(program->num_kernels);
@@ -153,11 +148,11 @@ std::optional<CachedCompilation> load_compilation(const std::string& key) {
     if (!launches || launches->size() != num_kernels) return std::nullopt;
     cached.cuda = CudaCompiled{std::string(parts[1]), std::string(parts[3]),
                                std::string(parts[2]), std::move(*launches)};
-  } else {
-    Expected<std::vector<loop::Kernel>> kernels = loop::parse_kernels(parts[1], path.string());
-    if (!kernels || kernels->size() != num_kernels) return std::nullopt;
-    cached.kernels = std::move(*kernels);
   }
+  Expected<std::vector<loop::Kernel>> kernels =
+      loop::parse_kernels(parts[parts.size() - 2], path.string());
+  if (!kernels || kernels->size() != num_kernels) return std::nullopt;
+  cached.kernels = std::move(*kernels);
   cached.program = std::move(*program);
   touch(path);
   return cached;
@@ -169,6 +164,7 @@ Status store_compilation(const std::string& key, const Graph& graph,
     return Status::error("only a complete compilation is cached");
   }
   std::string entry;
+  KILN_ASSIGN_OR_RETURN(std::string kernels_text, program_kernels_text(compiled));
   if (const std::optional<CudaCompiled>& cuda = compiled.cuda) {
     entry = kCudaEntryTag;
     append_part(entry, runtime::serialize_program(*compiled.program));
@@ -177,11 +173,12 @@ Status store_compilation(const std::string& key, const Graph& graph,
     append_part(entry, cuda->cubin);
     append_part(entry, runtime::serialize_launches(cuda->launches));
   } else {
-    KILN_ASSIGN_OR_RETURN(std::string kernels_text, program_kernels_text(compiled));
     entry = kEntryTag;
     append_part(entry, runtime::serialize_program(*compiled.program));
-    append_part(entry, kernels_text);
   }
+  // The kernels' loop IR: what the CPU compiles, and what a GPU entry's compiled model answers
+  // allow_in_place from (compiler/in_place.h).
+  append_part(entry, kernels_text);
   append_part(entry, fusion::explain_partition(graph, compiled.partition));
   const std::filesystem::path path = entry_path(key);
   std::error_code error;

@@ -62,7 +62,7 @@ Expected<std::optional<std::string>> compilation_key(const Graph& graph,
 
 struct CachedCompilation {
   runtime::Program program;
-  std::vector<loop::Kernel> kernels;  // CPU: program kernel k is kernels[k]
+  std::vector<loop::Kernel> kernels;  // program kernel k is kernels[k]
   std::optional<CudaCompiled> cuda;   // GPU: instead of `kernels`
   std::string explanation;            // fusion::explain_partition of the stored compilation
 };

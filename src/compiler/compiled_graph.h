@@ -141,9 +141,14 @@ struct CompiledGraph {
   // explanation as the compilation that stored it wrote it. The graph stages' reports, the
   // partition and the records are then empty.
   std::optional<std::string> cached_explanation;
+  // Set when loaded from the compilation cache: program kernel k's loop IR, as scheduled (or
+  // mapped onto a GPU), which the records hold otherwise.
+  std::vector<loop::Kernel> cached_kernels;
 
   // The time the stages among `stages` took.
   double seconds_in(std::initializer_list<Stage> stages) const;
+  // Program kernel k's loop IR, from its first record or the cache; null where neither has it.
+  std::vector<const loop::Kernel*> program_kernels() const;
 };
 
 // The C++ source of every program kernel in one translation unit, kernel k as kiln_kernel_k

@@ -52,6 +52,27 @@ def test_whole_step_matches_torch_optim(optimizer, kwargs, eager_optimizer, devi
     assert step.graph.compiled.device == ("cuda:0" if device == "cuda" else device)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_update_writes_over_the_old_parameters_and_state_where_the_program_allows(device):
+    model = make_mlp().to(device)
+    step = kiln.compile_train_step(model, F.cross_entropy, optimizer="adamw", lr=1e-2)
+    x, y = torch.randn(8, 16, device=device), torch.randint(0, 5, (8,), device=device)
+    step(x, y)
+    # Most updates read each element before writing it; a gemm that parks a weight's gradient in
+    # an output's memory keeps that output apart.
+    assert len(step.in_place) >= len(step.names), step.in_place
+    def addresses():  # the step's inputs 0..: the parameters, then the state
+        tensors = [step.params[n] for n in step.names] + [t for g in step.state for t in g]
+        return [t.data_ptr() for t in tensors]
+
+    before = addresses()
+    for _ in range(3):
+        step(x, y)
+    after = addresses()
+    for _, i in step.in_place:
+        assert after[i] == before[i], f"input {i} was given a new tensor, not written over"
+
+
 def test_a_step_with_unconverted_ops_is_refused_naming_them():
     class WithCumprod(nn.Module):
         def __init__(self):
