@@ -100,10 +100,13 @@ Expected<std::unique_ptr<LtMatmul>> LtMatmul::plan(const CublasLt& lt, cublasLtH
                                                    size_t workspace_bytes) {
   std::unique_ptr<LtMatmul> matmul(new LtMatmul(lt, handle));
   // f16 and bf16 operands accumulate in f32 (CUBLAS_COMPUTE_32F, tensor cores), with f32
-  // scalars; f64 in f64.
+  // scalars; f32 ones in f32, or on tensor cores in TF32 when the gemm asks; f64 in f64.
   matmul->f64_ = gemm.type == CudaGemm::Type::f64;
   const cudaDataType_t type = data_type(gemm.type);
-  const cublasComputeType_t compute = matmul->f64_ ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const bool tf32 = gemm.tf32 && gemm.type == CudaGemm::Type::f32;
+  const cublasComputeType_t compute = matmul->f64_ ? CUBLAS_COMPUTE_64F
+                                      : tf32       ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                   : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale = matmul->f64_ ? CUDA_R_64F : CUDA_R_32F;
   matmul->beta_ = gemm.accumulate ? 1 : 0;
   matmul->beta_f32_ = gemm.accumulate ? 1.0f : 0.0f;

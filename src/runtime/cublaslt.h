@@ -64,7 +64,8 @@ std::string cublaslt_version(const CublasLt& lt);
 // its descriptors, and the algorithm cuBLASLt's heuristic chose for its sizes, precision,
 // transposes and the addresses' alignment. cuBLASLt is column-major, so the product is asked
 // for transposed: C^T = op(B)^T op(A)^T, each row-major matrix read as its column-major
-// transpose. f32 products compute in f32 (CUBLAS_COMPUTE_32F: no TF32), f64 in f64. A batch is
+// transpose. f32 products compute in f32 (CUBLAS_COMPUTE_32F), or in TF32 on tensor cores
+// when the gemm says so (CudaGemm::tf32: CUBLAS_COMPUTE_32F_FAST_TF32); f64 in f64. A batch is
 // one strided-batch product (each layout's batch count and stride).
 class LtMatmul {
  public:

@@ -8,7 +8,7 @@ namespace kiln::runtime {
 namespace {
 
 constexpr std::string_view kLaunchesTag = "kiln-cuda-launches";
-constexpr int64_t kLaunchesFormat = 1;
+constexpr int64_t kLaunchesFormat = 2;
 constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr int64_t kMinInt64 = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
@@ -24,6 +24,7 @@ Expected<CudaGemm> read_gemm(ByteReader& r) {
   KILN_ASSIGN_OR_RETURN(g.transpose_a, r.flag("a gemm's transpose_a"));
   KILN_ASSIGN_OR_RETURN(g.transpose_b, r.flag("a gemm's transpose_b"));
   KILN_ASSIGN_OR_RETURN(g.accumulate, r.flag("a gemm's accumulate"));
+  KILN_ASSIGN_OR_RETURN(g.tf32, r.flag("a gemm's tf32"));
   return g;
 }
 
@@ -103,6 +104,7 @@ std::string serialize_launches(const CudaKernelLaunches& launches) {
         w.integer(g->transpose_a);
         w.integer(g->transpose_b);
         w.integer(g->accumulate);
+        w.integer(g->tf32);
       }
     }
   }

@@ -46,6 +46,9 @@ struct CudaGemm {
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
   bool transpose_a = false, transpose_b = false, accumulate = false;
+  // An f32 product on tensor cores in TF32 (10-bit mantissas, f32 accumulation:
+  // CUBLAS_COMPUTE_32F_FAST_TF32), as --precision tf32 asks; exact f32 otherwise.
+  bool tf32 = false;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };

@@ -61,7 +61,9 @@ class CudaTarget final : public GpuMappingTarget {
   Expected<GeneratedCode> generate_code(std::span<const loop::Kernel> kernels,
                                         const CompileOptions& options) const override {
     GeneratedCode code;
-    KILN_ASSIGN_OR_RETURN(codegen::cuda::CudaUnit unit, codegen::cuda::emit_cuda_unit(kernels));
+    KILN_ASSIGN_OR_RETURN(
+        codegen::cuda::CudaUnit unit,
+        codegen::cuda::emit_cuda_unit(kernels, {.tf32 = options.precision == Precision::tf32}));
     KILN_ASSIGN_OR_RETURN(codegen::cuda::Cubin cubin,
                           codegen::cuda::compile_cuda(unit.source, options.cuda));
     code.cuda = CudaCompiled{std::move(unit.source), std::move(cubin.image),

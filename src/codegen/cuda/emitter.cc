@@ -230,6 +230,8 @@ class LaunchEmitter : public ExprEmitter {
 
 class UnitEmitter {
  public:
+  explicit UnitEmitter(const CudaEmitOptions& options) : options_(options) {}
+
   Status add_kernel(const loop::Kernel& kernel) {
     std::vector<runtime::CudaLaunch> launches;
     for (const Stmt& launch : loop::flatten_blocks(kernel.body)) {
@@ -409,10 +411,12 @@ class UnitEmitter {
         .ldc = g.c().leading_dim,
         .transpose_a = g.gemm().transpose_a,
         .transpose_b = g.gemm().transpose_b,
-        .accumulate = g.gemm().accumulate};
+        .accumulate = g.gemm().accumulate,
+        .tf32 = options_.tf32 && type == runtime::CudaGemm::Type::f32};
     return made;
   }
 
+  CudaEmitOptions options_;
   CudaUnit unit_{std::string(cuda_prelude()), {}};
   std::map<std::string, std::string> function_of_;  // function text -> its symbol
   bool has_empty_ = false;
@@ -420,8 +424,9 @@ class UnitEmitter {
 
 }  // namespace
 
-Expected<CudaUnit> emit_cuda_unit(std::span<const loop::Kernel> kernels) {
-  UnitEmitter emitter;
+Expected<CudaUnit> emit_cuda_unit(std::span<const loop::Kernel> kernels,
+                                  const CudaEmitOptions& options) {
+  UnitEmitter emitter(options);
   for (size_t i = 0; i < kernels.size(); ++i) {
     Status verified = loop::verify(kernels[i]);
     if (!verified) return verified.with_context(fmt::format("kernel {} of the unit", i));

@@ -40,8 +40,15 @@ struct CudaUnit {
   runtime::CudaKernelLaunches launches;   // per kernel given, in order
 };
 
+struct CudaEmitOptions {
+  // f32 gemms run on tensor cores in TF32 (--precision tf32; runtime/cuda_launch.h:
+  // CudaGemm::tf32); f16, bf16 and f64 ones are unaffected.
+  bool tf32 = false;
+};
+
 // `kernels` are GPU-mapped (loop/gpu_mapping.h); each is verified first, and errors name the
 // kernel's position.
-Expected<CudaUnit> emit_cuda_unit(std::span<const loop::Kernel> kernels);
+Expected<CudaUnit> emit_cuda_unit(std::span<const loop::Kernel> kernels,
+                                  const CudaEmitOptions& options = {});
 
 }  // namespace kiln::codegen::cuda

@@ -21,6 +21,7 @@
 #include "interp/random_inputs.h"
 #include "ir/builder.h"
 #include "kiln/kiln.h"
+#include "loop/printer.h"
 #include "support/files.h"
 #include "unit/test_util.h"
 
@@ -192,9 +193,14 @@ TEST_F(CompilationCacheTest, AGpuCompilationIsStoredWholeAndLoadsAsCompiled) {
   std::optional<CachedCompilation> cached = load_compilation(**key);
   ASSERT_TRUE(cached);
   ASSERT_TRUE(cached->cuda);
-  EXPECT_TRUE(cached->kernels.empty());
   Expected<Compilation> fresh = Compiler(gpu).run_pipeline(layer(0.05));
   ASSERT_TRUE(fresh) << fresh.status().message();
+  // The mapped kernels' loop IR too, which CompiledModel::allow_in_place reads.
+  const std::vector<const loop::Kernel*> mapped = fresh->compiled().program_kernels();
+  ASSERT_EQ(cached->kernels.size(), mapped.size());
+  for (size_t k = 0; k < mapped.size(); ++k) {
+    EXPECT_EQ(loop::print(cached->kernels[k]), loop::print(*mapped[k])) << "kernel " << k;
+  }
   const CudaCompiled& expected = *fresh->compiled().cuda;
   EXPECT_EQ(cached->cuda->source, expected.source);
   EXPECT_EQ(cached->cuda->cubin, expected.cubin);
@@ -227,7 +233,7 @@ TEST(CudaLaunches, ReadBackAsWrittenAndRefuseDamage) {
                {runtime::CudaLaunchArg::Kind::buffer, 2, 0, 0},
                {runtime::CudaLaunchArg::Kind::buffer, 3, 4096, 0}};
   *gemm.gemm = {runtime::CudaGemm::Type::f64, 64, 32, 16, 16, 32, 32, true, false, true,
-                12, 1024, 0, 2048};
+                true, 12, 1024, 0, 2048};
   const runtime::CudaKernelLaunches launches = {{plain, gemm}, {}, {plain}};
   const std::string bytes = runtime::serialize_launches(launches);
   Expected<runtime::CudaKernelLaunches> back = runtime::deserialize_launches(bytes);
@@ -240,6 +246,7 @@ TEST(CudaLaunches, ReadBackAsWrittenAndRefuseDamage) {
   ASSERT_TRUE(g.gemm);
   EXPECT_EQ(g.gemm->type, runtime::CudaGemm::Type::f64);
   EXPECT_TRUE(g.gemm->transpose_a && !g.gemm->transpose_b && g.gemm->accumulate);
+  EXPECT_TRUE(g.gemm->tf32);
   EXPECT_EQ(g.gemm->batch, 12);
   EXPECT_EQ(g.gemm->stride_c, 2048);
   EXPECT_EQ(g.args[2].byte_offset, 4096);

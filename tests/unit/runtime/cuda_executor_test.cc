@@ -615,6 +615,7 @@ struct FakeLayout {
 };
 struct FakeDesc {
   cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 std::deque<FakeLayout> fake_layouts;
 std::deque<FakeDesc> fake_descs;
@@ -631,8 +632,9 @@ cublasStatus_t lt_create(cublasLtHandle_t* handle) {
 }
 size_t lt_version() { return 130002; }
 const char* lt_name(cublasStatus_t) { return "CUBLAS_STATUS_NOT_SUPPORTED"; }
-cublasStatus_t lt_desc_create(cublasLtMatmulDesc_t* desc, cublasComputeType_t, cudaDataType_t) {
-  fake_descs.emplace_back();
+cublasStatus_t lt_desc_create(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,
+                              cudaDataType_t) {
+  fake_descs.emplace_back().compute = compute;
   *desc = reinterpret_cast<cublasLtMatmulDesc_t>(&fake_descs.back());
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -771,13 +773,14 @@ std::shared_ptr<const Program> gemm_program() {
   return program;
 }
 
-CudaKernelLaunches gemm_launches(bool ta, bool tb) {
+CudaKernelLaunches gemm_launches(bool ta, bool tb, bool tf32 = false) {
   using Arg = CudaLaunchArg;
   CudaKernelLaunches launches(1);
   for (const bool accumulate : {false, true}) {
     const CudaGemm gemm{.type = CudaGemm::Type::f32, .m = kM, .n = kN, .k = kK,
                         .lda = ta ? kM : kK, .ldb = tb ? kK : kN, .ldc = kN,
-                        .transpose_a = ta, .transpose_b = tb, .accumulate = accumulate};
+                        .transpose_a = ta, .transpose_b = tb, .accumulate = accumulate,
+                        .tf32 = tf32};
     CudaLaunch launch{.function = "kiln_gemm_f32", .grid = {1, 1, 1}, .block = {16, 16, 1},
                       .args = {{Arg::Kind::buffer, 0, 0, 0}, {Arg::Kind::buffer, 1, 0, 0},
                                {Arg::Kind::buffer, 2, 0, 0}},
@@ -844,6 +847,22 @@ TEST_F(CudaExecutorTest, GemmsRunThroughCublasLtAsColumnMajorTransposes) {
   }
 }
 
+// --precision tf32's f32 products ask cuBLASLt for TF32 tensor cores, the others for exact f32.
+TEST_F(CudaExecutorTest, Tf32GemmsComputeInTf32AndOthersInF32) {
+  state_.kernels["kiln_gemm_f32"] = {template_gemm, 15};
+  state_.free_bytes = size_t{1} << 30;
+  const CublasLt lt = stand_in_cublaslt();
+  for (const bool tf32 : {false, true}) {
+    const size_t before = fake_descs.size();
+    Expected<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+        gemm_program(), "cubin", gemm_launches(false, false, tf32), 0, &driver_, &lt);
+    ASSERT_TRUE(executor) << executor.status().message();
+    ASSERT_EQ(fake_descs.size(), before + 2) << "one descriptor per gemm";
+    for (size_t d = before; d < fake_descs.size(); ++d) {
+      EXPECT_EQ(fake_descs[d].compute, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+    }
+  }
+}
 
 TEST_F(CudaExecutorTest, AStridedBatchOfGemmsIsOneLaunchEitherWay) {
   // Three products C_i = A_i B of 2 x 3 by 3 x 2: A's matrices 6 elements apart, B shared
