@@ -94,7 +94,8 @@ struct CompileOptions {
   bool deterministic = false;
   // The precision the graph computes in (passes/precision.h): fp32 as it is written; bf16 and
   // fp16 cast contractions down and sums, normalizations and losses up, by each op's policy;
-  // tf32 leaves the dtypes, and computes as fp32 until the GPU's library calls take it.
+  // tf32 leaves the dtypes; on a GPU its f32 gemms run in TF32 (runtime/cuda_launch.h:
+  // CudaGemm::tf32), on the CPU as fp32.
   Precision precision = Precision::fp32;
   codegen::cpu::CpuCompileOptions cpu;
   codegen::cuda::NvrtcOptions cuda;

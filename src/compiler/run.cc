@@ -37,6 +37,20 @@ double kernel_tolerance(const KernelRecord& record) {
   return tolerance;
 }
 
+// A product in TF32 (--precision tf32 on the GPU) rounds its f32 operands to 10-bit mantissas,
+// 2^-11 relative where f32 keeps 2^-24: its kernel's outputs are judged as bf16's are, scaled
+// by the ratio of the two roundings (bf16's 2^-8 to TF32's 2^-11), with the same margin.
+constexpr double kTf32Tolerance = 2e-3;
+
+bool computes_in_tf32(const CompiledGraph& compiled, const KernelRecord& record) {
+  if (!compiled.cuda) return false;
+  for (const runtime::CudaLaunch& launch :
+       compiled.cuda->launches.at(static_cast<size_t>(record.program_kernel))) {
+    if (launch.gemm && launch.gemm->tf32) return true;
+  }
+  return false;
+}
+
 // The relative size of the perturbation of a kernel's floating inputs and of each node's
 // results that measures how sensitive each output element is to rounding: 2^-16, the backward
 // error of an f32 sum of a few hundred terms in the worst case (each term perturbed by at most k
@@ -189,7 +203,8 @@ Expected<CheckReport> check_compiled(const Graph& graph, const CompiledGraph& co
       actual.push_back(decode_array(record.outputs[o]->type(),
                                     static_cast<const std::byte*>(buffers[record.inputs.size() + o])));
     }
-    const double tolerance = kernel_tolerance(record);
+    const double tolerance = std::max(kernel_tolerance(record),
+                                      computes_in_tf32(compiled, record) ? kTf32Tolerance : 0.0);
     const auto judge = [&](const Slack* slack) {
       KernelCheck check{.step = step,
                         .label = compiled.program->steps[static_cast<size_t>(step)].label};

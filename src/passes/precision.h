@@ -37,8 +37,9 @@
 // is idempotent, and a graph traced under autocast gains at most the f32 of its sums.
 //
 // fp32 changes nothing. tf32 changes no dtype either: it is the precision of f32 contractions
-// on a GPU's tensor cores, a choice of the library call (loop/stmt.h), not of the graph; no
-// library call takes it yet, so it computes as fp32.
+// on a GPU's tensor cores, a choice of the library call, not of the graph: the CUDA code
+// generator marks the f32 gemms of a tf32 compilation (runtime/cuda_launch.h: CudaGemm::tf32),
+// and the CPU computes them as fp32.
 #pragma once
 
 #include <functional>

@@ -285,8 +285,9 @@ void add_device_flag(CLI::App* command, CompileFlags& flags) {
                    "operands and accumulate in f32, convolutions stay f32 for now; sums, softmax, "
                    "normalizations, exp, log and losses compute in f32; elementwise ops follow "
                    "their operands; inputs, outputs, parameters and optimizer state keep their "
-                   "dtypes); tf32 (f32 dtypes, for a GPU's tensor cores: computes as fp32 until "
-                   "Kiln's GPU gemms take it)")
+                   "dtypes); tf32 (f32 dtypes; on a GPU, f32 matmuls run on tensor cores in TF32 "
+                   "through cuBLASLt, as torch.backends.cuda.matmul.allow_tf32; on the CPU as "
+                   "fp32)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
 }
