@@ -131,7 +131,7 @@ struct CompiledGraph {
   fusion::Partition partition;        // the groups and why
   std::vector<KernelRecord> records;  // per group that computes something
   std::shared_ptr<const runtime::Program> program;
-  std::vector<int> step_kernel_record;    // per program step: its record, or -1 for a copy
+  std::vector<int> step_kernel_record;    // per step: its record, or -1 (copy, collective)
   codegen::cpu::CompiledKernels kernels;  // program kernel k is kernels.function(k) (CPU)
   std::optional<CudaCompiled> cuda;       // for a CUDA device, instead of `kernels`
   CompileStats stats;

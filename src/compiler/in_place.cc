@@ -86,11 +86,12 @@ struct StepUse {
   bool reads = false, writes = false;
 };
 
-// Whether step `s` reads and writes program buffer `buffer`.
+// Whether step `s` reads and writes program buffer `buffer`: a copy or a collective reads its
+// source and writes its destination, a kernel what its loop IR says.
 StepUse step_use(const Program& program, std::span<const loop::Kernel* const> kernels, size_t s,
                  int buffer) {
   const Step& step = program.steps[s];
-  if (step.kind == Step::Kind::copy) {
+  if (step.kind != Step::Kind::kernel) {
     return {.reads = step.buffers[0] == buffer, .writes = step.buffers[1] == buffer};
   }
   const loop::Kernel& kernel = *kernels[static_cast<size_t>(step.kernel)];
@@ -251,7 +252,7 @@ Status check_in_place(const Program& program, std::span<const loop::Kernel* cons
   std::optional<size_t> writer;
   for (size_t s = 0; s < program.steps.size(); ++s) {
     if (!step_use(program, kernels, s, *out).writes) continue;
-    if (writer || program.steps[s].kind == Step::Kind::copy) {
+    if (writer || program.steps[s].kind != Step::Kind::kernel) {
       return Status::error("the output is not written by one kernel");
     }
     writer = s;

@@ -4,8 +4,9 @@
 //
 // Output o may take input i's memory when no step can read an element of input i after an
 // element of output o was written there:
-//  - one kernel step, W, writes output o (a copy step never does: an output that is an input,
-//    a constant or another output stays apart), and it is of input i's size;
+//  - one kernel step, W, writes output o (a copy or collective step never does: an output that
+//    is an input, a constant or another output, or a collective's result, stays apart), and it
+//    is of input i's size;
 //  - every other step that reads input i runs before W;
 //  - within W, when W reads input i: the statements before the first one that touches output o
 //    may read input i at will, the later ones must not touch it, and in that first statement, a

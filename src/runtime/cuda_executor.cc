@@ -595,6 +595,7 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(std::shared_ptr<con
                                                              int ordinal, const CudaDriver* driver,
                                                              const CublasLt* lt) {
   KILN_RETURN_IF_ERROR(check_program(*program, launches.size()));
+  KILN_RETURN_IF_ERROR(refuse_collectives(*program, "collectives on the GPU need NCCL (not yet)"));
   Expected<const CublasLt*> library = lt;
   if (driver == nullptr) {
     KILN_ASSIGN_OR_RETURN(driver, load_cuda_driver());

@@ -293,6 +293,13 @@ void register_layout_lowerings(LoweringTable& table) {
   table.define(Op::one_hot, &lower_one_hot);
   table.define(Op::iota, &lower_iota);
   table.define(Op::fill, &lower_fill);
+  // Collectives have no element: each runs as a program step of its own (ir/op.h: collective).
+  for (const Op collective : {Op::all_reduce, Op::broadcast}) {
+    table.define(collective, [](const ComputeArgs&) -> Expected<Expr> {
+      return Status::error(ErrorCode::unsupported,
+                           "a collective runs as a program step of its own, not in a kernel");
+    });
+  }
 }
 
 }  // namespace kiln::loop::lowering
