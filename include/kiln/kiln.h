@@ -75,10 +75,12 @@ class CompiledModel {
   Expected<std::vector<Array>> run(std::span<const Array> inputs,
                                    runtime::Profile* profile = nullptr);
   // One pointer per graph input and output, each to its tensor's bytes. With `io_on_device`,
-  // a GPU run reuses the inputs an earlier run copied and leaves its outputs on the device
-  // (runtime/executor.h: RunHooks).
+  // a GPU run reuses the inputs an earlier run copied and leaves its outputs on the device;
+  // `arena`, on the CPU, is the caller's memory for the intermediates (runtime/executor.h:
+  // RunHooks).
   Status run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
-                 runtime::Profile* profile = nullptr, bool io_on_device = false);
+                 runtime::Profile* profile = nullptr, bool io_on_device = false,
+                 void* arena = nullptr);
   // Whether it was compiled for the GPU (CompileOptions::device).
   bool on_gpu() const { return compiled_->cuda.has_value(); }
   // A GPU model's run on the caller's device memory, in order with the caller's CUstream,

@@ -85,15 +85,18 @@ class KilnGraph(torch.nn.Module):
                    torch.empty(o.shape, dtype=o.dtype, device=self.device)
                    for k, o in enumerate(self.outputs)]
         # On a GPU: in order with PyTorch's work on the current stream, without waiting for the
-        # GPU, and with the intermediates in memory of PyTorch's caching allocator, which
-        # torch.cuda.memory_allocated counts and which is free again for PyTorch between calls
-        # (the caching allocator orders its reuse after the work queued on this stream).
+        # GPU. The intermediates live in memory of PyTorch's allocator, which is free again for
+        # PyTorch between calls: on a GPU always (the caching allocator counts it in
+        # torch.cuda.memory_allocated and orders its reuse after the work queued on this
+        # stream), on the CPU for the backend's graphs (a forward's and a backward's then share
+        # memory, as eager's passes do). The CPU's whole step keeps the graph's own arena, as
+        # glibc would map a multi-GB block afresh at every step and fault it in page by page.
         stream, arena = 0, None
         if self.device.type == "cuda":
             stream = torch.cuda.current_stream(self.device).cuda_stream
-            if self.compiled.arena_bytes > 0:
-                arena = torch.empty(self.compiled.arena_bytes, dtype=torch.uint8,
-                                    device=self.device)
+        if self.compiled.arena_bytes > 0 and (self.device.type == "cuda" or self.vouched):
+            arena = torch.empty(self.compiled.arena_bytes, dtype=torch.uint8,
+                                device=self.device)
         arena_address = 0 if arena is None else arena.data_ptr()
         if self.vouched:
             self.compiled.run_addresses([t.data_ptr() for t in inputs],

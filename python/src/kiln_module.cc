@@ -177,7 +177,7 @@ class CompiledGraphHandle {
         std::vector<void*> out;
         for (const uintptr_t address : inputs) in.push_back(reinterpret_cast<const void*>(address));
         for (const uintptr_t address : outputs) out.push_back(reinterpret_cast<void*>(address));
-        status = model_.run_raw(in, out);
+        status = model_.run_raw(in, out, nullptr, false, reinterpret_cast<void*>(arena));
       }
     }
     if (!status) raise(status);
@@ -297,10 +297,10 @@ NB_MODULE(_kiln, m) {
            "Runs the graph on dense tensors (any DLPack producer) on its device, writing the "
            "outputs in place. On a GPU (tensors on its cuda:N), in order with `stream`, a "
            "CUstream's address (torch.cuda.current_stream().cuda_stream), and without waiting "
-           "for the GPU to finish; `arena`, when not 0, is the device address of arena_bytes "
-           "bytes, 256-byte aligned, for the intermediates (a torch.empty of the caller's, which "
-           "its caching allocator counts and reuses), else the graph's own arena is used. The "
-           "CPU always uses its own.")
+           "for the GPU to finish. `arena`, when not 0, is the address of arena_bytes bytes on "
+           "the graph's device (256-byte aligned on a GPU, 64 on the CPU) for the intermediates: "
+           "a torch.empty of the caller's, which its allocator counts and takes back between "
+           "calls; else the graph's own arena, kept from call to call, is used.")
       .def("run_addresses", &CompiledGraphHandle::run_addresses, nb::arg("inputs"),
            nb::arg("outputs"), nb::arg("stream") = 0, nb::arg("arena") = 0,
            "As run, on the tensors' addresses (tensor.data_ptr()), unchecked but for their "

@@ -161,7 +161,7 @@ Status CompiledModel::check_no_overlap(std::span<const uint64_t> inputs,
 }
 
 Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<void* const> outputs,
-                              runtime::Profile* profile, bool io_on_device) {
+                              runtime::Profile* profile, bool io_on_device, void* arena) {
   if (inputs.size() == program().input_bytes.size() &&
       outputs.size() == program().output_bytes.size()) {
     std::vector<uint64_t> in, out;
@@ -169,7 +169,8 @@ Status CompiledModel::run_raw(std::span<const void* const> inputs, std::span<voi
     for (void* output : outputs) out.push_back(reinterpret_cast<uintptr_t>(output));
     KILN_RETURN_IF_ERROR(check_no_overlap(in, out));
   }
-  return executor_->run(inputs, outputs, {.profile = profile, .io_on_device = io_on_device});
+  return executor_->run(inputs, outputs,
+                        {.profile = profile, .io_on_device = io_on_device, .arena = arena});
 }
 
 Status CompiledModel::run_on_stream(std::span<const uint64_t> inputs,

@@ -140,11 +140,8 @@ Expected<Executor> Executor::create(std::shared_ptr<const Program> program,
   const int64_t arena_bytes = program->arena_bytes;
   const int64_t state_bytes = program->state_bytes;
   Executor executor(std::move(program), std::move(kernels));
-  if (arena_bytes > 0) {
-    KILN_ASSIGN_OR_RETURN(std::byte * memory, allocate_aligned(arena_bytes, "arena"));
-    executor.arena_.reset(memory, FreeAligned());
-    executor.arena_capacity_ = round_up(arena_bytes);
-  }
+  executor.arena_ = std::make_shared<OwnArena>();
+  executor.arena_->capacity = round_up(arena_bytes);
   if (state_bytes > 0) {
     // Zeroed: a kernel finds its state empty on the first run (codegen/cpu/prelude.h).
     KILN_ASSIGN_OR_RETURN(std::byte * memory, allocate_aligned(state_bytes, "state"));
@@ -157,19 +154,34 @@ Expected<Executor> Executor::create(std::shared_ptr<const Program> program,
 void Executor::share_arena(ProgramExecutor& other_executor) {
   auto* other = dynamic_cast<Executor*>(&other_executor);
   if (other == nullptr) return;
-  if (arena_capacity_ >= other->arena_capacity_) {
+  // The larger one serves both; each run asks for its memory then.
+  if (arena_->capacity >= other->arena_->capacity) {
     other->arena_ = arena_;
-    other->arena_capacity_ = arena_capacity_;
   } else {
     arena_ = other->arena_;
-    arena_capacity_ = other->arena_capacity_;
   }
+}
+
+Expected<std::byte*> Executor::own_arena() {
+  if (arena_->memory == nullptr && arena_->capacity > 0) {
+    KILN_ASSIGN_OR_RETURN(std::byte * memory, allocate_aligned(arena_->capacity, "arena"));
+    arena_->memory.reset(memory);
+  }
+  return arena_->memory.get();
 }
 
 Status Executor::run(std::span<const void* const> inputs, std::span<void* const> outputs,
                      const RunHooks& hooks) {
   const Program& program = *program_;
   KILN_RETURN_IF_ERROR(check_run_arguments(program, inputs.size(), outputs.size()));
+  std::byte* arena = static_cast<std::byte*>(hooks.arena);
+  if (arena != nullptr && reinterpret_cast<uintptr_t>(arena) % kArenaAlignment != 0) {
+    return Status::errorf("the arena given at {} is not {}-byte aligned",
+                          static_cast<const void*>(arena), kArenaAlignment);
+  }
+  if (arena == nullptr) {
+    KILN_ASSIGN_OR_RETURN(arena, own_arena());
+  }
   std::vector<void*> addresses(program.buffers.size());
   for (size_t i = 0; i < program.buffers.size(); ++i) {
     const BufferSlot& slot = program.buffers[i];
@@ -183,7 +195,7 @@ Status Executor::run(std::span<const void* const> inputs, std::span<void* const>
         // Likewise read only.
         addresses[i] = const_cast<std::byte*>(program.constants.data()) + slot.offset;
         break;
-      case Storage::arena: addresses[i] = arena_.get() + slot.offset; break;
+      case Storage::arena: addresses[i] = arena + slot.offset; break;
       case Storage::state: addresses[i] = state_.get() + slot.offset; break;
     }
   }

@@ -52,6 +52,10 @@ struct RunHooks {
   // the program alone, as a training loop that keeps its state on the GPU runs it. The CPU's
   // executor reads and writes the caller's memory itself, and has nothing to skip.
   bool io_on_device = false;
+  // The CPU's executor: the caller's memory for this run's intermediates, the program's
+  // arena_bytes at kArenaAlignment (a framework's allocator gives it, and takes it back between
+  // runs), instead of the executor's own arena, made when a run first needs it.
+  void* arena = nullptr;
 };
 
 // What runs a Program's steps: this CPU's kernels (Executor, below) or a GPU's
@@ -99,10 +103,17 @@ class Executor final : public ProgramExecutor {
   Executor(std::shared_ptr<const Program> program, std::vector<KernelFunction> kernels);
   static Expected<std::byte*> allocate_aligned(int64_t bytes, std::string_view what);
 
+  // The executor's own arena, shared with another executor by share_arena: its size (at least
+  // the program's arena_bytes), and its memory once a run without the caller's needed it.
+  struct OwnArena {
+    int64_t capacity = 0;
+    std::unique_ptr<std::byte, FreeAligned> memory;
+  };
+  Expected<std::byte*> own_arena();
+
   std::shared_ptr<const Program> program_;
   std::vector<KernelFunction> kernels_;
-  std::shared_ptr<std::byte> arena_;  // freed with FreeAligned
-  int64_t arena_capacity_ = 0;        // bytes, at least the program's arena_bytes
+  std::shared_ptr<OwnArena> arena_;
   std::unique_ptr<std::byte, FreeAligned> state_;  // the program's state_bytes, this one's own
 };
 

@@ -113,18 +113,18 @@ def test_a_graph_says_how_much_arena_a_run_needs():
     torch.testing.assert_close(out, x @ a @ a)
 
 
-@needs_gpu
-def test_a_gpu_graph_keeps_its_intermediates_in_the_arena_it_is_given():
-    # The backend's arena: a tensor of PyTorch's caching allocator, counted by
-    # torch.cuda.memory_allocated; the run writes x @ a there.
-    graph = _kiln.compile_aten_graph(CHAIN, device="cuda")
-    x, a = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
-    out = torch.empty(4, 4, device="cuda")
-    arena = torch.full((graph.arena_bytes,), 255, dtype=torch.uint8, device="cuda")
-    stream = torch.cuda.current_stream().cuda_stream
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_gpu)])
+def test_a_graph_keeps_its_intermediates_in_the_arena_it_is_given(device):
+    # The backend's arena: a tensor of PyTorch's allocator (on a GPU, counted by
+    # torch.cuda.memory_allocated); the run writes x @ a there.
+    graph = _kiln.compile_aten_graph(CHAIN, device=device)
+    x, a = torch.randn(4, 4, device=device), torch.randn(4, 4, device=device)
+    out = torch.empty(4, 4, device=device)
+    arena = torch.full((graph.arena_bytes,), 255, dtype=torch.uint8, device=device)
+    stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
     graph.run_addresses([x.data_ptr(), a.data_ptr()], [out.data_ptr()], stream, arena.data_ptr())
     torch.testing.assert_close(out, x @ a @ a)
     assert (arena != 255).any(), "the intermediate was written into the given arena"
-    with pytest.raises(ValueError, match="256-byte aligned"):
+    with pytest.raises(kiln.InvalidInputError, match="-byte aligned"):
         graph.run_addresses([x.data_ptr(), a.data_ptr()], [out.data_ptr()], stream,
                             arena.data_ptr() + 4)

@@ -4,7 +4,10 @@
 // validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -311,6 +314,39 @@ TEST(Executor, ProfileHasOneTimePerStep) {
   for (int run = 0; run < 3; ++run) ASSERT_TRUE(model->run(inputs, &profile));
   EXPECT_EQ(profile.runs, 3);
   EXPECT_EQ(profile.step_seconds.size(), 2u);
+}
+
+// A run on the caller's arena (a framework's allocator's memory, RunHooks::arena) keeps its
+// intermediates there and computes what a run on the executor's own arena computes; one off the
+// alignment is refused.
+TEST(Executor, RunsInTheArenaItIsGiven) {
+  const Graph graph = parse(R"(
+    graph @g(%x: f32[64]) {
+      %a = exp(%x) : f32[64]
+      %b = neg(%a) : f32[64]
+      return %b
+    })");
+  Expected<CompiledModel> model = Compiler(unfused()).compile(graph.clone());
+  ASSERT_TRUE(model) << model.status().message();
+  ASSERT_GE(model->program().arena_bytes, 64 * 4) << "exp's result lies in the arena";
+  std::vector<float> x(64), own(64), given(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) / 64;
+  const void* inputs[] = {x.data()};
+  void* on_own[] = {own.data()};
+  void* on_given[] = {given.data()};
+  ASSERT_TRUE(model->run_raw(inputs, on_own));
+  const auto bytes = static_cast<size_t>(model->program().arena_bytes);
+  auto* arena = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
+  std::memset(arena, 0xff, bytes);
+  ASSERT_TRUE(model->run_raw(inputs, on_given, nullptr, false, arena));
+  EXPECT_EQ(own, given);
+  EXPECT_NE(std::count(arena, arena + bytes, std::byte{0xff}), static_cast<ptrdiff_t>(bytes))
+      << "exp's result was written into the given arena";
+  const Status misaligned = model->run_raw(inputs, on_given, nullptr, false, arena + 4);
+  ASSERT_FALSE(misaligned);
+  EXPECT_NE(misaligned.message().find("64-byte aligned"), std::string::npos)
+      << misaligned.message();
+  std::free(arena);
 }
 
 }  // namespace
