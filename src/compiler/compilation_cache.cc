@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <charconv>
 #include <filesystem>
 #include <mutex>
 
@@ -53,25 +52,6 @@ int64_t constant_elements(const Graph& graph) {
 
 std::filesystem::path entry_path(const std::string& key) {
   return kiln_cache_root() / "compilations" / (key + ".bin");
-}
-
-// "<size>\n<bytes>", so that any bytes may follow one another.
-void append_part(std::string& entry, std::string_view part) {
-  entry += fmt::format("{}\n", part.size());
-  entry.append(part);
-}
-
-std::optional<std::string_view> next_part(std::string_view& rest) {
-  const size_t newline = rest.find('\n');
-  if (newline == std::string_view::npos) return std::nullopt;
-  size_t size = 0;
-  const auto [end, error] = std::from_chars(rest.data(), rest.data() + newline, size);
-  if (error != std::errc() || end != rest.data() + newline || size > rest.size() - newline - 1) {
-    return std::nullopt;
-  }
-  std::string_view part = rest.substr(newline + 1, size);
-  rest.remove_prefix(newline + 1 + size);
-  return part;
 }
 
 // The loop IR of every program kernel of a CPU compilation, in order: program kernel k is the

@@ -198,18 +198,6 @@ std::set<std::string, std::less<>> reduction_vars(const Stmt& body) {
   return finder.vars;
 }
 
-bool contains_loop(const Stmt& s) {
-  class Finder : public IRVisitor {
-   public:
-    bool found = false;
-
-   protected:
-    void visit_for(const For&) override { found = true; }
-  } finder;
-  finder.visit(s);
-  return finder.found;
-}
-
 // Whether the prelude gives `intrinsic` a vector body when the target has vector math: every
 // math call but pow (exp, log, erf, tanh, sin and cos are declared SIMD, sigmoid calls exp).
 // A call without one would only keep the loop scalar, not change its result.

@@ -498,6 +498,18 @@ bool contains_reduce(const Stmt& stmt) {
   return finder.found;
 }
 
+bool contains_loop(const Stmt& stmt) {
+  class Finder : public IRVisitor {
+   public:
+    bool found = false;
+
+   protected:
+    void visit_for(const For&) override { found = true; }
+  } finder;
+  finder.visit(stmt);
+  return finder.found;
+}
+
 bool all_statements_known(const Stmt& stmt) {
   switch (stmt.kind()) {
     case StmtKind::store:

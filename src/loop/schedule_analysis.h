@@ -56,9 +56,10 @@ std::optional<int64_t> stride_of(const Expr& index, std::string_view var);
 // several), or null.
 const For* find_loop(const Stmt& stmt, std::string_view var);
 
-// Whether `e` (or `stmt`) holds a reduction.
+// Whether `e` (or `stmt`) holds a reduction; whether `stmt` holds a loop.
 bool contains_reduce(const Expr& e);
 bool contains_reduce(const Stmt& stmt);
+bool contains_loop(const Stmt& stmt);
 
 // Whether every statement in `stmt` is of a kind this analysis knows (for, store, let_stmt,
 // allocate, if_then_else, block); others are opaque to scheduling.

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <set>
 #include <sstream>
 
@@ -348,18 +347,6 @@ bool reads_memory_for_addresses(const Stmt& body) {
   return finder.found;
 }
 
-bool contains_loop(const Stmt& body) {
-  class Finder : public IRVisitor {
-   public:
-    bool found = false;
-
-   protected:
-    void visit_for(const For&) override { found = true; }
-  } finder;
-  finder.visit(body);
-  return finder.found;
-}
-
 // --- The cache's text ----------------------------------------------------------------------
 
 constexpr std::string_view kEntryTag = "kiln-schedule 1\n";
@@ -373,24 +360,6 @@ std::string file_hash(std::initializer_list<std::string_view> parts) {
     hash *= 1099511628211ull;
   }
   return fmt::format("{:016x}", hash);
-}
-
-void append_part(std::string& entry, std::string_view part) {
-  entry += fmt::format("{}\n", part.size());
-  entry.append(part);
-}
-
-std::optional<std::string_view> next_part(std::string_view& rest) {
-  const size_t newline = rest.find('\n');
-  if (newline == std::string_view::npos) return std::nullopt;
-  size_t size = 0;
-  const auto [end, error] = std::from_chars(rest.data(), rest.data() + newline, size);
-  if (error != std::errc() || end != rest.data() + newline || size > rest.size() - newline - 1) {
-    return std::nullopt;
-  }
-  std::string_view part = rest.substr(newline + 1, size);
-  rest.remove_prefix(newline + 1 + size);
-  return part;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -106,6 +107,24 @@ std::filesystem::path kiln_cache_root() {
   if (std::filesystem::path root = env("KILN_CACHE_DIR"); !root.empty()) return root;
   if (std::filesystem::path xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return xdg / "kiln";
   return env("HOME") / ".cache" / "kiln";
+}
+
+void append_part(std::string& entry, std::string_view part) {
+  entry += fmt::format("{}\n", part.size());
+  entry.append(part);
+}
+
+std::optional<std::string_view> next_part(std::string_view& rest) {
+  const size_t newline = rest.find('\n');
+  if (newline == std::string_view::npos) return std::nullopt;
+  size_t size = 0;
+  const auto [end, error] = std::from_chars(rest.data(), rest.data() + newline, size);
+  if (error != std::errc() || end != rest.data() + newline || size > rest.size() - newline - 1) {
+    return std::nullopt;
+  }
+  std::string_view part = rest.substr(newline + 1, size);
+  rest.remove_prefix(newline + 1 + size);
+  return part;
 }
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,12 @@ int prune_least_recently_used(const std::filesystem::path& folder, int64_t max_b
 // Marks `path` as used now (its modification time), for prune_least_recently_used; a file
 // that cannot be touched is left as it is.
 void touch(const std::filesystem::path& path);
+
+// A cache entry's parts: each as "<size>\n<bytes>", so that any bytes may follow one another.
+// append_part adds one to `entry`; next_part takes the next from the front of `rest`, nullopt
+// when none is left or what is left is damaged.
+void append_part(std::string& entry, std::string_view part);
+std::optional<std::string_view> next_part(std::string_view& rest);
 
 // Where Kiln keeps caches (compiled kernels, device profiles): $KILN_CACHE_DIR, else
 // $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln. Empty variables count as unset.
