@@ -131,11 +131,13 @@ class PrecisionRewriter {
     return node->output();
   }
 
-  // The follow nodes whose results reach only f32 graph outputs and ops that compute in f32,
-  // through follow nodes alike: an optimizer's update of an f32 parameter and its state from a
-  // gradient a low contraction made, a scaling before a softmax. They compute in f32, as the
-  // optimizer runs outside autocast's region: a squared f16 gradient underflows to zero, and
-  // Adam's update divides by its root.
+  // The follow nodes whose results reach only graph outputs of no low dtype (f32, f64, bool,
+  // integers) and ops that compute in f32, through follow nodes alike: an optimizer's update of
+  // an f32 parameter and its state from a gradient a low contraction made, a loss scale's
+  // unscaling and its overflow test (whose verdict may keep an f64 step count), a scaling
+  // before a softmax. They compute in f32, as the optimizer runs outside autocast's region: a
+  // squared f16 gradient underflows to zero, Adam's update divides by its root, and a loss
+  // scale of 65536 is infinite in f16.
   void find_f32_demand() {
     const std::span<Node* const> nodes = source_.nodes();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
@@ -145,7 +147,7 @@ class PrecisionRewriter {
       for (const Value* output : node.outputs()) {
         if (source_.is_output(output)) {
           used = true;
-          only_f32 = only_f32 && output->dtype() == DType::f32;
+          only_f32 = only_f32 && !is_low_precision(output->dtype());
         }
         for (const Node* user : output->users()) {
           used = true;

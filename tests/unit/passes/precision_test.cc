@@ -137,6 +137,32 @@ TEST(Precision, AnUpdateOfF32StateFromALowGradientComputesInF32) {
   EXPECT_EQ(dtype_of(graph, "scaled"), DType::f32) << text;
 }
 
+// fp16's loss scaling in a whole step: the gradient unscaled by a scale of 65536 (infinite in
+// f16), tested for overflow, and the verdict keeping an f64 step count. An output of f64 (or of
+// any dtype but a low one) demands f32 as an f32 one does: the unscaling divides in f32.
+TEST(Precision, AnUnscalingWhoseVerdictReachesAnF64OutputComputesInF32) {
+  Graph graph = parse(R"(graph @g(%x: f32[4,8], %dy: f32[4,16], %scale: f32[], %m: f32[8,16],
+                                  %count: f64[]) {
+  %grad = matmul(%x, %dy) {transpose_a = true} : f32[8,16]
+  %unscaled = div(%grad, %scale) : f32[8,16]
+  %m.next = add(%m, %unscaled) : f32[8,16]
+  %magnitude = abs(%unscaled) : f32[8,16]
+  %largest = reduce_max(%magnitude) {axes = [0, 1]} : f32[]
+  %inf = constant() {value = tensor<f32[]>[inf]} : f32[]
+  %finite = less(%largest, %inf) : bool[]
+  %one = constant() {value = tensor<f64[]>[1.0]} : f64[]
+  %taken = add(%count, %one) : f64[]
+  %count.next = where(%finite, %taken, %count) : f64[]
+  return %m.next, %count.next
+})");
+  ASSERT_TRUE(apply_precision(graph, Precision::fp16));
+  const std::string text = print_graph(graph);
+  EXPECT_EQ(dtype_of(graph, "grad"), DType::f16) << text;
+  EXPECT_EQ(dtype_of(graph, "unscaled"), DType::f32) << text;
+  EXPECT_EQ(dtype_of(graph, "magnitude"), DType::f32) << text;
+  EXPECT_EQ(text.find("%scale.f16"), std::string::npos) << "the scale is never rounded to f16";
+}
+
 TEST(Precision, NamesParseAndUnknownOnesAreRefused) {
   for (Precision precision : kAllPrecisions) {
     Expected<Precision> parsed = parse_precision(precision_name(precision));
