@@ -237,7 +237,8 @@ class Evaluator {
   }
 
   // The sum of loop/stmt.h's definition, over channels and then taps in increasing order, then
-  // the bias and the relu, every operation rounded to f32.
+  // the bias and the relu, every operation rounded to the accumulation dtype (f32) and the
+  // result to y's.
   Status exec_conv(const LibraryCall& c) {
     const ConvGeometry& geo = c.conv();
     KILN_ASSIGN_OR_RETURN(std::vector<double> * x, storage(c.x().buffer));
@@ -293,8 +294,8 @@ class Evaluator {
                   x_base + (n * in_positions + x_position) * geo.channels + g * cg + ch)];
               const double wv = (*w)[static_cast<size_t>((o * cg + ch) * taps + t)];
               acc = apply_binary(BinaryOp::add, dtype, acc,
-                                 apply_binary(BinaryOp::mul, dtype, round_to_dtype(xv, dtype),
-                                              round_to_dtype(wv, dtype)));
+                                 apply_binary(BinaryOp::mul, dtype, round_to_dtype(xv, c.dtypes.a),
+                                              round_to_dtype(wv, c.dtypes.b)));
             }
           }
           if (bias != nullptr) {
@@ -303,7 +304,7 @@ class Evaluator {
           }
           if (c.applies(EpilogueKind::relu) && !(std::get<double>(acc) > 0)) acc = 0.0;
           (*y)[static_cast<size_t>(y_base + (n * out_positions + p) * geo.out_channels + o)] =
-              std::get<double>(acc);
+              round_to_dtype(std::get<double>(acc), c.dtypes.out);
         }
       }
     }

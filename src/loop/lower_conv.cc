@@ -89,11 +89,14 @@ bool batches_columns(const ConvShape& s, DType dtype) {
 }
 
 // Whether a conv runs one gemm per tap over its padded input (the header's third form): 1-D,
-// stride 1, more than one tap, enough channels per group for each tap's gemm to run well, and
-// not batched (one gemm per image and group).
+// stride 1, more than one tap, enough channels per group for each tap's gemm to run well, not
+// batched (one gemm per image and group), and of a dtype that accumulates in itself: the taps'
+// gemms add into y, which would round a bf16 or f16 sum once per tap.
 bool gemms_per_tap(const Node& node, const ConvShape& s, bool batched) {
+  const DType dtype = node.output(0)->dtype();
   return node.op() == Op::conv && !batched && s.spatial == 1 && s.taps > 1 &&
-         s.params.strides[0] == 1 && s.cg >= kTapGemmsFromChannels;
+         s.params.strides[0] == 1 && s.cg >= kTapGemmsFromChannels &&
+         accumulation_dtype(dtype) == dtype;
 }
 
 class ConvLowerer {
@@ -113,7 +116,11 @@ class ConvLowerer {
       const Buffer wt = Buffer::local(names_.fresh("wt"), dtype, s_.w.num_elements());
       return allocate(wt, block({weights_by_tap(in1, wt), conv_by_taps(in0, wt, out)}));
     }
-    col_ = Buffer::local(names_.fresh("col"), dtype,
+    // A data gradient's columns are its gemm's sums, which col2im adds up further: in bf16
+    // and f16 they stay f32 (the header).
+    const DType col_dtype =
+        node_.op() == Op::conv_grad_data ? accumulation_dtype(dtype) : dtype;
+    col_ = Buffer::local(names_.fresh("col"), col_dtype,
                          std::max<int64_t>(s_.col_rows() * col_length(), 1));
     if (batched_) {
       // The batch's output (conv) or output gradient (the other two) as [Og, N*Y].
@@ -275,14 +282,21 @@ class ConvLowerer {
   //   for (c) { for (x...) dx[..., c, x] = 0
   //             for each tap t: for (q in the ranges of t) dx[..., c, q*s - p + t*d] += col[(c, t), q] }
   //
+  // In bf16 and f16 the taps add into an f32 plane, which is then rounded into dx's.
+  //
   // Image n's columns as for im2col.
   Stmt col2im(const Buffer& dx, const Expr& n, const Expr& g) {
     const std::vector<int64_t> taps = s_.w_spatial(), outs = s_.y_spatial(), xs = s_.x_spatial();
     const size_t spatial = taps.size();
+    const DType wide = accumulation_dtype(dx.dtype());
     return loop_nest(names_, {s_.cg}, [&](const std::vector<Expr>& c) {
-      const Expr plane = x_block(n, g) + c[0] * s_.inputs;
+      const Expr dx_plane = x_block(n, g) + c[0] * s_.inputs;
+      // The plane the taps add into: dx's own, or one of f32 for bf16 and f16.
+      const bool widened = wide != dx.dtype();
+      const Buffer sum = widened ? Buffer::local(names_.fresh("sum"), wide, s_.inputs) : dx;
+      const Expr plane = widened ? Expr(0) : dx_plane;
       std::vector<Stmt> parts = {loop_nest(names_, xs, [&](const std::vector<Expr>& x) {
-        return store(dx, plane + flat(x, xs), make_zero(dx.dtype()));
+        return store(sum, plane + flat(x, xs), make_zero(wide));
       })};
       std::vector<int64_t> tap(spatial, 0);
       for (int64_t t = 0; t < s_.taps; ++t) {
@@ -306,14 +320,18 @@ class ConvLowerer {
         }
         const Expr at = plane + flat(position, xs);
         const Expr row = c[0] * s_.taps + t;
-        Stmt add = store(dx, at,
-                         load(dx, at) + load(col_, row * col_length() + col_offset(n) + flat(q, outs)));
+        const Expr term = load(col_, row * col_length() + col_offset(n) + flat(q, outs));
+        Stmt add = store(sum, at, load(sum, at) + lowering::narrow_to(wide, term));
         for (size_t d = spatial; d-- > 0;) {
           add = for_loop(vars[d], ranges[d].first, ranges[d].second - ranges[d].first, add);
         }
         parts.push_back(add);
       }
-      return block(std::move(parts));
+      if (!widened) return block(std::move(parts));
+      parts.push_back(loop_nest(names_, {s_.inputs}, [&](const std::vector<Expr>& i) {
+        return store(dx, dx_plane + i[0], lowering::narrow_to(dx.dtype(), load(sum, i[0])));
+      }));
+      return allocate(sum, block(std::move(parts)));
     });
   }
 
@@ -399,22 +417,31 @@ class ConvLowerer {
     });
   }
 
-  // dw is zeroed, then every (n, g) adds its product.
+  // dw is zeroed, then every (n, g) adds its product. A bf16 or f16 dw would round its sum
+  // once per image that way, so the products add into an f32 copy of dw instead (gemms of a
+  // 16-bit A and B into an f32 C), which is rounded into dw at the end.
   Stmt grad_weight(const Buffer& x, const Buffer& dy, const Buffer& dw) {
-    const Stmt zero = loop_nest(names_, {s_.w.num_elements()}, [&](const std::vector<Expr>& i) {
-      return store(dw, i[0], make_zero(dw.dtype()));
+    const DType wide = accumulation_dtype(dw.dtype());
+    const int64_t elements = s_.w.num_elements();
+    const Buffer sum = wide == dw.dtype() ? dw : Buffer::local(names_.fresh("sum"), wide, elements);
+    const Stmt zero = loop_nest(names_, {elements}, [&](const std::vector<Expr>& i) {
+      return store(sum, i[0], make_zero(wide));
     });
-    return block({zero, per_image_and_group([&](const Expr& n, const Expr& g) {
-                    return block({im2col(x, n, g),
-                                  gemm({.a = {dy, y_block(n, g), ld(s_.positions)},
-                                        .b = columns(x, n, g),
-                                        .c = {dw, w_block(g), ld(s_.col_rows())},
-                                        .transpose_b = true,
-                                        .m = s_.og,
-                                        .n = s_.col_rows(),
-                                        .k = s_.positions,
-                                        .accumulate = true})});
-                  })});
+    const Stmt products = per_image_and_group([&](const Expr& n, const Expr& g) {
+      return block({im2col(x, n, g), gemm({.a = {dy, y_block(n, g), ld(s_.positions)},
+                                           .b = columns(x, n, g),
+                                           .c = {sum, w_block(g), ld(s_.col_rows())},
+                                           .transpose_b = true,
+                                           .m = s_.og,
+                                           .n = s_.col_rows(),
+                                           .k = s_.positions,
+                                           .accumulate = true})});
+    });
+    if (wide == dw.dtype()) return block({zero, products});
+    const Stmt round = loop_nest(names_, {elements}, [&](const std::vector<Expr>& i) {
+      return store(dw, i[0], lowering::narrow_to(dw.dtype(), load(sum, i[0])));
+    });
+    return allocate(sum, block({zero, products, round}));
   }
 
   // One gemm over the batch (groups == 1), with the images' columns side by side:
@@ -487,8 +514,9 @@ class ConvLowerer {
     return loop_nest(names_, {channels, s_.positions}, [&](const std::vector<Expr>& i) {
       const Expr in_t = (n * channels + i[0]) * s_.positions + i[1];
       const Expr in_matrix = i[0] * col_length() + n * s_.positions + i[1];
-      return into_matrix ? store(matrix, in_matrix, load(t, in_t))
-                         : store(t, in_t, load(matrix, in_matrix));
+      return into_matrix
+                 ? store(matrix, in_matrix, lowering::narrow_to(matrix.dtype(), load(t, in_t)))
+                 : store(t, in_t, lowering::narrow_to(t.dtype(), load(matrix, in_matrix)));
     });
   }
 
@@ -508,7 +536,7 @@ bool lowers_conv_to_gemm(const Node& node) {
   const Op op = node.op();
   const DType dtype = node.output(0)->dtype();
   return (op == Op::conv || op == Op::conv_grad_data || op == Op::conv_grad_weight) &&
-         (dtype == DType::f32 || dtype == DType::f64);
+         (dtype == DType::f32 || dtype == DType::f64 || is_low_precision(dtype));
 }
 
 Stmt conv_as_gemm(const Node& node, const Buffer& in0, const Buffer& in1, const Buffer& out,

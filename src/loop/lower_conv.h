@@ -1,5 +1,5 @@
 // Convolutions as gemm statements (im2col), used by lower_group for conv, conv_grad_data and
-// conv_grad_weight of f32 and f64. Internal to src/loop.
+// conv_grad_weight of f32, f64, and bf16 and f16 (mixed precision's). Internal to src/loop.
 //
 // For each batch element n and group g, the window of every output position is unrolled
 // into a column buffer (im2col) so that the convolution is one matrix product:
@@ -32,6 +32,14 @@
 //
 // so x is copied once per image instead of K times (the column buffer of XML-CNN's width-8
 // convolution was 4.8 MB per image), and the products read it from cache.
+//
+// In bf16 and f16 every gemm reads 16-bit operands and sums in f32 (mixed precision's gemm,
+// loop/stmt.h), and every sum is rounded once, as the reference rounds it: a conv's gemm
+// writes y's 16-bit values; where a sum runs on past a gemm, the gemm writes f32 and the sum
+// goes on in f32 before its one rounding: conv_grad_data's columns are f32 and col2im adds a
+// channel's taps into an f32 plane; conv_grad_weight adds each image's product into an f32
+// copy of dw (a batch in one gemm writes dw itself); and a conv runs no gemm per tap (those
+// would add into y, rounding once per tap).
 //
 // A conv or conv_grad_data may carry an *epilogue*: statements that run as soon as one image
 // and group of its output is complete (after that image's gemm, col2im or copy out of the

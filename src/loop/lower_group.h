@@ -69,12 +69,12 @@ struct LoweredGroup {
 // with the gemm nests (loop/lowering/gemm_nests.cc), as is conv_takes_epilogue.
 bool lowers_matmul_to_gemm(const Node& node);
 
-// Whether lower_group stores `node` (a conv_channels_last of f32) as one conv statement
-// (oneDNN's direct convolution), defined with the gemm nests.
+// Whether lower_group stores `node` (a conv_channels_last of f32, bf16 or f16) as one conv
+// statement (oneDNN's direct convolution), defined with the gemm nests.
 bool lowers_conv_to_library(const Node& node);
 
 // Whether lower_group runs elementwise consumers of `node` on each image's block of its
-// output: a conv or conv_grad_data lowered to gemm (f32, f64), or after it, a
+// output: a conv or conv_grad_data lowered to gemm (f32, f64, bf16, f16), or after it, a
 // conv_channels_last stored as a conv statement. conv_grad_weight sums over
 // every image into one output, so no block of it is complete before the end.
 bool conv_takes_epilogue(const Node& node);

@@ -31,7 +31,9 @@
 //    (target/target.h), and a combination a library does not run is not lowered to a call.
 //    The operations:
 //  - gemm, a matrix product over regions of three buffers of one floating dtype (f32 or f64,
-//    accumulating in it): for i in [0, m), j in [0, n)
+//    accumulating in it; f16 or bf16, accumulating in f32 and rounding once), or of f16 or bf16
+//    A and B into an f32 C (the f32 sum unrounded, for a sum that goes on past the gemm):
+//    for i in [0, m), j in [0, n)
 //        C(i, j) = (accumulate ? C(i, j) : 0) + sum(p, 0, k, op(A)(i, p) * op(B)(p, j))
 //    where a region's element (r, c) is buffer[offset + r * leading_dim + c] (row-major with a
 //    row stride, as BLAS's row-major layout), op(A)(i, p) is A(i, p), or A(p, i) when A is
@@ -47,9 +49,11 @@
 //    holds the same values at every run of the kernel with that buffer (a weight compiled in
 //    as a constant), so the copy made once stays valid. It changes how B is read, never what
 //    the gemm computes, and the evaluator ignores it.
-//  - conv, a convolution of channels-last images run by a library (oneDNN on a CPU), for f32
-//    only: x holds `images` images [D..., C] from x's offset on, y their outputs [Y..., O]
-//    from y's offset on, and w the weights [O, C/groups, K...] (ONNX's layout) from element 0:
+//  - conv, a convolution of channels-last images run by a library (oneDNN on a CPU), for f32,
+//    and for bf16 and f16 (x, w, bias and y of the one dtype, summed in f32 and rounded once
+//    to y's dtype after the relu): x holds `images` images [D..., C] from x's offset on, y
+//    their outputs [Y..., O] from y's offset on, and w the weights [O, C/groups, K...]
+//    (ONNX's layout) from element 0:
 //        y[n, p..., o] = sum over c < C/groups and taps t of
 //                        x[n, p * stride - pad_begin + t * dilation..., g * C/groups + c]
 //                        * w[o, c, t...]        (g = o / (O/groups); x outside D is 0)

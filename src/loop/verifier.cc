@@ -232,11 +232,14 @@ Status check_packed_b(const LibraryCall& g, const std::string& line) {
 
 Status check_gemm_operands(const LibraryCall& g, const std::string& line) {
   const DType dtype = g.c().buffer.dtype();
+  // A and B hold C's dtype, or f16 or bf16 (both the same) into an f32 C: their sum, unrounded.
+  const DType a = g.a().buffer.dtype();
+  const DType operands = dtype == DType::f32 && is_low_precision(a) ? a : dtype;
   for (const MatrixRegion* region : {&g.a(), &g.b(), &g.c()}) {
     if (region->offset.type() != DType::i64) return fail("a gemm offset is not i64", line);
-    if (region->buffer.dtype() != dtype) {
-      return fail(fmt::format("gemm operands hold {} and {}", dtype_name(region->buffer.dtype()),
-                              dtype_name(dtype)),
+    const DType held = region->buffer.dtype(), want = region == &g.c() ? dtype : operands;
+    if (held != want) {
+      return fail(fmt::format("gemm operands hold {} and {}", dtype_name(held), dtype_name(want)),
                   line);
     }
   }
@@ -270,8 +273,8 @@ Status check_gemm(const Stmt& s) {
 }
 
 // A conv's geometry describes a convolution (positive sizes, channels divisible by groups,
-// the output size the window gives), its operands are f32 buffers other than y, and where
-// its offsets are constant its regions lie inside them.
+// the output size the window gives), its operands and bias are buffers of one dtype (f32, bf16
+// or f16) other than y, and where its offsets are constant its regions lie inside them.
 Status check_conv(const Stmt& s) {
   const LibraryCall& c = *s.as<LibraryCall>();
   const ConvGeometry& g = c.conv();
@@ -297,15 +300,21 @@ Status check_conv(const Stmt& s) {
       return fail("a conv's output size is not its window's", line);
     }
   }
-  if (c.bias().defined() &&
-      (c.bias().dtype() != DType::f32 || c.bias().flat_size() < g.out_channels)) {
-    return fail(
-        fmt::format("conv's bias '{}' is not {} f32 elements", c.bias().name(), g.out_channels),
-        line);
+  const DType dtype = c.y().buffer.dtype();
+  if (dtype != DType::f32 && !is_low_precision(dtype)) {
+    return fail(fmt::format("a conv of {}; it takes f32, bf16 or f16", dtype_name(dtype)), line);
   }
-  for (const Buffer* operand : {&c.x().buffer, &c.w().buffer, &c.y().buffer}) {
-    if (operand->dtype() != DType::f32) {
-      return fail(fmt::format("a conv of {}; it takes f32", dtype_name(operand->dtype())), line);
+  if (c.bias().defined() &&
+      (c.bias().dtype() != dtype || c.bias().flat_size() < g.out_channels)) {
+    return fail(fmt::format("conv's bias '{}' is not {} {} elements", c.bias().name(),
+                            g.out_channels, dtype_name(dtype)),
+                line);
+  }
+  for (const Buffer* operand : {&c.x().buffer, &c.w().buffer}) {
+    if (operand->dtype() != dtype) {
+      return fail(fmt::format("conv operands hold {} and {}", dtype_name(operand->dtype()),
+                              dtype_name(dtype)),
+                  line);
     }
   }
   if (c.y().buffer.name() == c.x().buffer.name() || c.y().buffer.name() == c.w().buffer.name() ||

@@ -15,10 +15,12 @@
 //  - Library calls: three operands, and dtypes that are the operands' (accumulating in the
 //    output's accumulation dtype, f32 for f16 and bf16); a gemm has no epilogue, a conv a
 //    bias then a relu, each at most once.
-//    A gemm's three buffers hold one floating dtype; C is neither A nor B; offsets and
+//    A gemm's three buffers hold one floating dtype (or A and B f16 or bf16 and C f32); C is
+//    neither A nor B; offsets and
 //    extents are i64; leading dimensions are positive and at least the matrix's width where
 //    that is constant; a region whose offset and extents are constant lies inside its
-//    buffer; constant extents fit BLAS's int. A conv's geometry is a convolution's, of f32.
+//    buffer; constant extents fit BLAS's int. A conv's geometry is a convolution's, its
+//    buffers of one dtype: f32, bf16 or f16.
 //  - Loop kinds: vectorized and unrolled loops have constant positive extents; no parallel
 //    or vectorized loop, and no vectorized reduction, is nested inside a vectorized loop or
 //    a vectorized reduction.

@@ -46,9 +46,10 @@ bool is_training_graph(const Graph& graph) {
 
 // Why `conv` keeps its layout, or empty when it moves to channels last.
 std::string why_kept(const Node& conv) {
-  if (conv.output(0)->dtype() != DType::f32) {
-    return fmt::format("of {} (oneDNN's direct convolution takes f32)",
-                       dtype_name(conv.output(0)->dtype()));
+  const DType dtype = conv.output(0)->dtype();
+  if (dtype != DType::f32 && !is_low_precision(dtype)) {
+    return fmt::format("of {} (oneDNN's direct convolution takes f32, bf16 and f16)",
+                       dtype_name(dtype));
   }
   if (conv.attrs().get_int("groups") != 1) return "grouped";
   return {};
@@ -196,8 +197,9 @@ bool sink_through_batch_norm(Graph& graph, Node* norm) {
 }
 
 // Whether oneDNN has Winograd kernels for the shape of `conv`: a 2-D kernel of 3x3 at stride
-// 1, undilated, not grouped, padded by at most one.
+// 1, undilated, not grouped, padded by at most one, of f32 (it has none of bf16 or f16).
 bool winograd_applies(const Node& conv) {
+  if (conv.output(0)->dtype() != DType::f32) return false;
   const Shape& w = conv.input(1)->shape();
   const Attrs& attrs = conv.attrs();
   const auto all_at_most = [](const std::vector<int64_t>& v, int64_t most) {

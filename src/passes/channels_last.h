@@ -7,8 +7,8 @@
 // convolutions gained (docs/benchmarks.md). So the layout changes once for a whole network,
 // not once per convolution:
 //
-//   1. every f32 conv becomes to_first(conv_channels_last(to_last(x), w)), where to_last and
-//      to_first are transposes moving dim 1 last and back;
+//   1. every f32, bf16 or f16 conv becomes to_first(conv_channels_last(to_last(x), w)), where
+//      to_last and to_first are transposes moving dim 1 last and back;
 //   2. to_first transposes sink below the elementwise and broadcasting ops that read them (a
 //      bias add, a ReLU, a residual add of two convolutions): op(to_first(a), to_first(b)) is
 //      to_first(op(a, b)), and an operand with no more elements than the channels (a

@@ -105,9 +105,13 @@ class CpuTarget final : public Target {
   bool decomposes_by_cost() const override { return true; }
   // oneDNN computes convolutions channels last.
   bool computes_convolutions_channels_last() const override { return true; }
-  // oneDNN's bf16 matmul; Kiln's convolutions have no bf16 library path yet, and f32's
-  // im2col and sgemm outrun the reduce loops a bf16 convolution would lower to.
-  bool computes_in_low_precision(Op op) const override { return op == Op::matmul; }
+  // oneDNN's bf16 and f16 matmul, and the convolutions: a training step's as im2col and that
+  // matmul (loop/lower_conv.h), an inference graph's channels last through oneDNN's
+  // convolution of the low dtype (f32 on widened copies where oneDNN has no kernel for it).
+  bool computes_in_low_precision(Op op) const override {
+    return op == Op::matmul || op == Op::conv || op == Op::conv_grad_data ||
+           op == Op::conv_grad_weight || op == Op::conv_channels_last;
+  }
   std::optional<cost::GpuProfile> gpu_profile(const CompileOptions&) const override {
     return std::nullopt;
   }
@@ -116,9 +120,10 @@ class CpuTarget final : public Target {
   Expected<std::string_view> library_for(const loop::LibraryCall& call) const override {
     if (call.op == loop::LibraryOp::gemm && all_dtypes(call, DType::f64))
       return std::string_view("OpenBLAS");
-    // Mixed precision's gemms: oneDNN's matmul primitive, or its f32 gemm on widened copies
-    // where it has no kernel for the CPU (f16 without AVX512-FP16).
-    if (all_dtypes(call, DType::f32) || is_mixed_precision_gemm(call))
+    // Mixed precision's gemms (with a 16-bit or an f32 C) and convolutions: oneDNN's matmul and
+    // convolution primitives of the low dtype, or its f32 ones on widened copies where it has
+    // no kernel for the CPU (f16 without AVX512-FP16).
+    if (all_dtypes(call, DType::f32) || is_mixed_precision_call(call) || is_widening_gemm(call))
       return std::string_view("oneDNN");
     return Status::errorf(ErrorCode::unsupported, "no library of the CPU computes a {}",
                           library_call_signature(call));

@@ -50,10 +50,19 @@ bool all_dtypes(const loop::LibraryCall& call, DType dtype) {
   return d.a == dtype && d.b == dtype && d.accumulate == dtype && d.out == dtype;
 }
 
-bool is_mixed_precision_gemm(const loop::LibraryCall& call) {
+bool is_mixed_precision_call(const loop::LibraryCall& call) {
+  const loop::LibraryDTypes& d = call.dtypes;
+  return is_low_precision(d.a) && d.b == d.a && d.out == d.a && d.accumulate == DType::f32;
+}
+
+bool is_widening_gemm(const loop::LibraryCall& call) {
   const loop::LibraryDTypes& d = call.dtypes;
   return call.op == loop::LibraryOp::gemm && is_low_precision(d.a) && d.b == d.a &&
-         d.out == d.a && d.accumulate == DType::f32;
+         d.accumulate == DType::f32 && d.out == DType::f32;
+}
+
+bool is_mixed_precision_gemm(const loop::LibraryCall& call) {
+  return call.op == loop::LibraryOp::gemm && is_mixed_precision_call(call);
 }
 
 const Target& target_for(DeviceKind kind) {

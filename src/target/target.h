@@ -110,8 +110,13 @@ class Target {
 // refusals; and whether they are all `dtype`.
 std::string library_call_signature(const loop::LibraryCall& call);
 bool all_dtypes(const loop::LibraryCall& call, DType dtype);
-// A gemm of f16 or bf16 operands and result, accumulating in f32: mixed precision's contraction.
+// A call of f16 or bf16 operands and result, accumulating in f32: mixed precision's
+// contraction; and such a call that is a gemm.
+bool is_mixed_precision_call(const loop::LibraryCall& call);
 bool is_mixed_precision_gemm(const loop::LibraryCall& call);
+// A gemm of f16 or bf16 operands into an f32 C: a mixed-precision sum that goes on past the
+// gemm (loop/lower_conv.h: a convolution's gradients).
+bool is_widening_gemm(const loop::LibraryCall& call);
 
 // The target of every device of `kind`.
 const Target& target_for(DeviceKind kind);

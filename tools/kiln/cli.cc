@@ -282,8 +282,9 @@ void add_device_flag(CLI::App* command, CompileFlags& flags) {
       ->add_option("--precision", flags.precision,
                    "The precision the model computes in: fp32 (as written); bf16 or fp16 (mixed "
                    "precision, as torch.autocast: matmuls read bf16 or fp16 copies of their "
-                   "operands and accumulate in f32, convolutions stay f32 for now; sums, softmax, "
-                   "normalizations, exp, log and losses compute in f32; elementwise ops follow "
+                   "operands and accumulate in f32, and on the CPU so do convolutions (on a "
+                   "GPU they stay f32 for now); sums, softmax, normalizations, exp, log and "
+                   "losses compute in f32; elementwise ops follow "
                    "their operands; inputs, outputs, parameters and optimizer state keep their "
                    "dtypes); tf32 (f32 dtypes; on a GPU, f32 matmuls run on tensor cores in TF32 "
                    "through cuBLASLt, as torch.backends.cuda.matmul.allow_tf32; on the CPU as "

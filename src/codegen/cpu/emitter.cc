@@ -353,7 +353,8 @@ class KernelEmitter : public ExprEmitter {
 
   // kiln_gemm(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate): the
   // prelude's wrapper of its libraries' gemm for f32 and f64; kiln_gemm_bf16 and
-  // kiln_gemm_f16 for mixed precision's (their operands' bits).
+  // kiln_gemm_f16 for mixed precision's (their operands' bits), and kiln_gemm_bf16_f32 and
+  // kiln_gemm_f16_f32 for those into an f32 C.
   void emit_gemm(const loop::LibraryCall& g) {
     const auto region = [&](const loop::MatrixRegion& r) {
       return fmt::format("{} + {}, {}", lookup(buffers_, r.buffer.name()), emit_expr(r.offset),
@@ -363,9 +364,10 @@ class KernelEmitter : public ExprEmitter {
         "{}, {}, {}, {}, {}, {}, {}, {}", g.gemm().transpose_a ? "true" : "false",
         g.gemm().transpose_b ? "true" : "false", emit_expr(g.gemm().m), emit_expr(g.gemm().n),
         emit_expr(g.gemm().k), region(g.a()), region(g.b()), region(g.c()));
-    const DType dtype = g.dtypes.out;
-    const std::string function =
-        is_low_precision(dtype) ? fmt::format("kiln_gemm_{}", dtype_name(dtype)) : "kiln_gemm";
+    const DType dtype = g.dtypes.a;
+    std::string function = "kiln_gemm";
+    if (is_low_precision(dtype)) function += fmt::format("_{}", dtype_name(dtype));
+    if (g.dtypes.out != dtype) function += fmt::format("_{}", dtype_name(g.dtypes.out));
     const std::string call = fmt::format("{}({}, {});", function, operands,
                                          g.gemm().accumulate ? "true" : "false");
     if (!g.hints.packed.defined()) {
@@ -379,8 +381,9 @@ class KernelEmitter : public ExprEmitter {
   }
 
   // kiln_conv_dnnl(spatial, images, C, O, groups, geometry, x, w, bias, relu, y, state,
-  // state bytes, winograd),
-  // and kiln_conv_direct where oneDNN declines; the geometry is a constant array per call.
+  // state bytes, winograd), and kiln_conv_direct where oneDNN declines; kiln_conv_bf16 and
+  // kiln_conv_f16 (the same arguments) for mixed precision's. The geometry is a constant array
+  // per call.
   void emit_conv(const loop::LibraryCall& c) {
     const loop::ConvGeometry& g = c.conv();
     std::vector<int64_t> geometry;
@@ -408,8 +411,14 @@ class KernelEmitter : public ExprEmitter {
             ? fmt::format("{}, {}", lookup(buffers_, c.hints.packed.name()),
                           c.hints.packed.flat_size() * dtype_size_bytes(c.hints.packed.dtype()))
             : std::string("nullptr, 0");
-    line(fmt::format("if (!kiln_conv_dnnl({}, {}, {})) kiln_conv_direct({});", operands, state,
-                     c.hints.winograd ? "true" : "false", operands));
+    const std::string_view winograd = c.hints.winograd ? "true" : "false";
+    const DType dtype = c.dtypes.out;
+    if (is_low_precision(dtype)) {
+      line(fmt::format("kiln_conv_{}({}, {}, {});", dtype_name(dtype), operands, state, winograd));
+    } else {
+      line(fmt::format("if (!kiln_conv_dnnl({}, {}, {})) kiln_conv_direct({});", operands, state,
+                       winograd, operands));
+    }
     --indent_;
     line("}");
   }

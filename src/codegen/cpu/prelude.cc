@@ -221,17 +221,17 @@ inline void* kiln_dnnl_weights(const_dnnl_primitive_desc_t pd, const dnnl_memory
   return kept;
 }
 
-// loop/stmt.h's gemm as a oneDNN matmul primitive (see prelude.h) on operands of `type` (f32;
-// f16 and bf16 accumulate in f32): A and C where they lie (strides for leading dimensions and
-// transposes), B too without a state, or, with one, kept in the layout oneDNN picks
-// (kiln_dnnl_weights); accumulating through a sum post-op. The primitive is made again on
-// every call (oneDNN's primitive cache keeps the generated code), so the state holds nothing
-// that would need freeing. Returns false, computing nothing, where oneDNN declines
-// (kiln_dnnl_primitive_desc) or B does not fit the state.
-inline bool kiln_matmul_dnnl(dnnl_data_type_t type, bool ta, bool tb, int64_t m, int64_t n,
-                             int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
-                             void* c, int64_t ldc, bool accumulate, int64_t* state,
-                             int64_t state_bytes) {
+// loop/stmt.h's gemm as a oneDNN matmul primitive (see prelude.h) on A and B of `type` (f32;
+// f16 and bf16 accumulate in f32) and C of `c_type` (theirs, or f32): A and C where they lie
+// (strides for leading dimensions and transposes), B too without a state, or, with one, kept
+// in the layout oneDNN picks (kiln_dnnl_weights); accumulating through a sum post-op. The
+// primitive is made again on every call (oneDNN's primitive cache keeps the generated code),
+// so the state holds nothing that would need freeing. Returns false, computing nothing, where
+// oneDNN declines (kiln_dnnl_primitive_desc) or B does not fit the state.
+inline bool kiln_matmul_dnnl(dnnl_data_type_t type, dnnl_data_type_t c_type, bool ta, bool tb,
+                             int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                             const void* b, int64_t ldb, void* c, int64_t ldc, bool accumulate,
+                             int64_t* state, int64_t state_bytes) {
   if (kiln_dnnl().stream == nullptr || m <= 0 || n <= 0 || k <= 0) return false;
   const dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
   const dnnl_dims_t a_strides = {ta ? 1 : lda, ta ? lda : 1};
@@ -242,7 +242,7 @@ inline bool kiln_matmul_dnnl(dnnl_data_type_t type, bool ta, bool tb, int64_t m,
       dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, type, b_strides) != dnnl_success ||
       dnnl_memory_desc_init_by_tag(&any_md, 2, b_dims, type, dnnl_format_tag_any) !=
           dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, type, c_strides) != dnnl_success) {
+      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, c_type, c_strides) != dnnl_success) {
     return false;
   }
   dnnl_matmul_desc_t desc;
@@ -274,8 +274,8 @@ inline bool kiln_matmul_dnnl(dnnl_data_type_t type, bool ta, bool tb, int64_t m,
 inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                            int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                            bool accumulate, int64_t* state, int64_t state_bytes) {
-  return kiln_matmul_dnnl(dnnl_f32, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, state,
-                          state_bytes);
+  return kiln_matmul_dnnl(dnnl_f32, dnnl_f32, ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
+                          accumulate, state, state_bytes);
 }
 
 // Runs the convolution `desc` describes (images x_md and y_md channels last, plain weights
@@ -288,8 +288,8 @@ inline bool kiln_gemm_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, co
 // primitive does not read them as its own.
 inline bool kiln_conv_dnnl_run(const dnnl_convolution_desc_t* desc, const dnnl_memory_desc_t* x_md,
                                const dnnl_memory_desc_t* y_md, const dnnl_memory_desc_t* w_md,
-                               const dnnl_memory_desc_t* bias_md, const float* x, const float* w,
-                               const float* bias, bool relu, float* y, int64_t* state,
+                               const dnnl_memory_desc_t* bias_md, const void* x, const void* w,
+                               const void* bias, bool relu, void* y, int64_t* state,
                                int64_t state_bytes) {
   dnnl_primitive_desc_t pd =
       kiln_dnnl_primitive_desc(desc, relu ? kiln_post_op::relu : kiln_post_op::none);
@@ -318,13 +318,13 @@ inline bool kiln_conv_dnnl_run(const dnnl_convolution_desc_t* desc, const dnnl_m
   }
   void* kept = kiln_dnnl_weights(pd, w_md, w, state, weights_room, scratch);
   bool ok = kept != nullptr;
-  void* run_x = copy_x ? static_cast<void*>(copies) : const_cast<float*>(x);
-  void* run_y = copy_y ? copies + x_bytes : static_cast<void*>(y);
+  void* run_x = copy_x ? static_cast<void*>(copies) : const_cast<void*>(x);
+  void* run_y = copy_y ? copies + x_bytes : y;
   if (ok && copy_x) ok = kiln_dnnl_reorder(x_md, x, run_x_md, run_x);
   if (ok) {
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     const dnnl_memory_desc_t* descs[] = {run_x_md, kept_md, run_y_md, bias_md};
-    void* const data[] = {run_x, kept, run_y, const_cast<float*>(bias)};
+    void* const data[] = {run_x, kept, run_y, const_cast<void*>(bias)};
     ok = kiln_dnnl_run(pd, bias != nullptr ? 4 : 3, kinds, descs, data);
   }
   if (ok && copy_y) ok = kiln_dnnl_reorder(run_y_md, run_y, y_md, y);
@@ -340,12 +340,15 @@ inline bool kiln_conv_dnnl_run(const dnnl_convolution_desc_t* desc, const dnnl_m
 // and the relu are the primitive's own (a post-op). With `winograd`, oneDNN's Winograd
 // kernels where it has one for the shape (on copies of x and y in its blocked layout), else
 // its direct convolution. `geometry` holds per spatial dim d: D, Y, K, stride, pad_begin and
-// dilation at [6 * d, 6 * d + 6). Returns false, computing nothing, when oneDNN refuses or
-// offers only its reference implementation; the caller then calls kiln_conv_direct.
-inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_t out_channels,
-                           int64_t groups, const int64_t* geometry, const float* x,
-                           const float* w, const float* bias, bool relu, float* y,
-                           int64_t* state, int64_t state_bytes, bool winograd) {
+// dilation at [6 * d, 6 * d + 6). x, w, bias and y hold `type` (f32; bf16 and f16 sum in f32).
+// Returns false, computing nothing, when oneDNN refuses or offers only its reference
+// implementation; the caller then calls kiln_conv_direct (f32), or computes on widened copies
+// (kiln_conv_16).
+inline bool kiln_convolution_dnnl(dnnl_data_type_t type, int spatial, int64_t images,
+                                  int64_t channels, int64_t out_channels, int64_t groups,
+                                  const int64_t* geometry, const void* x, const void* w,
+                                  const void* bias, bool relu, void* y, int64_t* state,
+                                  int64_t state_bytes, bool winograd) {
   if (kiln_dnnl().stream == nullptr || spatial < 1 || spatial > 3) return false;
   static const dnnl_format_tag_t channels_last[] = {dnnl_nwc, dnnl_nhwc, dnnl_ndhwc};
   static const dnnl_format_tag_t plain_weights[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
@@ -373,20 +376,20 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
   const int rank = 2 + spatial;
   dnnl_memory_desc_t x_md, y_md, w_md, any_md, any_x_md, any_y_md, bias_md;
   const dnnl_dims_t bias_dims = {out_channels};
-  if (dnnl_memory_desc_init_by_tag(&x_md, rank, x_dims, dnnl_f32, channels_last[spatial - 1]) !=
+  if (dnnl_memory_desc_init_by_tag(&x_md, rank, x_dims, type, channels_last[spatial - 1]) !=
           dnnl_success ||
-      dnnl_memory_desc_init_by_tag(&y_md, rank, y_dims, dnnl_f32, channels_last[spatial - 1]) !=
+      dnnl_memory_desc_init_by_tag(&y_md, rank, y_dims, type, channels_last[spatial - 1]) !=
           dnnl_success ||
-      dnnl_memory_desc_init_by_tag(&any_x_md, rank, x_dims, dnnl_f32, dnnl_format_tag_any) !=
+      dnnl_memory_desc_init_by_tag(&any_x_md, rank, x_dims, type, dnnl_format_tag_any) !=
           dnnl_success ||
-      dnnl_memory_desc_init_by_tag(&any_y_md, rank, y_dims, dnnl_f32, dnnl_format_tag_any) !=
+      dnnl_memory_desc_init_by_tag(&any_y_md, rank, y_dims, type, dnnl_format_tag_any) !=
           dnnl_success ||
       dnnl_memory_desc_init_by_tag(
-          &w_md, w_rank, w_dims, dnnl_f32,
+          &w_md, w_rank, w_dims, type,
           (grouped ? grouped_weights : plain_weights)[spatial - 1]) != dnnl_success ||
-      dnnl_memory_desc_init_by_tag(&any_md, w_rank, w_dims, dnnl_f32, dnnl_format_tag_any) !=
+      dnnl_memory_desc_init_by_tag(&any_md, w_rank, w_dims, type, dnnl_format_tag_any) !=
           dnnl_success ||
-      dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x) != dnnl_success) {
+      dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, type, dnnl_x) != dnnl_success) {
     return false;
   }
   const dnnl_memory_desc_t* bias_or_none = bias != nullptr ? &bias_md : nullptr;
@@ -406,9 +409,15 @@ inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_
                             state_bytes);
 }
 #else
-inline bool kiln_matmul_dnnl(dnnl_data_type_t, bool, bool, int64_t, int64_t, int64_t,
-                             const void*, int64_t, const void*, int64_t, void*, int64_t, bool,
-                             int64_t*, int64_t) {
+inline bool kiln_convolution_dnnl(dnnl_data_type_t, int, int64_t, int64_t, int64_t, int64_t,
+                                  const int64_t*, const void*, const void*, const void*, bool,
+                                  void*, int64_t*, int64_t, bool) {
+  return false;
+}
+
+inline bool kiln_matmul_dnnl(dnnl_data_type_t, dnnl_data_type_t, bool, bool, int64_t, int64_t,
+                             int64_t, const void*, int64_t, const void*, int64_t, void*, int64_t,
+                             bool, int64_t*, int64_t) {
   return false;
 }
 
@@ -417,12 +426,15 @@ inline bool kiln_gemm_dnnl(bool, bool, int64_t, int64_t, int64_t, const float*, 
   return false;
 }
 
-inline bool kiln_conv_dnnl(int, int64_t, int64_t, int64_t, int64_t, const int64_t*,
-                           const float*, const float*, const float*, bool, float*, int64_t*,
-                           int64_t, bool) {
-  return false;
-}
 #endif
+
+inline bool kiln_conv_dnnl(int spatial, int64_t images, int64_t channels, int64_t out_channels,
+                           int64_t groups, const int64_t* geometry, const float* x,
+                           const float* w, const float* bias, bool relu, float* y,
+                           int64_t* state, int64_t state_bytes, bool winograd) {
+  return kiln_convolution_dnnl(dnnl_f32, spatial, images, channels, out_channels, groups,
+                               geometry, x, w, bias, relu, y, state, state_bytes, winograd);
+}
 
 // oneDNN's matmul primitive (its brgemm kernels) outran its sgemm on the products that are
 // deep for their width: a GCN's [2048, 2048] x [2048, 16], a transformer's feed-forward
@@ -702,26 +714,33 @@ inline auto kiln_widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld
 }
 
 // loop/stmt.h's gemm of f16 or bf16 operands (their bits; `value` and `bits` convert them)
-// accumulating in f32 and rounded once to C's dtype: oneDNN's matmul primitive (its
-// AVX512-BF16 or AMX kernels where the CPU has them), else the f32 gemm on widened copies,
-// which computes the same (the products of 16-bit values are exact in f32): oneDNN 2 has no
-// f16 matmul without AVX512-FP16.
-template <float (*value)(uint16_t), uint16_t (*bits)(float)>
+// accumulating in f32 and rounded once to C's dtype (C's element type `C`: their bits, or
+// float for an f32 C): oneDNN's matmul primitive (its AVX512-BF16 or AMX kernels where the CPU
+// has them), else the f32 gemm on widened copies, which computes the same (the products of
+// 16-bit values are exact in f32): oneDNN 2 has no f16 matmul without AVX512-FP16.
+template <float (*value)(uint16_t), uint16_t (*bits)(float), typename C>
 inline void kiln_gemm_16(dnnl_data_type_t type, bool ta, bool tb, int64_t m, int64_t n,
                          int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
-                         int64_t ldb, uint16_t* c, int64_t ldc, bool accumulate) {
+                         int64_t ldb, C* c, int64_t ldc, bool accumulate) {
+  constexpr bool wide_c = std::is_same_v<C, float>;
   if (m <= 0 || n <= 0) return;
-  if (kiln_matmul_dnnl(type, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, nullptr, 0)) {
+  if (kiln_matmul_dnnl(type, wide_c ? dnnl_f32 : type, ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
+                       accumulate, nullptr, 0)) {
     return;
   }
   const auto wide_a = kiln_widen<value>(a, ta ? k : m, ta ? m : k, lda);
   const auto wide_b = kiln_widen<value>(b, tb ? n : k, tb ? k : n, ldb);
-  const auto wide_c = accumulate ? kiln_widen<value>(c, m, n, ldc)
+  if constexpr (wide_c) {
+    kiln_gemm(ta, tb, m, n, k, wide_a.get(), ta ? m : k, wide_b.get(), tb ? k : n, c, ldc,
+              accumulate);
+  } else {
+    const auto wide = accumulate ? kiln_widen<value>(c, m, n, ldc)
                                  : std::make_unique<float[]>(static_cast<size_t>(m * n));
-  kiln_gemm(ta, tb, m, n, k, wide_a.get(), ta ? m : k, wide_b.get(), tb ? k : n, wide_c.get(), n,
-            accumulate);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bits(wide_c[i * n + j]);
+    kiln_gemm(ta, tb, m, n, k, wide_a.get(), ta ? m : k, wide_b.get(), tb ? k : n, wide.get(),
+              n, accumulate);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bits(wide[i * n + j]);
+    }
   }
 }
 
@@ -737,6 +756,73 @@ inline void kiln_gemm_f16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, con
                           bool accumulate) {
   kiln_gemm_16<kiln_half_value, kiln_half_bits>(dnnl_f16, ta, tb, m, n, k, a, lda, b, ldb, c,
                                                 ldc, accumulate);
+}
+
+inline void kiln_gemm_bf16_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                               const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+                               float* c, int64_t ldc, bool accumulate) {
+  kiln_gemm_16<kiln_bfloat16_value, kiln_bfloat16_bits>(dnnl_bf16, ta, tb, m, n, k, a, lda, b,
+                                                        ldb, c, ldc, accumulate);
+}
+
+inline void kiln_gemm_f16_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                              const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+                              float* c, int64_t ldc, bool accumulate) {
+  kiln_gemm_16<kiln_half_value, kiln_half_bits>(dnnl_f16, ta, tb, m, n, k, a, lda, b, ldb, c,
+                                                ldc, accumulate);
+}
+
+// loop/stmt.h's conv of f16 or bf16 images, weights and bias (their bits; `value` and `bits`
+// convert them) summed in f32 and rounded once to y's dtype: oneDNN's convolution of that
+// dtype (its AVX512-BF16 or AMX kernels where the CPU has them), else oneDNN's f32
+// convolution on widened copies (or kiln_conv_direct), which computes the same, as
+// kiln_gemm_16 does: oneDNN 2 has no f16 convolution without AVX512-FP16.
+template <float (*value)(uint16_t), uint16_t (*bits)(float)>
+inline void kiln_conv_16(dnnl_data_type_t type, int spatial, int64_t images, int64_t channels,
+                         int64_t out_channels, int64_t groups, const int64_t* geometry,
+                         const uint16_t* x, const uint16_t* w, const uint16_t* bias, bool relu,
+                         uint16_t* y, int64_t* state, int64_t state_bytes, bool winograd) {
+  if (kiln_convolution_dnnl(type, spatial, images, channels, out_channels, groups, geometry, x, w,
+                            bias, relu, y, state, state_bytes, winograd)) {
+    return;
+  }
+  int64_t x_size = images * channels, y_size = images * out_channels;
+  int64_t w_size = out_channels * (channels / groups);
+  for (int d = 0; d < spatial; ++d) {
+    x_size *= geometry[6 * d];
+    y_size *= geometry[6 * d + 1];
+    w_size *= geometry[6 * d + 2];
+  }
+  const auto wide_x = kiln_widen<value>(x, 1, x_size, x_size);
+  const auto wide_w = kiln_widen<value>(w, 1, w_size, w_size);
+  const auto wide_bias =
+      bias != nullptr ? kiln_widen<value>(bias, 1, out_channels, out_channels) : nullptr;
+  const auto wide_y = std::make_unique<float[]>(static_cast<size_t>(y_size));
+  if (!kiln_conv_dnnl(spatial, images, channels, out_channels, groups, geometry, wide_x.get(),
+                      wide_w.get(), wide_bias.get(), relu, wide_y.get(), nullptr, 0, false)) {
+    kiln_conv_direct(spatial, images, channels, out_channels, groups, geometry, wide_x.get(),
+                     wide_w.get(), wide_bias.get(), relu, wide_y.get());
+  }
+  for (int64_t i = 0; i < y_size; ++i) y[i] = bits(wide_y[i]);
+}
+
+inline void kiln_conv_bf16(int spatial, int64_t images, int64_t channels, int64_t out_channels,
+                           int64_t groups, const int64_t* geometry, const uint16_t* x,
+                           const uint16_t* w, const uint16_t* bias, bool relu, uint16_t* y,
+                           int64_t* state, int64_t state_bytes, bool winograd) {
+  kiln_conv_16<kiln_bfloat16_value, kiln_bfloat16_bits>(dnnl_bf16, spatial, images, channels,
+                                                        out_channels, groups, geometry, x, w,
+                                                        bias, relu, y, state, state_bytes,
+                                                        winograd);
+}
+
+inline void kiln_conv_f16(int spatial, int64_t images, int64_t channels, int64_t out_channels,
+                          int64_t groups, const int64_t* geometry, const uint16_t* x,
+                          const uint16_t* w, const uint16_t* bias, bool relu, uint16_t* y,
+                          int64_t* state, int64_t state_bytes, bool winograd) {
+  kiln_conv_16<kiln_half_value, kiln_half_bits>(dnnl_f16, spatial, images, channels,
+                                                out_channels, groups, geometry, x, w, bias, relu,
+                                                y, state, state_bytes, winograd);
 }
 
 }  // namespace

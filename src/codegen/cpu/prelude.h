@@ -26,7 +26,8 @@
 //    an f32 product deep for its width (kiln_gemm_prefers_matmul) goes to kiln_gemm_dnnl.
 //  - kiln_gemm_bf16 / kiln_gemm_f16: mixed precision's gemm (16-bit operands and result,
 //    f32 accumulation) through oneDNN's matmul primitive (kiln_matmul_dnnl), else kiln_gemm
-//    on f32 copies where oneDNN has no kernel for the CPU.
+//    on f32 copies where oneDNN has no kernel for the CPU; kiln_gemm_bf16_f32 /
+//    kiln_gemm_f16_f32 likewise into an f32 C.
 //  - kiln_gemm_dnnl: an f32 gemm as a oneDNN matmul primitive (kiln_matmul_dnnl, which takes
 //    the operands' dtype), B read where it lies or, with a state, kept packed (loop/stmt.h)
 //    in the layout oneDNN chooses for this machine, packed into the state on the first call.
@@ -42,6 +43,10 @@
 //    the call); else the direct convolution. It returns
 //    false, computing nothing, where oneDNN declines or offers only its reference
 //    implementation, and the caller then calls kiln_conv_direct, the evaluator's loops.
+//  - kiln_conv_bf16 / kiln_conv_f16: mixed precision's conv (16-bit images, weights, bias
+//    and output, f32 accumulation) through oneDNN's convolution of that dtype
+//    (kiln_convolution_dnnl, which kiln_conv_dnnl calls for f32), else the f32 one on widened
+//    copies where oneDNN has no kernel for the CPU (f16 without AVX512-FP16).
 // The prelude includes OpenBLAS's cblas.h in every unit, not only in units with a gemm: it
 // stays one constant text (like the flags, part of every cache key), the header costs a few
 // milliseconds of a compile that takes hundreds, and every kernel library links OpenBLAS

@@ -16,7 +16,9 @@ bool lowers_matmul_to_gemm(const Node& node) {
 }
 
 bool lowers_conv_to_library(const Node& node) {
-  return node.op() == Op::conv_channels_last && node.output(0)->dtype() == DType::f32;
+  const DType dtype = node.output(0)->dtype();
+  return node.op() == Op::conv_channels_last &&
+         (dtype == DType::f32 || is_low_precision(dtype));
 }
 
 bool conv_takes_epilogue(const Node& node) {

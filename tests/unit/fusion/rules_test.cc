@@ -84,7 +84,9 @@ TEST(FusionRules, ConvAndItsDataGradientTakeElementwiseEpiloguesOfTheirShape) {
                                 {{"weight_shape", std::vector<int64_t>{4, 2, 3, 3}}});
   EXPECT_FALSE(verdict(grad_weight, b.neg(grad_weight)).fusible);
   Value* half = b.apply1(Op::conv, {b.cast(image, DType::f16), b.cast(kernel, DType::f16)});
-  EXPECT_FALSE(verdict(half, b.relu(half)).fusible);
+  EXPECT_EQ(verdict(half, b.relu(half)).rule, "conv-epilogue");
+  Value* wide = b.apply1(Op::conv, {b.cast(image, DType::f64), b.cast(kernel, DType::f64)});
+  EXPECT_EQ(verdict(wide, b.relu(wide)).rule, "conv-epilogue");
 }
 
 TEST(FusionRules, OperandsOfContractionsAndOpaqueOpsAreCut) {
