@@ -94,6 +94,11 @@ expect explain-decompose 0 'decompose layer_norm \(2 nodes\): estimated .* whole
 expect explain-no-decompose 0 '^0$' -- bash -c "'$kiln' explain '$example' --disable-rewrite decompose | grep -c '^decompose' || true"
 expect explain-no-rewrites 0 'graph rewrites: off' -- "$kiln" explain "$example" --no-rewrites
 expect explain-bad-rewrite 2 'disable-rewrite' -- "$kiln" explain "$example" --disable-rewrite fold-everything
+# Mixed precision on the CPU: the convolutions and their gradients are kernels in bf16.
+expect explain-bf16-conv 0 'in bf16 +%[0-9]+ = conv_channels_last' -- bash -c \
+  "'$kiln' explain zoo:resnet-tiny --precision bf16 | paste -sd' '"
+expect explain-bf16-conv-gradients 0 'in bf16 +%[0-9]+ = conv_grad_weight' -- bash -c \
+  "'$kiln' explain zoo:resnet-tiny --train --precision bf16 | paste -sd' '"
 expect explain-disabled 0 "rule 'matmul-epilogue' is disabled" \
   -- "$kiln" explain "$example" --disable-rule matmul-epilogue
 expect explain-bad-rule 2 'disable-rule' -- "$kiln" explain "$example" --disable-rule nope
