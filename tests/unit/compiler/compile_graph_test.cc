@@ -336,7 +336,8 @@ TEST(Executor, RunsInTheArenaItIsGiven) {
   void* on_given[] = {given.data()};
   ASSERT_TRUE(model->run_raw(inputs, on_own));
   const auto bytes = static_cast<size_t>(model->program().arena_bytes);
-  auto* arena = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
+  // aligned_alloc takes a multiple of the alignment.
+  auto* arena = static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   std::memset(arena, 0xff, bytes);
   ASSERT_TRUE(model->run_raw(inputs, on_given, nullptr, false, arena));
   EXPECT_EQ(own, given);
