@@ -18,10 +18,10 @@ constexpr std::array kRules = {
                "a reduction and its elementwise or reduction consumers share a kernel, the "
                "reduced values in a local buffer"},
     FusionRule{"matmul-epilogue",
-               "elementwise consumers of an f32/f64 matmul run on each output block after its "
+               "elementwise consumers of a floating matmul run on each output block after its "
                "gemm"},
     FusionRule{"conv-epilogue",
-               "elementwise consumers of an f32/f64 conv or conv_grad_data run on each image's "
+               "elementwise consumers of a floating conv or conv_grad_data run on each image's "
                "block after its gemm"},
     FusionRule{"horizontal",
                "independent elementwise groups over the same elements run in one kernel"},
@@ -92,7 +92,7 @@ EdgeVerdict applicable_rule(const Node& producer, const Node& consumer) {
   if (from == FusionKind::contraction) {
     const bool conv = loop::conv_takes_epilogue(producer);
     if (!loop::lowers_matmul_to_gemm(producer) && !conv) {
-      return cut(fmt::format("epilogues are lowered for f32/f64 matmuls, convs and "
+      return cut(fmt::format("epilogues are lowered for floating matmuls, convs and "
                              "conv_grad_datas only, not '{}' of {}",
                              producer.op_name(), dtype_name(producer.output(0)->dtype())));
     }
