@@ -325,15 +325,7 @@ class Scheduler {
  private:
   // Applies all of `directives` or none; true when they were applied.
   bool try_apply(const std::vector<Directive>& directives) {
-    Kernel kernel = kernel_;
-    for (const Directive& directive : directives) {
-      Expected<Kernel> next = apply_directive(kernel, directive);
-      if (!next) return false;
-      kernel = std::move(next).value();
-    }
-    kernel_ = std::move(kernel);
-    schedule_.directives.insert(schedule_.directives.end(), directives.begin(), directives.end());
-    return true;
+    return apply_all_or_none(kernel_, schedule_, directives);
   }
 
   const For* loop(std::string_view var) const { return find_loop(kernel_.body, var); }

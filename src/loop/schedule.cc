@@ -1056,6 +1056,19 @@ Expected<Kernel> apply_directive(const Kernel& kernel, const Directive& directiv
   return result;
 }
 
+bool apply_all_or_none(Kernel& kernel, Schedule& schedule,
+                       const std::vector<Directive>& directives) {
+  Kernel next = kernel;
+  for (const Directive& directive : directives) {
+    Expected<Kernel> applied = apply_directive(next, directive);
+    if (!applied) return false;
+    next = std::move(applied).value();
+  }
+  kernel = std::move(next);
+  schedule.directives.insert(schedule.directives.end(), directives.begin(), directives.end());
+  return true;
+}
+
 Expected<Kernel> apply_schedule(const Kernel& kernel, const Schedule& schedule) {
   Kernel current = kernel;
   for (size_t i = 0; i < schedule.directives.size(); ++i) {

@@ -167,6 +167,11 @@ Expected<Schedule> parse_schedule(std::string_view text);
 
 // `kernel` (verified) with one directive applied; verified, not simplified.
 Expected<Kernel> apply_directive(const Kernel& kernel, const Directive& directive);
+// Applies `directives` to `kernel` in order and appends them to `schedule`, or, when one of
+// them is not legal there, changes neither: how a scheduler tries a step and keeps it only
+// where it applies. True when they were applied.
+bool apply_all_or_none(Kernel& kernel, Schedule& schedule,
+                       const std::vector<Directive>& directives);
 // Every directive in order, then simplified and verified. Errors name the directive by its
 // position (from 1) and text.
 Expected<Kernel> apply_schedule(const Kernel& kernel, const Schedule& schedule);

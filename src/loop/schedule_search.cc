@@ -34,15 +34,7 @@ class Builder {
 
   // Applies all of `directives` or none; true when they were applied.
   bool apply(const std::vector<Directive>& directives) {
-    Kernel kernel = kernel_;
-    for (const Directive& directive : directives) {
-      Expected<Kernel> next = apply_directive(kernel, directive);
-      if (!next) return false;
-      kernel = std::move(next).value();
-    }
-    kernel_ = std::move(kernel);
-    schedule_.directives.insert(schedule_.directives.end(), directives.begin(), directives.end());
-    return true;
+    return apply_all_or_none(kernel_, schedule_, directives);
   }
 
   const Kernel& kernel() const { return kernel_; }
