@@ -94,8 +94,9 @@ class CompiledModel {
   // Which of `candidates`, (output, input) pairs, may run with the output at the input's
   // address: a training step's new parameters and optimizer state written over the old, so
   // that the caller holds them once (compiler/in_place.h says when the program allows it).
-  // Later runs may pass the outputs of the pairs it returns so; any other output at an input's
-  // address is refused, since the program may read the input after writing there.
+  // Later runs may pass the outputs of the pairs it returns so; once it allowed any, any other
+  // output at an input's address is refused, since the program may read the input after
+  // writing there.
   std::vector<std::pair<int64_t, int64_t>> allow_in_place(
       std::span<const std::pair<int64_t, int64_t>> candidates);
 

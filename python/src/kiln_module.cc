@@ -312,8 +312,8 @@ NB_MODULE(_kiln, m) {
       .def("allow_in_place", &CompiledGraphHandle::allow_in_place, nb::arg("candidates"),
            "Of `candidates`, (output, input) index pairs, those whose output may be written over "
            "its input's memory (a step's new parameters over the old): later runs may pass "
-           "that input's tensor as the output too. Any other output at an input's address is "
-           "refused.")
+           "that input's tensor as the output too. Once it allowed any, any other output at an "
+           "input's address is refused.")
       .def_prop_ro("arena_bytes", &CompiledGraphHandle::arena_bytes,
                    "The bytes of intermediates a run needs (the memory plan's arena).")
       .def_prop_ro("takes_rng_seed", &CompiledGraphHandle::takes_rng_seed,

@@ -17,16 +17,6 @@ using runtime::Program;
 using runtime::Step;
 using runtime::Storage;
 
-// The program buffer of caller input or output `index`, or nullopt when none is.
-std::optional<int> caller_buffer(const Program& program, Storage storage, int64_t index) {
-  for (size_t b = 0; b < program.buffers.size(); ++b) {
-    if (program.buffers[b].storage == storage && program.buffers[b].index == index) {
-      return static_cast<int>(b);
-    }
-  }
-  return std::nullopt;
-}
-
 // The buffers a statement reads and writes, by name: loads, stores (an atomic add reads too)
 // and a library call's operands (its result written, and read when it accumulates).
 class BufferUse : public loop::IRVisitor {
@@ -80,28 +70,6 @@ std::set<std::string, std::less<>> names_of(const Step& step, const loop::Kernel
     if (step.buffers[p] == buffer) names.insert(kernel.params[p].name());
   }
   return names;
-}
-
-struct StepUse {
-  bool reads = false, writes = false;
-};
-
-// Whether step `s` reads and writes program buffer `buffer`: a copy or a collective reads its
-// source and writes its destination, a kernel what its loop IR says.
-StepUse step_use(const Program& program, std::span<const loop::Kernel* const> kernels, size_t s,
-                 int buffer) {
-  const Step& step = program.steps[s];
-  if (step.kind != Step::Kind::kernel) {
-    return {.reads = step.buffers[0] == buffer, .writes = step.buffers[1] == buffer};
-  }
-  const loop::Kernel& kernel = *kernels[static_cast<size_t>(step.kernel)];
-  const BufferUse use = buffer_use(kernel.body);
-  StepUse result;
-  for (const std::string& name : names_of(step, kernel, buffer)) {
-    result.reads = result.reads || use.reads.contains(name);
-    result.writes = result.writes || use.writes.contains(name);
-  }
-  return result;
 }
 
 // The kernel's statements in order, allocations and blocks opened: each a unit that runs
@@ -238,38 +206,63 @@ Status check_kernel(const loop::Kernel& kernel, const std::set<std::string, std:
 
 }  // namespace
 
-Status check_in_place(const Program& program, std::span<const loop::Kernel* const> kernels,
-                      int64_t output, int64_t input) {
-  const std::optional<int> in = caller_buffer(program, Storage::input, input);
-  const std::optional<int> out = caller_buffer(program, Storage::output, output);
-  if (!in || !out) {
+InPlaceCheck::InPlaceCheck(const Program& program,
+                           std::span<const loop::Kernel* const> kernels)
+    : program_(program), kernels_(kernels) {
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    const runtime::BufferSlot& slot = program.buffers[b];
+    if (slot.storage == Storage::input) input_buffer_.emplace(slot.index, static_cast<int>(b));
+    if (slot.storage == Storage::output) output_buffer_.emplace(slot.index, static_cast<int>(b));
+  }
+  // A copy or a collective reads its source and writes its destination, a kernel what its loop
+  // IR says of the parameter each buffer is passed as.
+  for (const Step& step : program.steps) {
+    StepUse& use = steps_.emplace_back();
+    if (step.kind != Step::Kind::kernel) {
+      use.reads.insert(step.buffers[0]);
+      use.writes.insert(step.buffers[1]);
+      continue;
+    }
+    const loop::Kernel& kernel = *kernels[static_cast<size_t>(step.kernel)];
+    const BufferUse params = buffer_use(kernel.body);
+    for (size_t p = 0; p < step.buffers.size() && p < kernel.params.size(); ++p) {
+      if (params.reads.contains(kernel.params[p].name())) use.reads.insert(step.buffers[p]);
+      if (params.writes.contains(kernel.params[p].name())) use.writes.insert(step.buffers[p]);
+    }
+  }
+}
+
+Status InPlaceCheck::check(int64_t output, int64_t input) const {
+  const auto in = input_buffer_.find(input);
+  const auto out = output_buffer_.find(output);
+  if (in == input_buffer_.end() || out == output_buffer_.end()) {
     return Status::errorf("the program has no input {} or no output {}", input, output);
   }
-  if (program.input_bytes.at(static_cast<size_t>(input)) !=
-      program.output_bytes.at(static_cast<size_t>(output))) {
+  if (program_.input_bytes.at(static_cast<size_t>(input)) !=
+      program_.output_bytes.at(static_cast<size_t>(output))) {
     return Status::error("the input and the output differ in size");
   }
   std::optional<size_t> writer;
-  for (size_t s = 0; s < program.steps.size(); ++s) {
-    if (!step_use(program, kernels, s, *out).writes) continue;
-    if (writer || program.steps[s].kind != Step::Kind::kernel) {
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    if (!steps_[s].writes.contains(out->second)) continue;
+    if (writer || program_.steps[s].kind != Step::Kind::kernel) {
       return Status::error("the output is not written by one kernel");
     }
     writer = s;
   }
   if (!writer) return Status::error("no step writes the output");
-  for (size_t s = *writer + 1; s < program.steps.size(); ++s) {
-    if (step_use(program, kernels, s, *in).reads) {
+  for (size_t s = *writer + 1; s < steps_.size(); ++s) {
+    if (steps_[s].reads.contains(in->second)) {
       return Status::errorf("step {} ({}) reads the input after the output is written", s,
-                            program.steps[s].label);
+                            program_.steps[s].label);
     }
   }
-  if (!step_use(program, kernels, *writer, *in).reads) return Status::ok();
-  const Step& step = program.steps[*writer];
-  const loop::Kernel& kernel = *kernels[static_cast<size_t>(step.kernel)];
-  const std::set<std::string, std::less<>> output_names = names_of(step, kernel, *out);
+  if (!steps_[*writer].reads.contains(in->second)) return Status::ok();
+  const Step& step = program_.steps[*writer];
+  const loop::Kernel& kernel = *kernels_[static_cast<size_t>(step.kernel)];
+  const std::set<std::string, std::less<>> output_names = names_of(step, kernel, out->second);
   if (output_names.size() != 1) return Status::error("the output is two parameters of a kernel");
-  return check_kernel(kernel, names_of(step, kernel, *in), *output_names.begin())
+  return check_kernel(kernel, names_of(step, kernel, in->second), *output_names.begin())
       .with_context(fmt::format("step {} ({})", *writer, step.label));
 }
 

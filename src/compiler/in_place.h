@@ -22,7 +22,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <span>
+#include <vector>
 
 #include "loop/stmt.h"
 #include "runtime/program.h"
@@ -30,9 +33,26 @@
 
 namespace kiln {
 
-// OK when output `output` of `program` may be given the memory of input `input` (above), else
-// an error saying why not. `kernels[k]` is the loop IR of program kernel k, as compiled.
-Status check_in_place(const runtime::Program& program, std::span<const loop::Kernel* const> kernels,
-                      int64_t output, int64_t input);
+// The check for one program, asked of many pairs (a training step's every parameter and state
+// tensor): which program buffers each step reads and writes is found once, when it is made.
+class InPlaceCheck {
+ public:
+  // `kernels[k]` is the loop IR of program kernel k, as compiled; both must outlive the check.
+  InPlaceCheck(const runtime::Program& program, std::span<const loop::Kernel* const> kernels);
+
+  // OK when output `output` may be given the memory of input `input` (above), else an error
+  // saying why not.
+  Status check(int64_t output, int64_t input) const;
+
+ private:
+  struct StepUse {
+    std::set<int> reads, writes;  // program buffers
+  };
+
+  const runtime::Program& program_;
+  std::span<const loop::Kernel* const> kernels_;
+  std::vector<StepUse> steps_;
+  std::map<int64_t, int> input_buffer_, output_buffer_;  // caller's index -> program buffer
+};
 
 }  // namespace kiln

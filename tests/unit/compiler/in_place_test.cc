@@ -55,7 +55,7 @@ struct SmallProgram {
   Status check() const {
     std::vector<const loop::Kernel*> pointers;
     for (const loop::Kernel& kernel : kernels) pointers.push_back(&kernel);
-    return check_in_place(program, pointers, 0, 0);
+    return InPlaceCheck(program, pointers).check(0, 0);
   }
 };
 
@@ -129,14 +129,14 @@ TEST(InPlace, AnAdamStepRunInPlaceGivesWhatItGivesApart) {
   for (size_t i = 0; i < graph.inputs().size(); ++i) input_of[graph.inputs()[i]->name()] = i;
   std::vector<std::pair<int64_t, int64_t>> candidates;
   std::map<std::string, Status> why;
+  const InPlaceCheck check(model->program(), kernels);
   for (size_t o = 0; o < graph.outputs().size(); ++o) {
     const std::string& name = graph.outputs()[o]->name();
     if (!name.ends_with(".next")) continue;
     const auto input = input_of.find(name.substr(0, name.size() - 5));
     if (input == input_of.end()) continue;
     candidates.emplace_back(static_cast<int64_t>(o), input->second);
-    why[name] = check_in_place(model->program(), kernels, candidates.back().first,
-                               candidates.back().second);
+    why[name] = check.check(candidates.back().first, candidates.back().second);
   }
   const std::vector<std::pair<int64_t, int64_t>> allowed = model->allow_in_place(candidates);
   // Most of the state is updated element by element once the gradient is complete.
